@@ -1,0 +1,210 @@
+"""Table creation from pyarrow or pyiceberg schemas and Iceberg transform strings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
+from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.table import Table
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    TruncateTransform,
+    YearTransform,
+)
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+
+from icecommit.errors import TableSpecError
+
+_CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
+_SIMPLE = {
+    "identity": IdentityTransform,
+    "year": YearTransform,
+    "month": MonthTransform,
+    "day": DayTransform,
+    "hour": HourTransform,
+}
+_SUFFIX = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
+
+
+def parse_transform(expression: str, table: str = "<new>") -> tuple[str, Transform[object, object], str]:
+    """Parse ``col``, ``day(col)``, ``bucket(N, col)``, ``truncate(W, col)`` ...
+
+    Returns:
+        (source column, transform, partition field name), the name following Iceberg's
+        conventions (``ts_day``, ``id_bucket``, ``name_trunc``; identity keeps the column name).
+
+    Raises:
+        TableSpecError: the transform is unknown or its arguments are malformed.
+    """
+    match = _CALL.match(expression)
+    if match is None:
+        column = expression.strip()
+        if not column or "(" in column or ")" in column:
+            raise TableSpecError(table, f"cannot parse partition expression {expression!r}")
+        return column, IdentityTransform(), column
+    name, args_text = match.group(1), match.group(2)
+    args = [a.strip() for a in args_text.split(",")]
+    if name in _SIMPLE:
+        if len(args) != 1 or not args[0]:
+            raise TableSpecError(table, f"{name}() takes one column, got {expression!r}")
+        column = args[0]
+        suffix = _SUFFIX.get(name)
+        return column, _SIMPLE[name](), f"{column}_{suffix}" if suffix else column
+    if name in ("bucket", "truncate"):
+        if len(args) != 2 or not args[0].isdigit() or int(args[0]) <= 0:
+            raise TableSpecError(
+                table, f"{name}() takes a positive integer and a column, got {expression!r}"
+            )
+        width, column = int(args[0]), args[1]
+        if name == "bucket":
+            return column, BucketTransform(width), f"{column}_bucket"
+        return column, TruncateTransform(width), f"{column}_trunc"
+    known = ", ".join([*_SIMPLE, "bucket", "truncate"])
+    raise TableSpecError(table, f"unknown partition transform {name!r} in {expression!r} (known: {known})")
+
+
+def build_partition_spec(schema: Schema, partition_by: Sequence[str], table: str) -> PartitionSpec:
+    """Build a partition spec over ``schema`` from transform strings.
+
+    Raises:
+        TableSpecError: unknown transform, unknown column, or a transform that cannot
+            apply to the column's type.
+    """
+    if not partition_by:
+        return UNPARTITIONED_PARTITION_SPEC
+    fields: list[PartitionField] = []
+    names: set[str] = set()
+    for offset, expression in enumerate(partition_by):
+        column, transform, field_name = parse_transform(expression, table)
+        try:
+            source = schema.find_field(column)
+        except ValueError as e:
+            known = ", ".join(schema.column_names)
+            raise TableSpecError(
+                table, f"partition column {column!r} is not in the schema (columns: {known})"
+            ) from e
+        if not transform.can_transform(source.field_type):
+            raise TableSpecError(
+                table, f"{expression!r}: cannot apply {transform} to column {column!r} of type {source.field_type}"
+            )
+        if field_name in names:
+            raise TableSpecError(table, f"partition field {field_name!r} appears twice")
+        names.add(field_name)
+        fields.append(
+            PartitionField(
+                source_id=source.field_id, field_id=1000 + offset, transform=transform, name=field_name
+            )
+        )
+    return PartitionSpec(*fields, spec_id=0)
+
+
+def to_iceberg_schema(schema: pa.Schema | Schema) -> Schema:
+    """Convert a pyarrow schema (fresh field ids) or pass an Iceberg schema through."""
+    if isinstance(schema, Schema):
+        return schema
+    converted = visit_pyarrow(schema, _ConvertToIcebergWithoutIDs())
+    if not isinstance(converted, Schema):
+        raise TypeError("expected a pyarrow schema")
+    return assign_fresh_schema_ids(converted)
+
+
+def _shape(field_type: IcebergType) -> object:
+    """A comparable description of a type that ignores field ids."""
+    if isinstance(field_type, StructType):
+        return tuple((f.name, f.required, _shape(f.field_type)) for f in field_type.fields)
+    if isinstance(field_type, ListType):
+        return ("list", field_type.element_required, _shape(field_type.element_type))
+    if isinstance(field_type, MapType):
+        return (
+            "map",
+            _shape(field_type.key_type),
+            field_type.value_required,
+            _shape(field_type.value_type),
+        )
+    return str(field_type)
+
+
+def schema_shape(schema: Schema) -> object:
+    """Names, types and nullability of a schema, without field ids."""
+    return _shape(schema.as_struct())
+
+
+def spec_shape(schema: Schema, spec: PartitionSpec) -> list[tuple[str, str]]:
+    """(source column, transform) pairs of a spec, without ids."""
+    return [(schema.find_column_name(f.source_id) or "?", str(f.transform)) for f in spec.fields]
+
+
+
+def create_table(
+    catalog: Catalog,
+    name: str,
+    schema: pa.Schema | Schema,
+    partition_by: Sequence[str] | None = None,
+    *,
+    properties: Mapping[str, str] | None = None,
+    location: str | None = None,
+) -> Table:
+    """Create a table, or return the existing one if it has the same schema and spec.
+
+    Args:
+        catalog: the catalog to create the table in.
+        name: ``namespace.table``; the namespace is created if absent.
+        schema: a pyarrow schema (ids are assigned) or a pyiceberg schema.
+        partition_by: Iceberg transform strings, e.g. ``["day(ts)", "event"]``.
+        properties: table properties (``write.target-file-size-bytes`` ...).
+        location: table location; the warehouse default when absent.
+
+    Raises:
+        TableSpecError: an unknown transform or column, or an existing table whose schema
+            or partition spec differs from the one asked for.
+    """
+    iceberg_schema = to_iceberg_schema(schema)
+    spec = build_partition_spec(iceberg_schema, list(partition_by or []), name)
+    try:
+        existing = catalog.load_table(name)
+    except NoSuchTableError:
+        existing = None
+    if existing is not None:
+        if schema_shape(existing.schema()) != schema_shape(iceberg_schema):
+            raise TableSpecError(
+                name,
+                f"exists with a different schema: {existing.schema()} (asked for {iceberg_schema})",
+            )
+        if spec_shape(existing.schema(), existing.spec()) != spec_shape(iceberg_schema, spec):
+            raise TableSpecError(
+                name,
+                f"exists with a different partition spec: {existing.spec()} (asked for {spec})",
+            )
+        return existing
+    namespace = name.rsplit(".", 1)[0] if "." in name else None
+    if namespace:
+        catalog.create_namespace_if_not_exists(namespace)
+    return catalog.create_table(
+        name,
+        schema=iceberg_schema,
+        partition_spec=spec,
+        properties=dict(properties or {}),
+        location=location,
+    )
+
+
+def resolve_table(catalog: Catalog, table: Table | str) -> Table:
+    """A pyiceberg Table from a Table or a name; a Table is reloaded from ``catalog``."""
+    identifier = table if isinstance(table, str) else ".".join(table.name())
+    return catalog.load_table(identifier)
+
+
+def table_name(table: Table | str) -> str:
+    """The dotted identifier of a table."""
+    return table if isinstance(table, str) else ".".join(table.name())

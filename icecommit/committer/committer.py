@@ -1,0 +1,407 @@
+"""The global committer: one per job, on the driver.
+
+Two phases. ``prepare`` validates a checkpoint's write results and stages them durably (a
+manifest of the data files plus a ``prepared`` row in the checkpoint table). ``commit``
+appends every prepared checkpoint of the job, in order, as one snapshot each, using the
+catalog's compare-and-swap with retry. Before every attempt the branch's ancestry is
+searched for the (job id, checkpoint id) pair, so a checkpoint is never committed twice,
+whatever crashed, retried or lost its response before.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table, TableProperties
+from tenacity import RetryCallState
+
+from icecommit.catalog.tables import table_name
+from icecommit.committer import ancestry
+from icecommit.committer.retry import RetryPolicy
+from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
+from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
+from icecommit.datafiles import WriteResult
+from icecommit.errors import (
+    CheckpointNotFoundError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    ValidationError,
+)
+from icecommit.metrics.checkpoints import (
+    PREPARED,
+    CheckpointState,
+    CheckpointStore,
+    PublishCounters,
+)
+from icecommit.metrics.database import state_engine, state_uri
+
+logger = logging.getLogger(__name__)
+
+CommitStatus = Literal["committed", "already-committed", "empty"]
+
+#: Step boundaries at which a fault hook is called (tests inject crashes there).
+FAULT_POINTS = (
+    "after-stage",
+    "after-prepare",
+    "before-commit-attempt",
+    "after-commit",
+)
+
+FaultHook = Callable[[str, int], None]
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The outcome of committing one checkpoint.
+
+    Attributes:
+        status: ``committed`` (this call made the snapshot), ``already-committed`` (the
+            checkpoint was in the ancestry; nothing written twice), or ``empty`` (the
+            checkpoint had no data files, so no snapshot was made).
+        snapshot_id: the snapshot holding the checkpoint, None when empty.
+        attempts / retries: commit attempts made by this call, and how many were retries.
+    """
+
+    job_id: str
+    table: str
+    checkpoint_id: int
+    status: CommitStatus
+    snapshot_id: int | None
+    records: int
+    files: int
+    bytes: int
+    attempts: int
+    retries: int
+
+    @property
+    def committed(self) -> bool:
+        """True when this call made the snapshot."""
+        return self.status == "committed"
+
+
+def _no_fault(_point: str, _checkpoint_id: int) -> None:
+    return None
+
+
+class GlobalCommitter:
+    """Commits one job's checkpoints into one table, exactly once.
+
+    Args:
+        catalog: the table's catalog.
+        table: the table (name or pyiceberg Table).
+        job_id: identifies the job in snapshot summaries and the checkpoint table.
+        branch: the branch to commit to.
+        retry_policy: defaults to the table's ``commit.retry.*`` properties.
+        store: the checkpoint table; defaults to the catalog's database or
+            ``ICECOMMIT_METRICS_URI``.
+        sleep: used between retries; injected in tests.
+        fault: called at each of :data:`FAULT_POINTS`; injected in tests.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        table: Table | str,
+        *,
+        job_id: str,
+        branch: str = "main",
+        retry_policy: RetryPolicy | None = None,
+        store: CheckpointStore | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        fault: FaultHook | None = None,
+    ) -> None:
+        if not job_id:
+            raise ValueError("job_id must be a non-empty string")
+        self._catalog = catalog
+        self._table_name = table_name(table)
+        self.job_id = job_id
+        self.branch = branch
+        self._retry_policy = retry_policy
+        self._store = store or CheckpointStore(state_engine(state_uri(catalog)))
+        self._sleep = sleep
+        self._fault = fault or _no_fault
+
+    @property
+    def table_name(self) -> str:
+        """The dotted name of the table this committer commits to."""
+        return self._table_name
+
+    @property
+    def store(self) -> CheckpointStore:
+        """The checkpoint table this committer records into."""
+        return self._store
+
+    def load_table(self) -> Table:
+        """The table as the catalog has it now."""
+        return self._catalog.load_table(self._table_name)
+
+    # -- phase 1 -----------------------------------------------------------------------
+
+    def prepare(self, checkpoint_id: int, results: Sequence[WriteResult]) -> CheckpointState:
+        """Validate a checkpoint's write results and stage them durably.
+
+        Preparing the same checkpoint again with the same files is a no-op.
+
+        Raises:
+            SchemaMismatchError: a task saw nulls in a required column.
+            ValidationError: counts, files or ids do not hold, or the checkpoint was
+                already prepared with different files.
+        """
+        table = self.load_table()
+        validated = validate_results(
+            results,
+            metadata=table.metadata,
+            job_id=self.job_id,
+            checkpoint_id=checkpoint_id,
+            table_name=self._table_name,
+        )
+        existing = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        if existing is not None:
+            return self._same_or_error(existing, validated.digest, len(validated.data_files))
+        require_files_present(validated.data_files, table.io, checkpoint_id)
+        manifest_path = None
+        if validated.data_files:
+            manifest_path = staged_manifest_path(table, self.job_id, checkpoint_id)
+            write_staged_manifest(table, manifest_path, validated.data_files)
+        self._fault("after-stage", checkpoint_id)
+        state, inserted = self._store.insert_prepared(
+            job_id=self.job_id,
+            table_name=self._table_name,
+            checkpoint_id=checkpoint_id,
+            manifest_path=manifest_path,
+            files_digest=validated.digest,
+            source_records=validated.source_records,
+            records=validated.records,
+            files=len(validated.data_files),
+            bytes_=validated.bytes,
+            max_event_time_us=validated.max_event_time_us,
+        )
+        if not inserted:
+            return self._same_or_error(state, validated.digest, len(validated.data_files))
+        logger.info(
+            "prepared checkpoint %d of job %s: %d records in %d files",
+            checkpoint_id,
+            self.job_id,
+            validated.records,
+            len(validated.data_files),
+        )
+        self._fault("after-prepare", checkpoint_id)
+        return state
+
+    def _same_or_error(self, existing: CheckpointState, digest: str, files: int) -> CheckpointState:
+        if existing.files_digest == digest:
+            logger.info("checkpoint %d of job %s is already prepared", existing.checkpoint_id, self.job_id)
+            return existing
+        raise ValidationError(
+            f"already prepared with different data files ({existing.files} staged, {files} offered)",
+            checkpoint_id=existing.checkpoint_id,
+            expected=existing.files,
+            actual=files,
+        )
+
+    # -- phase 2 -----------------------------------------------------------------------
+
+    def commit(self, checkpoint_id: int) -> CommitResult:
+        """Commit every prepared checkpoint of this job up to ``checkpoint_id``, in order.
+
+        Returns:
+            The result for ``checkpoint_id``; ``already-committed`` when it was committed
+            before this call.
+
+        Raises:
+            CheckpointNotFoundError: the checkpoint was never prepared nor committed.
+            CommitConflictError: concurrent commits won until the retry policy gave up.
+            CommitStateUnknownError: an attempt failed without proof that it did not land
+                and the ancestry did not show it; ``recover()`` resolves it.
+            ValidationError: a staged data file is missing from storage.
+        """
+        target = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        if target is None:
+            return self._committed_without_state(checkpoint_id)
+        pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id)
+        outcome: CommitResult | None = None
+        for state in pending:
+            result = self._commit_prepared(state)
+            if state.checkpoint_id == checkpoint_id:
+                outcome = result
+        if outcome is None:
+            logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
+            return _result_from_state(target, "already-committed" if target.snapshot_id else "empty")
+        return outcome
+
+    def recover(self) -> list[CommitResult]:
+        """Commit, in order, every checkpoint of this job that was prepared and not committed.
+
+        Never deletes a file; running it twice gives the same table.
+        """
+        pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED)
+        if pending:
+            logger.info("recovering %d prepared checkpoint(s) of job %s", len(pending), self.job_id)
+        return [self._commit_prepared(state) for state in pending]
+
+    def last_committed_checkpoint(self) -> int | None:
+        """The checkpoint id of the newest snapshot this job committed on the branch."""
+        return ancestry.last_committed_checkpoint(self.load_table().metadata, self.job_id, self.branch)
+
+    def is_committed(self, checkpoint_id: int) -> bool:
+        """True when the branch's ancestry holds (job id, checkpoint id)."""
+        metadata = self.load_table().metadata
+        return ancestry.find_checkpoint(metadata, self.job_id, checkpoint_id, self.branch) is not None
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _committed_without_state(self, checkpoint_id: int) -> CommitResult:
+        snapshot = ancestry.find_checkpoint(self.load_table().metadata, self.job_id, checkpoint_id, self.branch)
+        if snapshot is None:
+            raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
+        summary = snapshot.summary
+        records = int(summary.get(ancestry.RECORDS) or 0) if summary else 0
+        files = int(summary.get(ancestry.FILES) or 0) if summary else 0
+        size = int(summary.get(ancestry.BYTES) or 0) if summary else 0
+        return CommitResult(
+            self.job_id, self._table_name, checkpoint_id, "already-committed",
+            snapshot.snapshot_id, records, files, size, 0, 0,
+        )
+
+    def _commit_prepared(self, state: CheckpointState) -> CommitResult:
+        checkpoint_id = state.checkpoint_id
+        table = self.load_table()
+        if state.manifest_path is None:
+            self._store.mark_committed(
+                self.job_id, self._table_name, checkpoint_id,
+                snapshot_id=None, attempts=0, retries=0, counters=PublishCounters(),
+            )
+            logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
+            return _result_from_state(state, "empty")
+        data_files = read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
+        policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+        summary = self._summary(state)
+        attempts = 0
+        retries = 0
+        landed_before = False
+        snapshot_id: int | None = None
+
+        def count_retry(_state: RetryCallState) -> None:
+            nonlocal retries
+            retries += 1
+
+        try:
+            for attempt in policy.retrying(checkpoint_id=checkpoint_id, sleep=self._sleep, on_retry=count_retry):
+                with attempt:
+                    if attempts > 0:
+                        table = self.load_table()
+                    found = ancestry.find_checkpoint(table.metadata, self.job_id, checkpoint_id, self.branch)
+                    if found is not None:
+                        landed_before, snapshot_id = True, found.snapshot_id
+                    else:
+                        self._require_present(data_files, table, checkpoint_id)
+                        attempts += 1
+                        self._fault("before-commit-attempt", checkpoint_id)
+                        snapshot_id = self._append(table, data_files, summary, checkpoint_id)
+        except CommitFailedException as e:
+            raise CommitConflictError(self._table_name, checkpoint_id, attempts, 0.0) from e
+        except ValidationError:
+            raise
+        except Exception as e:
+            snapshot_id = self._resolve_unknown(checkpoint_id, e)
+            landed_before = False
+        self._fault("after-commit", checkpoint_id)
+        files = len(data_files)
+        counters = PublishCounters(
+            created=state.files,
+            committed=0 if landed_before else files,
+            skipped=files if landed_before else 0,
+        )
+        self._store.mark_committed(
+            self.job_id, self._table_name, checkpoint_id,
+            snapshot_id=snapshot_id, attempts=attempts, retries=retries, counters=counters,
+        )
+        status: CommitStatus = "already-committed" if landed_before else "committed"
+        logger.info(
+            "checkpoint %d of job %s %s as snapshot %s (%d attempts, %d retries; files "
+            "created %d, committed %d, skipped %d, missing %d)",
+            checkpoint_id, self.job_id, status, snapshot_id, attempts, retries,
+            counters.created, counters.committed, counters.skipped, counters.missing,
+        )
+        return CommitResult(
+            self.job_id, self._table_name, checkpoint_id, status, snapshot_id,
+            state.records, state.files, state.bytes, attempts, retries,
+        )
+
+    def _resolve_unknown(self, checkpoint_id: int, cause: Exception) -> int:
+        """After an error that does not prove failure, ask the ancestry. Deletes nothing."""
+        logger.warning("commit of checkpoint %d: outcome unknown (%r); checking ancestry", checkpoint_id, cause)
+        try:
+            metadata = self.load_table().metadata
+        except Exception as e:
+            raise CommitStateUnknownError(self._table_name, checkpoint_id, cause) from e
+        found = ancestry.find_checkpoint(metadata, self.job_id, checkpoint_id, self.branch)
+        if found is None:
+            raise CommitStateUnknownError(self._table_name, checkpoint_id, cause) from cause
+        return found.snapshot_id
+
+    def _require_present(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
+        bad = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in data_files], table.io)
+        if bad:
+            path, size = bad[0]
+            logger.error(
+                "ALERT checkpoint %d of job %s: %d staged data file(s) missing or changed, e.g. %s",
+                checkpoint_id, self.job_id, len(bad), path,
+            )
+            raise ValidationError(
+                f"{len(bad)} staged data file(s) missing or changed on storage, e.g. {path} "
+                f"(size on storage: {size})",
+                checkpoint_id=checkpoint_id,
+                path=path,
+                actual=size,
+            )
+
+    def _summary(self, state: CheckpointState) -> dict[str, str]:
+        summary = {
+            ancestry.JOB_ID: self.job_id,
+            ancestry.CHECKPOINT_ID: str(state.checkpoint_id),
+            ancestry.RECORDS: str(state.records),
+            ancestry.FILES: str(state.files),
+            ancestry.BYTES: str(state.bytes),
+        }
+        if state.max_event_time_us is not None:
+            summary[ancestry.MAX_EVENT_TIME] = str(state.max_event_time_us)
+        return summary
+
+    def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
+        """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
+        single = _single_attempt(table, self._catalog)
+        with single.transaction() as tx, tx.update_snapshot(
+            snapshot_properties=summary, branch=self.branch
+        ).merge_append() as append:
+            for data_file in data_files:
+                append.append_data_file(data_file)
+        found = ancestry.find_checkpoint(single.metadata, self.job_id, checkpoint_id, self.branch)
+        if found is None:
+            raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
+        return found.snapshot_id
+
+
+def _single_attempt(table: Table, catalog: Catalog) -> Table:
+    """The same table with pyiceberg's own retry loop switched off.
+
+    icecommit retries itself, so that the ancestry check runs before every attempt.
+    Only the in-memory copy changes; the table's properties are untouched.
+    """
+    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    return Table(table.name(), metadata, table.metadata_location, table.io, catalog)
+
+
+def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:
+    return CommitResult(
+        state.job_id, state.table_name, state.checkpoint_id, status, state.snapshot_id,
+        state.records, state.files, state.bytes, 0, 0,
+    )

@@ -1,0 +1,92 @@
+"""The commit retry policy, built from tenacity strategies."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import TableProperties
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry commits that lost a compare-and-swap; nothing else is retried.
+
+    Waits grow exponentially from ``min_wait_s`` up to ``max_wait_s`` with random jitter;
+    the policy stops after ``max_attempts`` attempts or ``max_seconds`` seconds, whichever
+    comes first. Defaults follow Iceberg's ``commit.retry.*`` defaults.
+    """
+
+    max_attempts: int = 5
+    max_seconds: float = 1800.0
+    min_wait_s: float = 0.1
+    max_wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.max_seconds <= 0 or self.min_wait_s < 0 or self.max_wait_s < self.min_wait_s:
+            raise ValueError("retry times must be positive and max_wait_s >= min_wait_s")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> RetryPolicy:
+        """The policy of a table's ``commit.retry.*`` properties (Iceberg defaults otherwise)."""
+
+        def number(key: str, default: int) -> int:
+            value = properties.get(key)
+            return max(0, int(value)) if value is not None else default
+
+        return cls(
+            max_attempts=number(TableProperties.COMMIT_NUM_RETRIES, 4) + 1,
+            max_seconds=max(number(TableProperties.COMMIT_TOTAL_RETRY_TIME_MS, 1_800_000), 1) / 1000,
+            min_wait_s=number(TableProperties.COMMIT_MIN_RETRY_WAIT_MS, 100) / 1000,
+            max_wait_s=max(
+                number(TableProperties.COMMIT_MAX_RETRY_WAIT_MS, 60_000),
+                number(TableProperties.COMMIT_MIN_RETRY_WAIT_MS, 100),
+            )
+            / 1000,
+        )
+
+    def retrying(
+        self,
+        *,
+        checkpoint_id: int,
+        sleep: Callable[[float], None] = time.sleep,
+        on_retry: Callable[[RetryCallState], None] | None = None,
+    ) -> Retrying:
+        """A tenacity ``Retrying`` for one checkpoint's commit; every retry is logged."""
+
+        def before_sleep(state: RetryCallState) -> None:
+            wait = state.next_action.sleep if state.next_action else 0.0
+            logger.warning(
+                "commit of checkpoint %d conflicted (attempt %d); retrying in %.3fs",
+                checkpoint_id,
+                state.attempt_number,
+                wait,
+            )
+            if on_retry is not None:
+                on_retry(state)
+
+        return Retrying(
+            retry=retry_if_exception_type(CommitFailedException),
+            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds),
+            wait=wait_exponential_jitter(
+                initial=self.min_wait_s, max=self.max_wait_s, jitter=max(self.min_wait_s, 0.001)
+            ),
+            sleep=sleep,
+            before_sleep=before_sleep,
+            reraise=True,
+        )

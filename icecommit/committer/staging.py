@@ -1,0 +1,94 @@
+"""Durable staging of a checkpoint's data files as an Iceberg manifest (Avro)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Sequence
+
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import (
+    DataFile,
+    DataFileContent,
+    FileFormat,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    write_manifest,
+)
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+from icecommit.datafiles import DataFileRecord
+
+#: The snapshot id stamped on staged entries; they are read back as data files only.
+STAGED_SNAPSHOT_ID = 0
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def to_data_file(record: DataFileRecord, format_version: int) -> DataFile:
+    """A pyiceberg DataFile from a task's record."""
+    return DataFile.from_args(
+        _table_format_version=format_version,  # type: ignore[arg-type]
+        content=DataFileContent.DATA,
+        file_path=record.path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(*record.partition),
+        record_count=record.record_count,
+        file_size_in_bytes=record.file_size_in_bytes,
+        column_sizes=dict(record.column_sizes),
+        value_counts=dict(record.value_counts),
+        null_value_counts=dict(record.null_value_counts),
+        nan_value_counts=dict(record.nan_value_counts),
+        lower_bounds={k: bytes.fromhex(v) for k, v in record.lower_bounds.items()},
+        upper_bounds={k: bytes.fromhex(v) for k, v in record.upper_bounds.items()},
+        split_offsets=list(record.split_offsets),
+        sort_order_id=None,
+        spec_id=record.spec_id,
+        equality_ids=None,
+        key_metadata=None,
+    )
+
+
+def staged_manifest_path(table: Table, job_id: str, checkpoint_id: int) -> str:
+    """A new, unique location for a staged manifest under the table's metadata folder."""
+    job = _UNSAFE.sub("_", job_id)[:64] or "job"
+    name = f"icecommit-staged-{job}-{checkpoint_id:08d}-{uuid.uuid4().hex}.avro"
+    return table.location_provider().new_metadata_location(name)
+
+
+def write_staged_manifest(table: Table, path: str, records: Sequence[DataFileRecord]) -> None:
+    """Write the checkpoint's data files into a manifest at ``path``."""
+    spec = table.spec()
+    version = table.metadata.format_version
+    with write_manifest(
+        format_version=version,
+        spec=spec,
+        schema=table.schema(),
+        output_file=table.io.new_output(path),
+        snapshot_id=STAGED_SNAPSHOT_ID,
+        avro_compression="deflate",
+    ) as writer:
+        for record in records:
+            writer.add(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED,
+                    snapshot_id=STAGED_SNAPSHOT_ID,
+                    data_file=to_data_file(record, version),
+                )
+            )
+
+
+def read_staged_manifest(io: FileIO, path: str, spec_id: int) -> list[DataFile]:
+    """The data files of a staged manifest."""
+    manifest = ManifestFile.from_args(
+        manifest_path=path,
+        manifest_length=len(io.new_input(path)),
+        partition_spec_id=spec_id,
+        content=ManifestContent.DATA,
+        sequence_number=0,
+        min_sequence_number=0,
+        added_snapshot_id=STAGED_SNAPSHOT_ID,
+    )
+    return [entry.data_file for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]

@@ -1,0 +1,128 @@
+"""The icecommit error hierarchy.
+
+Every error icecommit raises derives from :class:`IcecommitError` and carries the facts
+of the failure as attributes (table, checkpoint id, column, expected vs actual), so a
+caller can act on them without parsing the message.
+"""
+
+from __future__ import annotations
+
+
+class IcecommitError(Exception):
+    """Root of every error icecommit raises."""
+
+
+class SchemaMismatchError(IcecommitError):
+    """The input does not fit the table's schema; nothing was committed.
+
+    Attributes:
+        column: the column at fault (dotted path for nested fields).
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, column: str, reason: str, *, table: str | None = None) -> None:
+        self.column = column
+        self.reason = reason
+        self.table = table
+        where = f" of table {table}" if table else ""
+        super().__init__(f"column {column!r}{where}: {reason}")
+
+
+class ValidationError(IcecommitError):
+    """Pre-commit validation of a checkpoint's write results failed; nothing was committed.
+
+    Attributes:
+        checkpoint_id: the checkpoint whose results were refused.
+        reason: what did not hold (a count, a file).
+        expected / actual: the two sides of a count mismatch, when it is one.
+        path: the data file at fault, when it is one.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        checkpoint_id: int | None = None,
+        expected: object = None,
+        actual: object = None,
+        path: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.checkpoint_id = checkpoint_id
+        self.expected = expected
+        self.actual = actual
+        self.path = path
+        prefix = f"checkpoint {checkpoint_id}: " if checkpoint_id is not None else ""
+        super().__init__(prefix + reason)
+
+
+class CommitConflictError(IcecommitError):
+    """Concurrent commits kept winning until the retry policy gave up."""
+
+    def __init__(self, table: str, checkpoint_id: int, attempts: int, elapsed_s: float) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+        super().__init__(
+            f"checkpoint {checkpoint_id} of {table}: gave up after {attempts} conflicting "
+            f"commit attempts in {elapsed_s:.2f}s"
+        )
+
+
+class CommitStateUnknownError(IcecommitError):
+    """A commit attempt failed in a way that does not prove it did not land.
+
+    Nothing was deleted. ``GlobalCommitter.recover()`` resolves the outcome through the
+    snapshot ancestry.
+    """
+
+    def __init__(self, table: str, checkpoint_id: int, cause: BaseException) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.cause = cause
+        super().__init__(
+            f"checkpoint {checkpoint_id} of {table}: commit outcome unknown ({cause!r}); "
+            "run recover() to resolve it"
+        )
+
+
+class CheckpointNotFoundError(IcecommitError):
+    """No prepared or committed checkpoint matches the request."""
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str | None = None) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.table = table
+        where = f" for table {table}" if table else ""
+        super().__init__(f"job {job_id!r} has no checkpoint {checkpoint_id}{where}")
+
+
+class SnapshotNotFoundError(IcecommitError):
+    """No snapshot matches the request."""
+
+    def __init__(self, table: str, what: str) -> None:
+        self.table = table
+        self.what = what
+        super().__init__(f"table {table}: no snapshot {what}")
+
+
+class TableSpecError(IcecommitError):
+    """A table definition is invalid or conflicts with an existing table."""
+
+    def __init__(self, table: str, reason: str) -> None:
+        self.table = table
+        self.reason = reason
+        super().__init__(f"table {table}: {reason}")
+
+
+__all__ = [
+    "CheckpointNotFoundError",
+    "CommitConflictError",
+    "CommitStateUnknownError",
+    "IcecommitError",
+    "SchemaMismatchError",
+    "SnapshotNotFoundError",
+    "TableSpecError",
+    "ValidationError",
+]

@@ -1,0 +1,85 @@
+"""Where icecommit's state tables live, and their creation on first use."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.orm import Session
+
+from icecommit.catalog.connect import icecommit_home
+from icecommit.metrics.models import SCHEMA_VERSION, Base, SchemaVersionRow
+
+ENV_METRICS_URI = "ICECOMMIT_METRICS_URI"
+
+_engines: dict[str, Engine] = {}
+_lock = threading.Lock()
+
+
+def state_uri(catalog: Catalog | None = None) -> str:
+    """The database URL of icecommit's state tables.
+
+    ``ICECOMMIT_METRICS_URI`` wins; otherwise the catalog's own database when it is a SQL
+    catalog; otherwise a SQLite file under ``$ICECOMMIT_HOME``.
+    """
+    configured = os.environ.get(ENV_METRICS_URI)
+    if configured:
+        return configured
+    if isinstance(catalog, SqlCatalog):
+        return str(catalog.properties["uri"])
+    home = icecommit_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'icecommit-state.db'}"
+
+
+def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
+    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
+    cursor.execute("PRAGMA busy_timeout = 30000")
+    cursor.close()
+
+
+def state_engine(uri: str) -> Engine:
+    """A process-wide engine for ``uri`` with icecommit's tables created."""
+    with _lock:
+        engine = _engines.get(uri)
+        if engine is not None:
+            return engine
+        if uri.startswith("sqlite"):
+            engine = create_engine(uri, connect_args={"timeout": 30})
+            event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = create_engine(uri, pool_pre_ping=True)
+        _create_schema(engine)
+        _engines[uri] = engine
+        return engine
+
+
+def _create_schema(engine: Engine) -> None:
+    # Several processes may create the schema at once; the loser of a race sees the
+    # winner's tables on its second try.
+    for attempt in range(3):
+        try:
+            _create_schema_once(engine)
+            return
+        except (IntegrityError, ProgrammingError, OperationalError):
+            if attempt == 2:
+                raise
+
+
+def _create_schema_once(engine: Engine) -> None:
+    Base.metadata.create_all(engine, checkfirst=True)
+    with Session(engine) as session, session.begin():
+        row = session.execute(
+            select(SchemaVersionRow).where(SchemaVersionRow.component == "state")
+        ).scalar_one_or_none()
+        if row is None:
+            session.add(SchemaVersionRow(component="state", version=SCHEMA_VERSION))
+        elif row.version > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"icecommit state schema version {row.version} is newer than this icecommit "
+                f"({SCHEMA_VERSION}); upgrade icecommit"
+            )

@@ -1,0 +1,60 @@
+"""SQL tables of icecommit's own state: checkpoints (and, later, metrics and runs).
+
+They live in the catalog's database by default, or in ``ICECOMMIT_METRICS_URI``. The
+schema is versioned in ``icecommit_schema_version`` and created on first use.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import BigInteger, DateTime, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    """Declarative base of icecommit's state tables."""
+
+
+class SchemaVersionRow(Base):
+    """The version of icecommit's state schema in this database."""
+
+    __tablename__ = "icecommit_schema_version"
+
+    component: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+
+
+class CheckpointRow(Base):
+    """One checkpoint of one job for one table: prepared, then committed.
+
+    ``status`` is ``prepared`` or ``committed``; ``snapshot_id`` is set once committed
+    (NULL for an empty checkpoint, which commits no snapshot).
+    """
+
+    __tablename__ = "icecommit_checkpoints"
+    __table_args__ = (UniqueConstraint("job_id", "table_name", "checkpoint_id", name="uq_icecommit_checkpoint"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(255), index=True)
+    table_name: Mapped[str] = mapped_column(String(512))
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(16))
+    manifest_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    files_digest: Mapped[str] = mapped_column(String(64))
+    source_records: Mapped[int] = mapped_column(BigInteger, default=0)
+    records: Mapped[int] = mapped_column(BigInteger, default=0)
+    files: Mapped[int] = mapped_column(Integer, default=0)
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    max_event_time_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    retries: Mapped[int] = mapped_column(Integer, default=0)
+    files_created: Mapped[int] = mapped_column(Integer, default=0)
+    files_committed: Mapped[int] = mapped_column(Integer, default=0)
+    files_skipped: Mapped[int] = mapped_column(Integer, default=0)
+    files_missing: Mapped[int] = mapped_column(Integer, default=0)
+    prepared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    committed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

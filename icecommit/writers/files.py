@@ -1,0 +1,325 @@
+"""Task-side data-file writing: Arrow batches in, Iceberg-ready Parquet files out.
+
+Nothing here knows about Spark: a :class:`TaskFileWriter` takes Arrow record batches that
+already have the table's columns, partitions them with the table's spec, writes Parquet
+with Iceberg field ids, rolls files at the target size, and returns a
+:class:`~icecommit.datafiles.WriteResult`. It never lists or deletes a directory; the only
+files it touches are the ones it creates, under names no other attempt can produce.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import IO, Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO, OutputStream
+from pyiceberg.io.pyarrow import (
+    _get_parquet_writer_kwargs,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    schema_to_pyarrow,
+)
+from pyiceberg.partitioning import PartitionKey, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table import TableProperties
+from pyiceberg.table.locations import LocationProvider
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Record
+from pyiceberg.types import DoubleType, FloatType
+
+from icecommit.datafiles import (
+    DataFileRecord,
+    PartitionValue,
+    RequiredNullViolation,
+    WriteResult,
+)
+from icecommit.writers.partitions import (
+    event_time_field_id,
+    partition_columns,
+    to_partition_value,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Rows gathered from the input before they are split by partition.
+PARTITION_CHUNK_ROWS = 131_072
+#: Bytes buffered for one partition before a row group is written.
+BUFFER_FLUSH_BYTES = 64 * 1024 * 1024
+#: Bytes buffered over all partitions before every buffer is written out.
+TOTAL_BUFFER_BYTES = 256 * 1024 * 1024
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def data_file_name(job_id: str, checkpoint_id: int, task_id: int, attempt: int, seq: int) -> str:
+    """A data-file name no other job, checkpoint, task or attempt can produce.
+
+    The random part guards against a restarted job that reuses its checkpoint ids.
+    """
+    job = _UNSAFE.sub("_", job_id)[:64] or "job"
+    rand = uuid.uuid4().hex[:12]
+    return f"{job}-{checkpoint_id:08d}-{task_id:05d}-{attempt}-{rand}-{seq:05d}.parquet"
+
+
+def target_file_size(metadata: TableMetadata) -> int:
+    """``write.target-file-size-bytes`` of the table (512 MiB when unset)."""
+    value = metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
+    return int(value) if value else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+
+
+@dataclass
+class _OpenFile:
+    path: str
+    stream: OutputStream
+    writer: pq.ParquetWriter
+    partition: tuple[PartitionValue, ...]
+    nan_counts: dict[int, int] = field(default_factory=dict)
+    max_event_time_us: int | None = None
+
+
+@dataclass
+class _Buffer:
+    partition: tuple[PartitionValue, ...]
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    nbytes: int = 0
+
+
+class TaskFileWriter:
+    """Writes one task's rows for one checkpoint into Iceberg data files.
+
+    Args:
+        metadata: the table's metadata (schema, spec, properties, location).
+        io: the table's FileIO.
+        job_id / checkpoint_id / task_id / attempt: identify the output and name files.
+        target_size: roll a file once it reaches this many bytes; defaults to the table's
+            ``write.target-file-size-bytes``.
+    """
+
+    def __init__(
+        self,
+        metadata: TableMetadata,
+        io: FileIO,
+        *,
+        job_id: str,
+        checkpoint_id: int,
+        task_id: int = 0,
+        attempt: int = 0,
+        location_provider: LocationProvider,
+        target_size: int | None = None,
+    ) -> None:
+        self._metadata = metadata
+        self._io = io
+        self._schema: Schema = metadata.schema()
+        self._spec: PartitionSpec = metadata.spec()
+        self._arrow_schema = schema_to_pyarrow(self._schema, include_field_ids=True)
+        self._job_id = job_id
+        self._checkpoint_id = checkpoint_id
+        self._task_id = task_id
+        self._attempt = attempt
+        self._locations = location_provider
+        self._target_size = target_size or target_file_size(metadata)
+        self._row_group_rows = int(
+            metadata.properties.get(
+                TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
+            )
+        )
+        self._parquet_kwargs = _get_parquet_writer_kwargs(metadata.properties)
+        self._stats_plan = compute_statistics_plan(self._schema, metadata.properties)
+        self._column_mapping = parquet_path_to_id_mapping(self._schema)
+        self._float_fields = [
+            (f.name, f.field_id)
+            for f in self._schema.fields
+            if isinstance(f.field_type, (FloatType, DoubleType))
+        ]
+        self._required = [f.name for f in self._schema.fields if f.required]
+        self._event_time = event_time_field_id(metadata)
+        self._event_time_name = (
+            self._schema.find_column_name(self._event_time) if self._event_time is not None else None
+        )
+        self._buffers: dict[tuple[PartitionValue, ...], _Buffer] = {}
+        self._buffered_bytes = 0
+        self._open: dict[tuple[PartitionValue, ...], _OpenFile] = {}
+        self._done: list[DataFileRecord] = []
+        self._seq = 0
+        self._source_records = 0
+        self._violations: dict[str, int] = {}
+
+    # -- input -------------------------------------------------------------------------
+
+    def write_batches(self, batches: Iterable[pa.RecordBatch]) -> WriteResult:
+        """Write every batch, close all files, and report what was written."""
+        pending: list[pa.RecordBatch] = []
+        pending_rows = 0
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            self._source_records += batch.num_rows
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            if pending_rows >= PARTITION_CHUNK_ROWS:
+                self._accept(pa.Table.from_batches(pending))
+                pending, pending_rows = [], 0
+        if pending:
+            self._accept(pa.Table.from_batches(pending))
+        return self.close()
+
+    def _accept(self, table: pa.Table) -> None:
+        table = self._conform(table)
+        if self._check_required(table):
+            return
+        if self._spec.is_unpartitioned():
+            self._buffer((), table)
+            return
+        columns = partition_columns(self._schema, self._spec, table)
+        grouping = pa.table(
+            {**{f"p{i}": c for i, c in enumerate(columns)}, "__row": np.arange(table.num_rows)}
+        )
+        keys = [f"p{i}" for i in range(len(columns))]
+        groups = grouping.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+        key_values = [groups.column(k).to_pylist() for k in keys]
+        row_lists = groups.column("__row_list")
+        for g in range(groups.num_rows):
+            raw = [values[g] for values in key_values]
+            partition = tuple(
+                to_partition_value(self._schema, pf, v) for pf, v in zip(self._spec.fields, raw, strict=True)
+            )
+            rows = row_lists[g].values
+            part = table if len(rows) == table.num_rows else table.take(rows)
+            self._buffer(partition, part)
+
+    def _conform(self, table: pa.Table) -> pa.Table:
+        """Cast to the table's Arrow schema (types, timezone, field ids)."""
+        if table.schema.names != self._arrow_schema.names:
+            table = table.select(self._arrow_schema.names)
+        return table.cast(self._arrow_schema)
+
+    def _check_required(self, table: pa.Table) -> bool:
+        """Record nulls in required columns; True when this task must stop writing."""
+        for name in self._required:
+            nulls = table.column(name).null_count
+            if nulls:
+                self._violations[name] = self._violations.get(name, 0) + nulls
+        return bool(self._violations)
+
+    # -- buffering and files ------------------------------------------------------------
+
+    def _buffer(self, partition: tuple[PartitionValue, ...], part: pa.Table) -> None:
+        buffer = self._buffers.get(partition)
+        if buffer is None:
+            buffer = self._buffers[partition] = _Buffer(partition)
+        buffer.tables.append(part)
+        buffer.rows += part.num_rows
+        buffer.nbytes += part.nbytes
+        self._buffered_bytes += part.nbytes
+        if buffer.rows >= self._row_group_rows or buffer.nbytes >= BUFFER_FLUSH_BYTES:
+            self._flush(buffer)
+        if self._buffered_bytes >= TOTAL_BUFFER_BYTES:
+            for other in list(self._buffers.values()):
+                self._flush(other)
+
+    def _flush(self, buffer: _Buffer) -> None:
+        if not buffer.rows:
+            return
+        table = pa.concat_tables(buffer.tables).combine_chunks()
+        self._buffered_bytes -= buffer.nbytes
+        buffer.tables, buffer.rows, buffer.nbytes = [], 0, 0
+        open_file = self._open.get(buffer.partition) or self._new_file(buffer.partition)
+        open_file.writer.write_table(table, row_group_size=self._row_group_rows)
+        for name, field_id in self._float_fields:
+            nans = pc.sum(pc.is_nan(table.column(name))).as_py() or 0
+            open_file.nan_counts[field_id] = open_file.nan_counts.get(field_id, 0) + int(nans)
+        if self._event_time_name is not None:
+            latest = pc.max(table.column(self._event_time_name).cast(pa.int64())).as_py()
+            if latest is not None and (open_file.max_event_time_us is None or latest > open_file.max_event_time_us):
+                open_file.max_event_time_us = int(latest)
+        if open_file.stream.tell() >= self._target_size:
+            self._close_file(open_file)
+
+    def _new_file(self, partition: tuple[PartitionValue, ...]) -> _OpenFile:
+        name = data_file_name(self._job_id, self._checkpoint_id, self._task_id, self._attempt, self._seq)
+        self._seq += 1
+        key = self._partition_key(partition)
+        path = self._locations.new_data_location(data_file_name=name, partition_key=key)
+        stream = self._io.new_output(path).create(overwrite=False)
+        writer = pq.ParquetWriter(
+            cast(IO[Any], stream),
+            schema=self._arrow_schema,
+            store_decimal_as_integer=True,
+            **self._parquet_kwargs,
+        )
+        opened = _OpenFile(path=path, stream=stream, writer=writer, partition=partition)
+        self._open[partition] = opened
+        return opened
+
+    def _partition_key(self, partition: tuple[PartitionValue, ...]) -> PartitionKey | None:
+        if self._spec.is_unpartitioned():
+            return None
+        key = PartitionKey(field_values=[], partition_spec=self._spec, schema=self._schema)
+        # The values are already in Iceberg's internal representation; seed the cached
+        # record so the location provider renders the path from them directly.
+        key.__dict__["partition"] = Record(*partition)
+        return key
+
+    def _close_file(self, open_file: _OpenFile) -> None:
+        del self._open[open_file.partition]
+        open_file.writer.close()
+        size = open_file.stream.tell()
+        open_file.stream.close()
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=open_file.writer.writer.metadata,
+            stats_columns=self._stats_plan,
+            parquet_column_mapping=self._column_mapping,
+        )
+        serial = stats.to_serialized_dict()
+        self._done.append(
+            DataFileRecord(
+                path=open_file.path,
+                file_size_in_bytes=size,
+                record_count=int(serial["record_count"]),
+                spec_id=self._spec.spec_id,
+                partition=open_file.partition,
+                column_sizes=dict(serial["column_sizes"]),
+                value_counts=dict(serial["value_counts"]),
+                null_value_counts=dict(serial["null_value_counts"]),
+                nan_value_counts=dict(open_file.nan_counts),
+                lower_bounds={k: v.hex() for k, v in serial["lower_bounds"].items()},
+                upper_bounds={k: v.hex() for k, v in serial["upper_bounds"].items()},
+                split_offsets=tuple(serial["split_offsets"] or ()),
+                max_event_time_us=open_file.max_event_time_us,
+            )
+        )
+        logger.debug("closed %s (%d rows, %d bytes)", open_file.path, serial["record_count"], size)
+
+    def close(self) -> WriteResult:
+        """Flush every buffer, close every file, and return the task's result."""
+        if not self._violations:
+            for buffer in list(self._buffers.values()):
+                self._flush(buffer)
+        for open_file in list(self._open.values()):
+            self._close_file(open_file)
+        self._buffers.clear()
+        files = tuple(self._done)
+        return WriteResult(
+            job_id=self._job_id,
+            checkpoint_id=self._checkpoint_id,
+            task_id=self._task_id,
+            attempt=self._attempt,
+            source_records=self._source_records,
+            records=sum(f.record_count for f in files),
+            bytes=sum(f.file_size_in_bytes for f in files),
+            data_files=files,
+            violations=tuple(RequiredNullViolation(c, n) for c, n in sorted(self._violations.items())),
+        )
+
+
+__all__ = ["TaskFileWriter", "data_file_name", "target_file_size"]
