@@ -115,7 +115,8 @@ class WriteResult:
     """What one successful task attempt wrote for one checkpoint.
 
     Attributes:
-        job_id / checkpoint_id: the commit this output belongs to.
+        job_id / checkpoint_id: the commit this output belongs to (job_id None when the
+            writer was not given one).
         task_id: the Spark partition id; attempt: the attempt number of that task.
         source_records: rows the task received.
         records: rows the task wrote into ``data_files``.
@@ -125,7 +126,7 @@ class WriteResult:
             must not be committed.
     """
 
-    job_id: str
+    job_id: str | None
     checkpoint_id: int
     task_id: int
     attempt: int

@@ -68,7 +68,7 @@ def validate_results(
     field_ids = set(metadata.schema()._lazy_id_to_field.keys())
     required_ids = {f.field_id for f in metadata.schema().fields if f.required}
     for result in results:
-        if result.job_id != job_id or result.checkpoint_id != checkpoint_id:
+        if (result.job_id is not None and result.job_id != job_id) or result.checkpoint_id != checkpoint_id:
             raise ValidationError(
                 f"task {result.task_id} reported job {result.job_id!r} checkpoint "
                 f"{result.checkpoint_id}, expected job {job_id!r} checkpoint {checkpoint_id}",

@@ -60,12 +60,12 @@ TOTAL_BUFFER_BYTES = 256 * 1024 * 1024
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
-def data_file_name(job_id: str, checkpoint_id: int, task_id: int, attempt: int, seq: int) -> str:
+def data_file_name(job_id: str | None, checkpoint_id: int, task_id: int, attempt: int, seq: int) -> str:
     """A data-file name no other job, checkpoint, task or attempt can produce.
 
     The random part guards against a restarted job that reuses its checkpoint ids.
     """
-    job = _UNSAFE.sub("_", job_id)[:64] or "job"
+    job = _UNSAFE.sub("_", job_id or "")[:64] or "icecommit"
     rand = uuid.uuid4().hex[:12]
     return f"{job}-{checkpoint_id:08d}-{task_id:05d}-{attempt}-{rand}-{seq:05d}.parquet"
 
@@ -110,7 +110,7 @@ class TaskFileWriter:
         metadata: TableMetadata,
         io: FileIO,
         *,
-        job_id: str,
+        job_id: str | None,
         checkpoint_id: int,
         task_id: int = 0,
         attempt: int = 0,

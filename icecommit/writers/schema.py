@@ -1,0 +1,200 @@
+"""Fitting a Spark DataFrame to an Iceberg schema, or refusing it with the column named.
+
+Timestamps are mapped deliberately: Spark ``TIMESTAMP`` (an instant) goes to Iceberg
+``timestamptz`` and Spark ``TIMESTAMP_NTZ`` (a wall-clock value) to Iceberg ``timestamp``,
+both at microsecond precision. Crossing the two would silently shift values by the
+session time zone, so it is refused with a hint.
+"""
+
+from __future__ import annotations
+
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+)
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from icecommit.errors import SchemaMismatchError
+
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType)
+
+
+def spark_type(iceberg_type: IcebergType, path: str, table: str) -> T.DataType:
+    """The Spark type that carries an Iceberg type exactly."""
+    simple: list[tuple[type, T.DataType]] = [
+        (BooleanType, T.BooleanType()),
+        (IntegerType, T.IntegerType()),
+        (LongType, T.LongType()),
+        (FloatType, T.FloatType()),
+        (DoubleType, T.DoubleType()),
+        (DateType, T.DateType()),
+        (TimestampType, T.TimestampNTZType()),
+        (TimestamptzType, T.TimestampType()),
+        (StringType, T.StringType()),
+        (BinaryType, T.BinaryType()),
+        (FixedType, T.BinaryType()),
+    ]
+    for iceberg_cls, spark in simple:
+        if isinstance(iceberg_type, iceberg_cls):
+            return spark
+    if isinstance(iceberg_type, DecimalType):
+        return T.DecimalType(iceberg_type.precision, iceberg_type.scale)
+    if isinstance(iceberg_type, StructType):
+        return T.StructType(
+            [
+                T.StructField(f.name, spark_type(f.field_type, f"{path}.{f.name}", table), not f.required)
+                for f in iceberg_type.fields
+            ]
+        )
+    if isinstance(iceberg_type, ListType):
+        return T.ArrayType(
+            spark_type(iceberg_type.element_type, f"{path}.element", table), not iceberg_type.element_required
+        )
+    if isinstance(iceberg_type, MapType):
+        return T.MapType(
+            spark_type(iceberg_type.key_type, f"{path}.key", table),
+            spark_type(iceberg_type.value_type, f"{path}.value", table),
+            not iceberg_type.value_required,
+        )
+    raise SchemaMismatchError(path, f"Iceberg type {iceberg_type} is not supported by the Spark writer", table=table)
+
+
+def _check(source: T.DataType, target: IcebergType, path: str, table: str) -> None:
+    """Raise unless values of ``source`` can be written to ``target`` without loss."""
+    if isinstance(source, T.NullType):
+        return
+    if isinstance(target, StructType):
+        if not isinstance(source, T.StructType):
+            raise _incompatible(source, target, path, table)
+        _check_struct(source, target.fields, path, table)
+        return
+    if isinstance(target, ListType):
+        if not isinstance(source, T.ArrayType):
+            raise _incompatible(source, target, path, table)
+        _check(source.elementType, target.element_type, f"{path}.element", table)
+        return
+    if isinstance(target, MapType):
+        if not isinstance(source, T.MapType):
+            raise _incompatible(source, target, path, table)
+        _check(source.keyType, target.key_type, f"{path}.key", table)
+        _check(source.valueType, target.value_type, f"{path}.value", table)
+        return
+    if isinstance(target, TimestamptzType) and isinstance(source, T.TimestampNTZType):
+        raise SchemaMismatchError(
+            path,
+            "Spark TIMESTAMP_NTZ cannot be written to Iceberg timestamptz without a time zone; "
+            "cast it to TIMESTAMP (an instant) first",
+            table=table,
+        )
+    if isinstance(target, TimestampType) and isinstance(source, T.TimestampType):
+        raise SchemaMismatchError(
+            path,
+            "Spark TIMESTAMP (an instant) cannot be written to Iceberg timestamp (no time zone); "
+            "cast it to TIMESTAMP_NTZ first",
+            table=table,
+        )
+    if not _compatible_primitive(source, target):
+        raise _incompatible(source, target, path, table)
+
+
+def _compatible_primitive(source: T.DataType, target: IcebergType) -> bool:
+    if isinstance(target, DecimalType):
+        return (
+            isinstance(source, T.DecimalType)
+            and source.scale == target.scale
+            and source.precision <= target.precision
+        )
+    accepted: list[tuple[type, tuple[type, ...]]] = [
+        (BooleanType, (T.BooleanType,)),
+        (IntegerType, _INTEGRAL),
+        (LongType, (*_INTEGRAL, T.LongType)),
+        (FloatType, (T.FloatType,)),
+        (DoubleType, (T.FloatType, T.DoubleType)),
+        (DateType, (T.DateType,)),
+        (TimestampType, (T.TimestampNTZType,)),
+        (TimestamptzType, (T.TimestampType,)),
+        (StringType, (T.StringType, T.VarcharType, T.CharType)),
+        (BinaryType, (T.BinaryType,)),
+        (FixedType, (T.BinaryType,)),
+    ]
+    for iceberg_cls, spark_classes in accepted:
+        if isinstance(target, iceberg_cls):
+            return isinstance(source, spark_classes)
+    return False
+
+
+def _incompatible(source: T.DataType, target: IcebergType, path: str, table: str) -> SchemaMismatchError:
+    return SchemaMismatchError(
+        path, f"Spark type {source.simpleString()} cannot be written to Iceberg type {target}", table=table
+    )
+
+
+def _check_struct(source: T.StructType, targets: tuple[NestedField, ...], path: str, table: str) -> None:
+    by_name = {f.name: f for f in source.fields}
+    known = {f.name for f in targets}
+    for name in by_name:
+        if name not in known:
+            raise SchemaMismatchError(
+                f"{path}.{name}", "not in the table's schema (unknown extra field)", table=table
+            )
+    for target in targets:
+        field_path = f"{path}.{target.name}"
+        if target.name not in by_name:
+            if target.required:
+                raise SchemaMismatchError(field_path, "required field is missing", table=table)
+            continue
+        _check(by_name[target.name].dataType, target.field_type, field_path, table)
+
+
+def align_to_schema(df: DataFrame, schema: Schema, table: str) -> DataFrame:
+    """Project ``df`` onto the table's columns, in order, with the exact Spark types.
+
+    Optional columns the DataFrame lacks are filled with nulls; widening casts (int to
+    long, float to double, decimal precision) are applied.
+
+    Raises:
+        SchemaMismatchError: a required column is missing, a column is unknown, or a type
+            cannot be written; the error names the column.
+    """
+    by_name = {f.name: f for f in df.schema.fields}
+    known = {f.name for f in schema.fields}
+    extras = [name for name in by_name if name not in known]
+    if extras:
+        raise SchemaMismatchError(
+            extras[0],
+            f"not in the table's schema (unknown extra column; table columns: {', '.join(schema.column_names)})",
+            table=table,
+        )
+    columns: list[Column] = []
+    for target in schema.fields:
+        wanted = spark_type(target.field_type, target.name, table)
+        source = by_name.get(target.name)
+        if source is None:
+            if target.required:
+                raise SchemaMismatchError(target.name, "required column is missing", table=table)
+            columns.append(F.lit(None).cast(wanted).alias(target.name))
+            continue
+        _check(source.dataType, target.field_type, target.name, table)
+        column = F.col(f"`{target.name}`")
+        if source.dataType != wanted:
+            column = column.cast(wanted)
+        columns.append(column.alias(target.name))
+    return df.select(*columns)

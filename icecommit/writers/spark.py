@@ -1,0 +1,124 @@
+"""SparkWriter: one Spark job whose tasks write Iceberg data files and report them.
+
+Each task receives its rows as Arrow batches (``mapInArrow``), writes them with a
+:class:`~icecommit.writers.files.TaskFileWriter`, and returns one row holding its
+:class:`~icecommit.datafiles.WriteResult` as JSON. The driver collects those rows; Spark
+returns the output of exactly one successful attempt per task, so the files of failed or
+retried attempts never reach the committer (they stay on storage as orphans for the
+sweeper, never referenced by the table).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.io import load_file_io
+from pyiceberg.table import Table
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadataUtil
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+
+from icecommit.datafiles import WriteResult
+from icecommit.writers.files import TaskFileWriter
+from icecommit.writers.schema import align_to_schema
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskAttempt:
+    """Which Spark task attempt is running (handed to task hooks)."""
+
+    partition_id: int
+    attempt: int
+    stage_id: int
+
+
+#: Called in each task after its files are closed and before its result is returned;
+#: tests use it to fail an attempt after it has written files.
+TaskHook = Callable[[TaskAttempt, WriteResult], None]
+
+
+class SparkWriter:
+    """Writes a DataFrame into a table's data location as Iceberg data files.
+
+    The writer never commits: it returns one :class:`WriteResult` per task for the
+    global committer. It never lists or deletes anything.
+
+    Args:
+        table: the target table (its schema, spec, properties and FileIO are used).
+        job_id: recorded in the results and in file names.
+        target_file_size: roll files at this many bytes; defaults to the table's
+            ``write.target-file-size-bytes`` (512 MiB).
+        task_hook: called in every task attempt after it has written its files.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        *,
+        job_id: str | None = None,
+        target_file_size: int | None = None,
+        task_hook: TaskHook | None = None,
+    ) -> None:
+        self._table = table
+        self._job_id = job_id
+        self._target_file_size = target_file_size
+        self._task_hook = task_hook
+
+    def prepare_frame(self, df: DataFrame) -> DataFrame:
+        """The DataFrame projected onto the table's schema.
+
+        Raises:
+            SchemaMismatchError: the DataFrame does not fit the table.
+        """
+        return align_to_schema(df, self._table.schema(), ".".join(self._table.name()))
+
+    def write(self, df: DataFrame, checkpoint_id: int) -> list[WriteResult]:
+        """Run one Spark job that writes ``df``; return the results of successful attempts.
+
+        Raises:
+            SchemaMismatchError: the DataFrame does not fit the table (before any task runs).
+        """
+        aligned = self.prepare_frame(df)
+        metadata_json = self._table.metadata.model_dump_json()
+        io_properties = dict(self._table.io.properties)
+        location = self._table.metadata.location
+        job_id = self._job_id
+        target_size = self._target_file_size
+        hook = self._task_hook
+
+        def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            context = TaskContext.get()
+            partition_id = context.partitionId() if context else 0
+            attempt = context.attemptNumber() if context else 0
+            metadata = TableMetadataUtil.parse_raw(metadata_json)
+            writer = TaskFileWriter(
+                metadata,
+                load_file_io(io_properties, location),
+                job_id=job_id,
+                checkpoint_id=checkpoint_id,
+                task_id=partition_id,
+                attempt=attempt,
+                location_provider=load_location_provider(metadata.location, metadata.properties),
+                target_size=target_size,
+            )
+            result = writer.write_batches(batches)
+            if hook is not None:
+                hook(TaskAttempt(partition_id, attempt, context.stageId() if context else 0), result)
+            yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
+
+        rows = aligned.mapInArrow(write_task, "result string").collect()
+        results = [WriteResult.from_json(row["result"]) for row in rows]
+        logger.info(
+            "checkpoint %d: %d task(s) wrote %d records in %d files",
+            checkpoint_id,
+            len(results),
+            sum(r.records for r in results),
+            sum(len(r.data_files) for r in results),
+        )
+        return results
