@@ -174,9 +174,9 @@ class TaskFileWriter:
         return self.close()
 
     def _accept(self, table: pa.Table) -> None:
-        table = self._conform(table)
         if self._check_required(table):
             return
+        table = self._conform(table)
         if self._spec.is_unpartitioned():
             self._buffer((), table)
             return
@@ -233,13 +233,18 @@ class TaskFileWriter:
         table = pa.concat_tables(buffer.tables).combine_chunks()
         self._buffered_bytes -= buffer.nbytes
         buffer.tables, buffer.rows, buffer.nbytes = [], 0, 0
-        open_file = self._open.get(buffer.partition) or self._new_file(buffer.partition)
-        open_file.writer.write_table(table, row_group_size=self._row_group_rows)
+        # One row group at a time, so a file is rolled as soon as it crosses the target.
+        for offset in range(0, table.num_rows, self._row_group_rows):
+            self._write_row_group(buffer.partition, table.slice(offset, self._row_group_rows))
+
+    def _write_row_group(self, partition: tuple[PartitionValue, ...], rows: pa.Table) -> None:
+        open_file = self._open.get(partition) or self._new_file(partition)
+        open_file.writer.write_table(rows, row_group_size=self._row_group_rows)
         for name, field_id in self._float_fields:
-            nans = pc.sum(pc.is_nan(table.column(name))).as_py() or 0
+            nans = pc.sum(pc.is_nan(rows.column(name))).as_py() or 0
             open_file.nan_counts[field_id] = open_file.nan_counts.get(field_id, 0) + int(nans)
         if self._event_time_name is not None:
-            latest = pc.max(table.column(self._event_time_name).cast(pa.int64())).as_py()
+            latest = pc.max(rows.column(self._event_time_name).cast(pa.int64())).as_py()
             if latest is not None and (open_file.max_event_time_us is None or latest > open_file.max_event_time_us):
                 open_file.max_event_time_us = int(latest)
         if open_file.stream.tell() >= self._target_size:

@@ -1,0 +1,120 @@
+"""Read-only views of a table's snapshots and a job's checkpoints, as typed rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icecommit.catalog.tables import resolve_table, table_name
+from icecommit.committer import ancestry
+from icecommit.metrics.checkpoints import CheckpointStore
+from icecommit.metrics.database import state_engine, state_uri
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """One snapshot of a table, with what icecommit recorded in its summary."""
+
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str
+    job_id: str | None
+    checkpoint_id: int | None
+    added_records: int
+    added_files: int
+    max_event_time: datetime | None
+    is_current: bool
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint of a job: committed (with its snapshot) or prepared and pending."""
+
+    job_id: str
+    checkpoint_id: int
+    status: str
+    snapshot_id: int | None
+    records: int
+    files: int
+    in_ancestry: bool
+    prepared_at: datetime | None
+    committed_at: datetime | None
+
+
+def _micros_to_datetime(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    return datetime.fromtimestamp(int(value) / 1_000_000, tz=timezone.utc)
+
+
+def list_snapshots(catalog: Catalog, table: Table | str) -> list[SnapshotInfo]:
+    """Every snapshot of the table, oldest first, the current one marked."""
+    loaded = resolve_table(catalog, table)
+    current = loaded.current_snapshot()
+    rows = []
+    for snapshot in sorted(loaded.metadata.snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number or 0)):
+        summary = snapshot.summary
+        key = ancestry.checkpoint_of(snapshot)
+        rows.append(
+            SnapshotInfo(
+                snapshot_id=snapshot.snapshot_id,
+                parent_id=snapshot.parent_snapshot_id,
+                committed_at=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=timezone.utc),
+                operation=str(summary.operation.value) if summary else "unknown",
+                job_id=key[0] if key else None,
+                checkpoint_id=key[1] if key else None,
+                added_records=int(summary.get("added-records") or 0) if summary else 0,
+                added_files=int(summary.get("added-data-files") or 0) if summary else 0,
+                max_event_time=_micros_to_datetime(summary.get(ancestry.MAX_EVENT_TIME) if summary else None),
+                is_current=current is not None and snapshot.snapshot_id == current.snapshot_id,
+            )
+        )
+    return rows
+
+
+def list_checkpoints(
+    catalog: Catalog, table: Table | str, *, job_id: str | None = None, branch: str = "main"
+) -> list[CheckpointInfo]:
+    """Checkpoints of a table: committed ones from the ancestry, pending ones from the
+    checkpoint table, ordered by job and checkpoint id."""
+    loaded = resolve_table(catalog, table)
+    name = table_name(table)
+    in_ancestry = {
+        (c.job_id, c.checkpoint_id): c for c in ancestry.committed_checkpoints(loaded.metadata, branch, job_id)
+    }
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    rows: dict[tuple[str, int], CheckpointInfo] = {}
+    for state in store.list(name, job_id=job_id):
+        landed = in_ancestry.get((state.job_id, state.checkpoint_id))
+        rows[(state.job_id, state.checkpoint_id)] = CheckpointInfo(
+            job_id=state.job_id,
+            checkpoint_id=state.checkpoint_id,
+            status=state.status,
+            snapshot_id=landed.snapshot_id if landed else state.snapshot_id,
+            records=state.records,
+            files=state.files,
+            in_ancestry=landed is not None,
+            prepared_at=state.prepared_at,
+            committed_at=state.committed_at,
+        )
+    for key, landed in in_ancestry.items():
+        if key in rows:
+            continue
+        snapshot = loaded.metadata.snapshot_by_id(landed.snapshot_id)
+        summary = snapshot.summary if snapshot else None
+        rows[key] = CheckpointInfo(
+            job_id=landed.job_id,
+            checkpoint_id=landed.checkpoint_id,
+            status="committed",
+            snapshot_id=landed.snapshot_id,
+            records=int(summary.get(ancestry.RECORDS) or 0) if summary else 0,
+            files=int(summary.get(ancestry.FILES) or 0) if summary else 0,
+            in_ancestry=True,
+            prepared_at=None,
+            committed_at=datetime.fromtimestamp(landed.timestamp_ms / 1000, tz=timezone.utc),
+        )
+    return [rows[k] for k in sorted(rows)]

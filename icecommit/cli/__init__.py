@@ -1,0 +1,5 @@
+"""The icecommit command line."""
+
+from icecommit.cli.main import cli, main
+
+__all__ = ["cli", "main"]

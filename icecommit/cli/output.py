@@ -1,0 +1,123 @@
+"""How the CLI shows results: a rich text implementation and a JSON one.
+
+Commands hand typed results to one method of :class:`Output`; they format nothing
+themselves. ``--output json`` prints exactly one JSON document on stdout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from datetime import datetime
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.table import Table
+
+from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
+from icecommit.demo.pipeline import DemoReport
+
+
+class Output(Protocol):
+    """One method per view; each prints the whole result of a command."""
+
+    def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None: ...
+
+    def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None: ...
+
+    def demo(self, report: DemoReport) -> None: ...
+
+    def error(self, message: str, code: int) -> None: ...
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        data = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if hasattr(value, "committed") and "committed" not in data:
+            data["committed"] = value.committed
+        return data
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+class JsonOutput:
+    """One JSON document on stdout per command."""
+
+    def _emit(self, document: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(document, indent=2, default=str) + "\n")
+
+    def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
+        self._emit({"table": table, "snapshots": _plain(rows)})
+
+    def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
+        self._emit({"table": table, "checkpoints": _plain(rows)})
+
+    def demo(self, report: DemoReport) -> None:
+        self._emit(_plain(report))
+
+    def error(self, message: str, code: int) -> None:
+        self._emit({"error": message, "exit_code": code})
+
+
+def _time(value: datetime | None) -> str:
+    return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+class TextOutput:
+    """Tables for a terminal (rich)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console()
+
+    def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
+        view = Table(title=f"snapshots of {table}")
+        for column in ("", "snapshot", "parent", "committed at (UTC)", "operation", "job", "checkpoint",
+                       "records added", "files added", "max event time"):
+            view.add_column(column)
+        for row in rows:
+            view.add_row(
+                "*" if row.is_current else "",
+                str(row.snapshot_id),
+                str(row.parent_id or ""),
+                _time(row.committed_at),
+                row.operation,
+                row.job_id or "",
+                "" if row.checkpoint_id is None else str(row.checkpoint_id),
+                f"{row.added_records:,}",
+                str(row.added_files),
+                _time(row.max_event_time),
+            )
+        self.console.print(view)
+
+    def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
+        view = Table(title=f"checkpoints of {table}")
+        for column in ("job", "checkpoint", "status", "snapshot", "records", "files", "in ancestry"):
+            view.add_column(column)
+        for row in rows:
+            view.add_row(
+                row.job_id,
+                str(row.checkpoint_id),
+                row.status,
+                str(row.snapshot_id or ""),
+                f"{row.records:,}",
+                str(row.files),
+                "yes" if row.in_ancestry else "no",
+            )
+        self.console.print(view)
+
+    def demo(self, report: DemoReport) -> None:
+        self.snapshots(report.table, list(report.snapshots))
+        new = sum(1 for c in report.checkpoints if c.committed)
+        skipped = sum(1 for c in report.checkpoints if c.status == "already-committed")
+        self.console.print(
+            f"[bold]{report.table}[/bold]: {report.rows:,} source rows in {len(report.checkpoints)} "
+            f"checkpoints ({new} committed now, {skipped} already committed); "
+            f"[bold]{report.rows_read_back:,}[/bold] rows read back in {report.seconds:.1f}s"
+        )
+
+    def error(self, message: str, code: int) -> None:
+        Console(stderr=True).print(f"[red]error:[/red] {message}")

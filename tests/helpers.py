@@ -1,0 +1,64 @@
+"""Small builders shared by tests: Arrow data into WriteResults without Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+from pyiceberg.table import Table
+from pyiceberg.table.locations import load_location_provider
+
+from icecommit.datafiles import WriteResult
+from icecommit.writers.files import TaskFileWriter
+
+EVENTS_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("event", pa.string()),
+        pa.field("score", pa.float64()),
+    ]
+)
+DAY0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def events(start: int, end: int, days: int = 3) -> pa.Table:
+    """Rows ``start..end`` of a small deterministic event table (nulls and NaNs included)."""
+    ids = list(range(start, end))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array(
+                [DAY0 + dt.timedelta(days=i % days, seconds=i * 7 % 86_400) for i in ids],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "event": pa.array([(None if i % 11 == 0 else ("pv", "show", "click")[i % 3]) for i in ids]),
+            "score": pa.array([float("nan") if i % 13 == 0 else (None if i % 17 == 0 else i / 4) for i in ids]),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+
+
+def write_arrow(
+    table: Table,
+    data: pa.Table,
+    *,
+    job_id: str | None,
+    checkpoint_id: int,
+    task_id: int = 0,
+    attempt: int = 0,
+    target_size: int | None = None,
+    batch_rows: int = 1000,
+) -> WriteResult:
+    """Write ``data`` the way one Spark task would."""
+    writer = TaskFileWriter(
+        table.metadata,
+        table.io,
+        job_id=job_id,
+        checkpoint_id=checkpoint_id,
+        task_id=task_id,
+        attempt=attempt,
+        location_provider=load_location_provider(table.metadata.location, table.metadata.properties),
+        target_size=target_size,
+    )
+    return writer.write_batches(data.to_batches(max_chunksize=batch_rows))
