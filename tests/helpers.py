@@ -62,3 +62,18 @@ def write_arrow(
         target_size=target_size,
     )
     return writer.write_batches(data.to_batches(max_chunksize=batch_rows))
+
+
+def _normalised(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [{k: ("NaN" if isinstance(v, float) and v != v else v) for k, v in row.items()} for row in rows]
+
+
+def assert_same_rows(actual: pa.Table, expected: pa.Table, key: str = "id") -> None:
+    """Equal by content: same rows and values (NaN equals NaN), whatever the order or
+    the Arrow string/list width."""
+    assert actual.num_rows == expected.num_rows, f"{actual.num_rows} rows, expected {expected.num_rows}"
+    assert actual.column_names == expected.column_names
+    left = _normalised(actual.sort_by(key).to_pylist())
+    right = _normalised(expected.sort_by(key).to_pylist())
+    for position, (a, b) in enumerate(zip(left, right, strict=True)):
+        assert a == b, f"row {position} differs: {a} != {b}"

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 from tenacity import RetryCallState
@@ -292,8 +293,9 @@ class GlobalCommitter:
             nonlocal retries
             retries += 1
 
+        retrying = policy.retrying(checkpoint_id=checkpoint_id, sleep=self._sleep, on_retry=count_retry)
         try:
-            for attempt in policy.retrying(checkpoint_id=checkpoint_id, sleep=self._sleep, on_retry=count_retry):
+            for attempt in retrying:
                 with attempt:
                     if attempts > 0:
                         table = self.load_table()
@@ -389,15 +391,42 @@ class GlobalCommitter:
         return found.snapshot_id
 
 
-def _single_attempt(table: Table, catalog: Catalog) -> Table:
-    """The same table with pyiceberg's own retry loop switched off.
+class RetainingFileIO(FileIO):
+    """A FileIO that reads and writes through another one but never deletes.
 
-    icecommit retries itself, so that the ancestry check runs before every attempt.
-    Only the in-memory copy changes; the table's properties are untouched.
+    pyiceberg removes the manifests of an attempt that raised ``CommitFailedException``;
+    a catalog that misreports a commit that did land would leave the table pointing at
+    deleted files. Inside the commit path nothing is deleted: the files of attempts that
+    truly failed are left for the orphan sweeper.
+    """
+
+    def __init__(self, inner: FileIO) -> None:
+        super().__init__(inner.properties)
+        self._inner = inner
+        self.retained: list[str] = []
+
+    def new_input(self, location: str) -> InputFile:
+        return self._inner.new_input(location)
+
+    def new_output(self, location: str) -> OutputFile:
+        return self._inner.new_output(location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        path = location if isinstance(location, str) else location.location
+        logger.debug("commit path keeps %s (deletes are left to the orphan sweeper)", path)
+        self.retained.append(path)
+
+
+def _single_attempt(table: Table, catalog: Catalog) -> Table:
+    """The same table with pyiceberg's own retry loop and cleanup switched off.
+
+    icecommit retries itself, so that the ancestry check runs before every attempt, and
+    deletes nothing while a commit's outcome could be in doubt. Only the in-memory copy
+    changes; the table's properties are untouched.
     """
     properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
     metadata = table.metadata.model_copy(update={"properties": properties})
-    return Table(table.name(), metadata, table.metadata_location, table.io, catalog)
+    return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
 
 
 def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:

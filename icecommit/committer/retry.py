@@ -84,7 +84,7 @@ class RetryPolicy:
             retry=retry_if_exception_type(CommitFailedException),
             stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds),
             wait=wait_exponential_jitter(
-                initial=self.min_wait_s, max=self.max_wait_s, jitter=max(self.min_wait_s, 0.001)
+                multiplier=self.min_wait_s, max=self.max_wait_s, jitter=max(self.min_wait_s, 0.001)
             ),
             sleep=sleep,
             before_sleep=before_sleep,

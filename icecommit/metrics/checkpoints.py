@@ -60,6 +60,11 @@ class CheckpointState:
         return self.status == COMMITTED
 
 
+def as_utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; every stored time is UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
 def _to_state(row: CheckpointRow) -> CheckpointState:
     return CheckpointState(
         job_id=row.job_id,
@@ -82,8 +87,8 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
             skipped=row.files_skipped,
             missing=row.files_missing,
         ),
-        prepared_at=row.prepared_at,
-        committed_at=row.committed_at,
+        prepared_at=as_utc(row.prepared_at),
+        committed_at=as_utc(row.committed_at) if row.committed_at is not None else None,
     )
 
 

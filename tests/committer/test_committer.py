@@ -1,0 +1,307 @@
+"""GlobalCommitter on the real SqlCatalog (SQLite and PostgreSQL), without Spark."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import Table
+
+import icecommit as ic
+from icecommit.committer import RetryPolicy, committed_checkpoints
+from icecommit.datafiles import WriteResult
+from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
+
+FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
+
+
+class ScriptedCatalog(SqlCatalog):
+    """The real SqlCatalog, with a script run around each ``commit_table`` call."""
+
+    def __init__(self, name: str, **properties: str) -> None:
+        super().__init__(name, **properties)
+        self.before: list[Callable[[], None]] = []
+        self.after: list[Callable[[], None]] = []
+        self.calls = 0
+
+    def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
+        self.calls += 1
+        if self.before:
+            self.before.pop(0)()
+        response = super().commit_table(table, requirements, updates)
+        if self.after:
+            self.after.pop(0)()
+        return response
+
+
+@pytest.fixture
+def scripted(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
+    scripted = ScriptedCatalog(catalog.name, **catalog.properties)
+    yield scripted
+    scripted.engine.dispose()
+
+
+def _table(catalog: SqlCatalog, partition_by: list[str] | None = None) -> Table:
+    return ic.create_table(catalog, f"{catalog.name}.events", EVENTS_SCHEMA, partition_by=partition_by or ["event"])
+
+
+def _sorted(data: pa.Table) -> pa.Table:
+    return data.sort_by("id")
+
+
+def _rows(catalog: SqlCatalog, table: Table) -> pa.Table:
+    return _sorted(catalog.load_table(".".join(table.name())).scan().to_arrow())
+
+
+def _concurrent_append(catalog: SqlCatalog, name: str) -> Callable[[], None]:
+    def append() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        other.load_table(name).append(events(10_000, 10_001))
+        other.engine.dispose()
+
+    return append
+
+
+def test_prepare_and_commit_make_one_snapshot_with_the_checkpoint_in_its_summary(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
+    results = [
+        write_arrow(table, events(0, 600), job_id="ingest", checkpoint_id=7, task_id=0),
+        write_arrow(table, events(600, 1000), job_id="ingest", checkpoint_id=7, task_id=1),
+    ]
+    state = committer.prepare(7, results)
+    assert state.status == "prepared" and state.records == 1000
+    assert catalog.load_table(".".join(table.name())).current_snapshot() is None
+    result = committer.commit(7)
+    assert result.committed and result.records == 1000 and result.attempts == 1
+    loaded = catalog.load_table(".".join(table.name()))
+    summary = loaded.current_snapshot().summary
+    assert summary["icecommit.job-id"] == "ingest"
+    assert summary["icecommit.checkpoint-id"] == "7"
+    assert summary["icecommit.records"] == "1000"
+    assert result.snapshot_id == loaded.current_snapshot().snapshot_id
+    assert_same_rows(_rows(catalog, table), events(0, 1000))
+    assert committer.last_committed_checkpoint() == 7
+    assert committer.store.get("ingest", committer.table_name, 7).status == "committed"
+
+
+def test_committing_twice_is_a_no_op(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
+    committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
+    first = committer.commit(1)
+    again = committer.commit(1)
+    assert first.committed and not again.committed
+    assert again.status == "already-committed" and again.snapshot_id == first.snapshot_id
+    # a second committer (a restarted driver) with no memory of the first agrees
+    restarted = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
+    assert restarted.commit(1).status == "already-committed"
+    assert len(catalog.load_table(".".join(table.name())).metadata.snapshots) == 1
+    assert _rows(catalog, table).num_rows == 100
+
+
+def test_prepare_twice_with_same_files_is_a_no_op_and_with_other_files_an_error(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
+    results = [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)]
+    first = committer.prepare(1, results)
+    assert committer.prepare(1, results) == first
+    other = [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)]
+    with pytest.raises(ic.ValidationError, match="already prepared with different data files"):
+        committer.prepare(1, other)
+    committer.commit(1)
+    assert _rows(catalog, table).num_rows == 100
+
+
+def test_commit_commits_every_prepared_checkpoint_up_to_n_in_order(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
+    for checkpoint_id in (1, 2, 3, 4):
+        data = events(checkpoint_id * 100, checkpoint_id * 100 + 50)
+        committer.prepare(checkpoint_id, [write_arrow(table, data, job_id="ingest", checkpoint_id=checkpoint_id)])
+    assert committer.commit(3).committed
+    loaded = catalog.load_table(".".join(table.name()))
+    assert [c.checkpoint_id for c in committed_checkpoints(loaded.metadata, job_id="ingest")] == [3, 2, 1]
+    assert committer.store.get("ingest", committer.table_name, 4).status == "prepared"
+    assert committer.commit(2).status == "already-committed"
+    assert [r.checkpoint_id for r in committer.recover()] == [4]
+    assert committer.recover() == []
+    assert _rows(catalog, table).num_rows == 200
+
+
+def test_commit_of_an_unknown_checkpoint_is_an_error(catalog: SqlCatalog) -> None:
+    committer = ic.GlobalCommitter(catalog, _table(catalog), job_id="ingest")
+    with pytest.raises(ic.CheckpointNotFoundError, match="no checkpoint 5"):
+        committer.commit(5)
+
+
+def test_empty_checkpoint_commits_no_snapshot(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
+    empty = write_arrow(table, events(0, 0), job_id="ingest", checkpoint_id=1)
+    assert empty.data_files == ()
+    committer.prepare(1, [empty])
+    result = committer.commit(1)
+    assert result.status == "empty" and result.snapshot_id is None and not result.committed
+    assert catalog.load_table(".".join(table.name())).current_snapshot() is None
+    assert committer.commit(1).status == "empty"
+
+
+def _tampered(result: WriteResult, **changes: Any) -> WriteResult:
+    return dataclasses.replace(result, **changes)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "error", "message"),
+    [
+        (lambda r: _tampered(r, records=r.records + 1), ic.ValidationError, "reported 101 records but its data files hold 100"),
+        (lambda r: _tampered(r, source_records=r.source_records + 5), ic.ValidationError, "received 105 records but wrote 100"),
+        (lambda r: _tampered(r, job_id="other"), ic.ValidationError, "reported job 'other'"),
+        (lambda r: _tampered(r, checkpoint_id=2), ic.ValidationError, "checkpoint 2, expected"),
+        (
+            lambda r: _tampered(r, data_files=(dataclasses.replace(r.data_files[0], file_size_in_bytes=3),)),
+            ic.ValidationError,
+            "has .* bytes on storage, 3 recorded",
+        ),
+        (
+            lambda r: _tampered(r, data_files=(dataclasses.replace(r.data_files[0], path=r.data_files[0].path + "x"),)),
+            ic.ValidationError,
+            "is missing from storage",
+        ),
+        (
+            lambda r: _tampered(r, data_files=(dataclasses.replace(r.data_files[0], spec_id=5),)),
+            ic.ValidationError,
+            "partition spec 5",
+        ),
+    ],
+)
+def test_bad_results_are_refused_and_change_nothing(
+    catalog: SqlCatalog, tamper: Callable[[WriteResult], WriteResult], error: type[Exception], message: str
+) -> None:
+    table = ic.create_table(catalog, f"{catalog.name}.events", EVENTS_SCHEMA)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
+    good = write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)
+    assert len(good.data_files) == 1
+    with pytest.raises(error, match=message):
+        committer.prepare(1, [tamper(good)])
+    assert committer.store.get("ingest", committer.table_name, 1) is None
+    assert catalog.load_table(".".join(table.name())).current_snapshot() is None
+
+
+def test_the_same_task_reported_twice_is_refused(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
+    a = write_arrow(table, events(0, 10), job_id="ingest", checkpoint_id=1, task_id=3, attempt=0)
+    b = write_arrow(table, events(0, 10), job_id="ingest", checkpoint_id=1, task_id=3, attempt=1)
+    with pytest.raises(ic.ValidationError, match="task 3 reported twice"):
+        committer.prepare(1, [a, b])
+
+
+def test_nulls_in_a_required_column_name_the_column(catalog: SqlCatalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string(), nullable=False)])
+    table = ic.create_table(catalog, f"{catalog.name}.req", schema)
+    committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
+    data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", None, None])})
+    with pytest.raises(ic.SchemaMismatchError, match="column 'v'.*2 null value") as info:
+        committer.prepare(1, [write_arrow(table, data, job_id="ingest", checkpoint_id=1)])
+    assert info.value.column == "v"
+
+
+def test_a_conflicting_commit_is_retried_with_backoff(scripted: ScriptedCatalog) -> None:
+    table = _table(scripted)
+    name = ".".join(table.name())
+    sleeps: list[float] = []
+    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
+    scripted.before = [_concurrent_append(scripted, name), _concurrent_append(scripted, name)]
+    result = committer.commit(1)
+    assert result.committed and result.attempts == 3 and result.retries == 2
+    assert len(sleeps) == 2 and all(0 < s <= FAST.max_wait_s + FAST.min_wait_s for s in sleeps)
+    state = committer.store.get("ingest", committer.table_name, 1)
+    assert state.retries == 2 and state.attempts == 3
+    assert _rows(scripted, table).num_rows == 102
+
+
+def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatalog) -> None:
+    table = _table(scripted)
+    name = ".".join(table.name())
+    policy = RetryPolicy(max_attempts=3, max_seconds=60, min_wait_s=0.01, max_wait_s=0.02)
+    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=policy, sleep=lambda _: None)
+    committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
+    scripted.before = [_concurrent_append(scripted, name) for _ in range(3)]
+    with pytest.raises(ic.CommitConflictError, match="gave up after 3"):
+        committer.commit(1)
+    assert committer.store.get("ingest", committer.table_name, 1).status == "prepared"
+    # the files are still there: a later commit succeeds
+    assert committer.commit(1).committed
+    assert _rows(scripted, table).num_rows == 103
+
+
+def test_lost_response_is_resolved_by_the_ancestry_and_never_committed_twice(scripted: ScriptedCatalog) -> None:
+    table = _table(scripted)
+
+    def lose_response() -> None:
+        raise ConnectionError("response lost")
+
+    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
+    scripted.after = [lose_response]
+    result = committer.commit(1)
+    assert result.committed and scripted.calls == 1
+    assert len(scripted.load_table(".".join(table.name())).metadata.snapshots) == 1
+
+
+def test_a_commit_that_landed_but_reported_a_conflict_is_not_retried_into_a_duplicate(
+    scripted: ScriptedCatalog,
+) -> None:
+    # apache/iceberg#14425: an attempt lands late although its caller saw it fail
+    table = _table(scripted)
+
+    def misreport() -> None:
+        raise CommitFailedException("reported as failed, but it landed")
+
+    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
+    scripted.after = [misreport]
+    result = committer.commit(1)
+    assert scripted.calls == 1
+    assert result.snapshot_id == scripted.load_table(".".join(table.name())).current_snapshot().snapshot_id
+    assert _rows(scripted, table).num_rows == 100
+
+
+def test_unknown_outcome_deletes_nothing_and_recover_resolves_it(scripted: ScriptedCatalog, tmp_path: Path) -> None:
+    table = _table(scripted)
+
+    def time_out() -> None:
+        raise TimeoutError("catalog did not answer")
+
+    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    result = write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)
+    committer.prepare(1, [result])
+    scripted.before = [time_out]
+    with pytest.raises(ic.CommitStateUnknownError, match="outcome unknown") as info:
+        committer.commit(1)
+    assert isinstance(info.value.cause, TimeoutError)
+    assert all(Path(f.path.removeprefix("file://")).exists() for f in result.data_files)
+    assert committer.store.get("ingest", committer.table_name, 1).status == "prepared"
+    assert [r.status for r in committer.recover()] == ["committed"]
+    assert_same_rows(_rows(scripted, table), events(0, 100))
+
+
+def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    a = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    b = ic.GlobalCommitter(catalog, table, job_id="b", retry_policy=FAST)
+    for checkpoint_id in (1, 2):
+        a.prepare(checkpoint_id, [write_arrow(table, events(checkpoint_id * 10, checkpoint_id * 10 + 5), job_id="a", checkpoint_id=checkpoint_id)])
+        b.prepare(checkpoint_id, [write_arrow(table, events(100 + checkpoint_id * 10, 100 + checkpoint_id * 10 + 5), job_id="b", checkpoint_id=checkpoint_id)])
+        assert a.commit(checkpoint_id).committed
+        assert b.commit(checkpoint_id).committed
+    assert a.last_committed_checkpoint() == 2 and b.last_committed_checkpoint() == 2
+    assert _rows(catalog, table).num_rows == 20
