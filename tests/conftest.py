@@ -71,6 +71,9 @@ def sqlite_catalog(tmp_path: Path) -> Iterator[SqlCatalog]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for the whole run: 2 cores, up to 4 attempts per task."""
+    # Python workers import task hooks defined in the tests by module name.
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     session = local_session("icecommit-tests", master="local[2,4]")
     yield session
     session.stop()
