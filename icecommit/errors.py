@@ -82,8 +82,7 @@ class CommitStateUnknownError(IcecommitError):
         self.checkpoint_id = checkpoint_id
         self.cause = cause
         super().__init__(
-            f"checkpoint {checkpoint_id} of {table}: commit outcome unknown ({cause!r}); "
-            "run recover() to resolve it"
+            f"checkpoint {checkpoint_id} of {table}: commit outcome unknown ({cause!r}); run recover() to resolve it"
         )
 
 

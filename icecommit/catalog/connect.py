@@ -9,17 +9,11 @@ from pathlib import Path
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
+from icecommit.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CATALOG_NAME = "icecommit"
-ENV_URI = "ICECOMMIT_CATALOG_URI"
-ENV_WAREHOUSE = "ICECOMMIT_WAREHOUSE"
-ENV_HOME = "ICECOMMIT_HOME"
-
-
-def icecommit_home() -> Path:
-    """The folder of the embedded default: ``$ICECOMMIT_HOME`` or ``./warehouse``."""
-    return Path(os.environ.get(ENV_HOME) or "warehouse").resolve()
 
 
 def _default_uri() -> str:
@@ -75,9 +69,7 @@ def connect(
         logger.debug("loading pyiceberg-configured catalog %s", name)
         return load_catalog(name, **extra)
     catalog_uri = resolved_uri or _default_uri()
-    catalog_warehouse = (
-        _normalise_warehouse(resolved_warehouse) if resolved_warehouse else _default_warehouse()
-    )
+    catalog_warehouse = _normalise_warehouse(resolved_warehouse) if resolved_warehouse else _default_warehouse()
     logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, catalog_uri)
     return SqlCatalog(
         name or DEFAULT_CATALOG_NAME,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -22,7 +23,7 @@ from pyiceberg.transforms import (
     TruncateTransform,
     YearTransform,
 )
-from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from icecommit.errors import TableSpecError
 
@@ -37,7 +38,7 @@ _SIMPLE = {
 _SUFFIX = {"year": "year", "month": "month", "day": "day", "hour": "hour"}
 
 
-def parse_transform(expression: str, table: str = "<new>") -> tuple[str, Transform[object, object], str]:
+def parse_transform(expression: str, table: str = "<new>") -> tuple[str, Transform[Any, Any], str]:
     """Parse ``col``, ``day(col)``, ``bucket(N, col)``, ``truncate(W, col)`` ...
 
     Returns:
@@ -63,9 +64,7 @@ def parse_transform(expression: str, table: str = "<new>") -> tuple[str, Transfo
         return column, _SIMPLE[name](), f"{column}_{suffix}" if suffix else column
     if name in ("bucket", "truncate"):
         if len(args) != 2 or not args[0].isdigit() or int(args[0]) <= 0:
-            raise TableSpecError(
-                table, f"{name}() takes a positive integer and a column, got {expression!r}"
-            )
+            raise TableSpecError(table, f"{name}() takes a positive integer and a column, got {expression!r}")
         width, column = int(args[0]), args[1]
         if name == "bucket":
             return column, BucketTransform(width), f"{column}_bucket"
@@ -91,9 +90,7 @@ def build_partition_spec(schema: Schema, partition_by: Sequence[str], table: str
             source = schema.find_field(column)
         except ValueError as e:
             known = ", ".join(schema.column_names)
-            raise TableSpecError(
-                table, f"partition column {column!r} is not in the schema (columns: {known})"
-            ) from e
+            raise TableSpecError(table, f"partition column {column!r} is not in the schema (columns: {known})") from e
         if not transform.can_transform(source.field_type):
             raise TableSpecError(
                 table, f"{expression!r}: cannot apply {transform} to column {column!r} of type {source.field_type}"
@@ -102,9 +99,7 @@ def build_partition_spec(schema: Schema, partition_by: Sequence[str], table: str
             raise TableSpecError(table, f"partition field {field_name!r} appears twice")
         names.add(field_name)
         fields.append(
-            PartitionField(
-                source_id=source.field_id, field_id=1000 + offset, transform=transform, name=field_name
-            )
+            PartitionField(source_id=source.field_id, field_id=1000 + offset, transform=transform, name=field_name)
         )
     return PartitionSpec(*fields, spec_id=0)
 
@@ -143,7 +138,6 @@ def schema_shape(schema: Schema) -> object:
 def spec_shape(schema: Schema, spec: PartitionSpec) -> list[tuple[str, str]]:
     """(source column, transform) pairs of a spec, without ids."""
     return [(schema.find_column_name(f.source_id) or "?", str(f.transform)) for f in spec.fields]
-
 
 
 def create_table(

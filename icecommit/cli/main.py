@@ -64,8 +64,9 @@ def _fail(ctx: Context, error: BaseException, code: int) -> None:
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.pass_context
-def cli(ctx: click.Context, catalog_name: str | None, uri: str | None, warehouse: str | None,
-        output: str, debug: bool) -> None:
+def cli(
+    ctx: click.Context, catalog_name: str | None, uri: str | None, warehouse: str | None, output: str, debug: bool
+) -> None:
     """icecommit: land Spark data in Iceberg exactly once.
 
     \b
@@ -78,8 +79,9 @@ def cli(ctx: click.Context, catalog_name: str | None, uri: str | None, warehouse
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    ctx.obj = Context(catalog_name, uri, warehouse, JsonOutput() if output == "json" else TextOutput(),
-                      output == "json", debug)
+    ctx.obj = Context(
+        catalog_name, uri, warehouse, JsonOutput() if output == "json" else TextOutput(), output == "json", debug
+    )
 
 
 @cli.command()
@@ -99,18 +101,23 @@ def demo(ctx: Context, rows: int, checkpoints: int) -> None:
         if ctx.json:
             ctx.output.demo(run_demo(catalog, rows=rows, checkpoints=checkpoints))
             return
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                      transient=False) as bar:
+        with Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
+        ) as bar:
             tasks: dict[int, Any] = {}
 
             def progress(checkpoint_id: int, phase: str, result: CommitResult | None) -> None:
                 if phase == "start":
                     tasks[checkpoint_id] = bar.add_task(f"checkpoint {checkpoint_id}: writing", total=1)
                 elif result is not None:
-                    verb = {"committed": "committed", "already-committed": "already committed",
-                            "empty": "empty"}[result.status]
-                    bar.update(tasks[checkpoint_id], completed=1,
-                               description=f"checkpoint {checkpoint_id}: {verb}, {result.records:,} records")
+                    verb = {"committed": "committed", "already-committed": "already committed", "empty": "empty"}[
+                        result.status
+                    ]
+                    bar.update(
+                        tasks[checkpoint_id],
+                        completed=1,
+                        description=f"checkpoint {checkpoint_id}: {verb}, {result.records:,} records",
+                    )
 
             report = run_demo(catalog, rows=rows, checkpoints=checkpoints, progress=progress)
         ctx.output.demo(report)

@@ -75,8 +75,18 @@ class TextOutput:
 
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
         view = Table(title=f"snapshots of {table}")
-        for column in ("", "snapshot", "parent", "committed at (UTC)", "operation", "job", "checkpoint",
-                       "records added", "files added", "max event time"):
+        for column in (
+            "",
+            "snapshot",
+            "parent",
+            "committed at (UTC)",
+            "operation",
+            "job",
+            "checkpoint",
+            "records added",
+            "files added",
+            "max event time",
+        ):
             view.add_column(column)
         for row in rows:
             view.add_row(

@@ -70,9 +70,7 @@ def committed_checkpoints(
     return found
 
 
-def find_checkpoint(
-    metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main"
-) -> Snapshot | None:
+def find_checkpoint(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> Snapshot | None:
     """The snapshot of ``branch`` that committed (job, checkpoint), or None."""
     for snapshot in branch_ancestry(metadata, branch):
         if checkpoint_of(snapshot) == (job_id, checkpoint_id):

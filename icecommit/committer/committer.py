@@ -267,8 +267,16 @@ class GlobalCommitter:
         files = int(summary.get(ancestry.FILES) or 0) if summary else 0
         size = int(summary.get(ancestry.BYTES) or 0) if summary else 0
         return CommitResult(
-            self.job_id, self._table_name, checkpoint_id, "already-committed",
-            snapshot.snapshot_id, records, files, size, 0, 0,
+            self.job_id,
+            self._table_name,
+            checkpoint_id,
+            "already-committed",
+            snapshot.snapshot_id,
+            records,
+            files,
+            size,
+            0,
+            0,
         )
 
     def _commit_prepared(self, state: CheckpointState) -> CommitResult:
@@ -276,8 +284,13 @@ class GlobalCommitter:
         table = self.load_table()
         if state.manifest_path is None:
             self._store.mark_committed(
-                self.job_id, self._table_name, checkpoint_id,
-                snapshot_id=None, attempts=0, retries=0, counters=PublishCounters(),
+                self.job_id,
+                self._table_name,
+                checkpoint_id,
+                snapshot_id=None,
+                attempts=0,
+                retries=0,
+                counters=PublishCounters(),
             )
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
             return _result_from_state(state, "empty")
@@ -322,19 +335,40 @@ class GlobalCommitter:
             skipped=files if landed_before else 0,
         )
         self._store.mark_committed(
-            self.job_id, self._table_name, checkpoint_id,
-            snapshot_id=snapshot_id, attempts=attempts, retries=retries, counters=counters,
+            self.job_id,
+            self._table_name,
+            checkpoint_id,
+            snapshot_id=snapshot_id,
+            attempts=attempts,
+            retries=retries,
+            counters=counters,
         )
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
             "checkpoint %d of job %s %s as snapshot %s (%d attempts, %d retries; files "
             "created %d, committed %d, skipped %d, missing %d)",
-            checkpoint_id, self.job_id, status, snapshot_id, attempts, retries,
-            counters.created, counters.committed, counters.skipped, counters.missing,
+            checkpoint_id,
+            self.job_id,
+            status,
+            snapshot_id,
+            attempts,
+            retries,
+            counters.created,
+            counters.committed,
+            counters.skipped,
+            counters.missing,
         )
         return CommitResult(
-            self.job_id, self._table_name, checkpoint_id, status, snapshot_id,
-            state.records, state.files, state.bytes, attempts, retries,
+            self.job_id,
+            self._table_name,
+            checkpoint_id,
+            status,
+            snapshot_id,
+            state.records,
+            state.files,
+            state.bytes,
+            attempts,
+            retries,
         )
 
     def _resolve_unknown(self, checkpoint_id: int, cause: Exception) -> int:
@@ -355,11 +389,13 @@ class GlobalCommitter:
             path, size = bad[0]
             logger.error(
                 "ALERT checkpoint %d of job %s: %d staged data file(s) missing or changed, e.g. %s",
-                checkpoint_id, self.job_id, len(bad), path,
+                checkpoint_id,
+                self.job_id,
+                len(bad),
+                path,
             )
             raise ValidationError(
-                f"{len(bad)} staged data file(s) missing or changed on storage, e.g. {path} "
-                f"(size on storage: {size})",
+                f"{len(bad)} staged data file(s) missing or changed on storage, e.g. {path} (size on storage: {size})",
                 checkpoint_id=checkpoint_id,
                 path=path,
                 actual=size,
@@ -380,9 +416,10 @@ class GlobalCommitter:
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
         """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
         single = _single_attempt(table, self._catalog)
-        with single.transaction() as tx, tx.update_snapshot(
-            snapshot_properties=summary, branch=self.branch
-        ).merge_append() as append:
+        with (
+            single.transaction() as tx,
+            tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append,
+        ):
             for data_file in data_files:
                 append.append_data_file(data_file)
         found = ancestry.find_checkpoint(single.metadata, self.job_id, checkpoint_id, self.branch)
@@ -431,6 +468,14 @@ def _single_attempt(table: Table, catalog: Catalog) -> Table:
 
 def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:
     return CommitResult(
-        state.job_id, state.table_name, state.checkpoint_id, status, state.snapshot_id,
-        state.records, state.files, state.bytes, 0, 0,
+        state.job_id,
+        state.table_name,
+        state.checkpoint_id,
+        status,
+        state.snapshot_id,
+        state.records,
+        state.files,
+        state.bytes,
+        0,
+        0,
     )

@@ -59,9 +59,7 @@ def validate_results(
         if result.violations:
             v = result.violations[0]
             total = sum(x.null_count for r in results for x in r.violations if x.column == v.column)
-            raise SchemaMismatchError(
-                v.column, f"{total} null value(s) in a required column", table=table_name
-            )
+            raise SchemaMismatchError(v.column, f"{total} null value(s) in a required column", table=table_name)
     seen_tasks: dict[int, int] = {}
     seen_paths: set[str] = set()
     spec = metadata.spec()
@@ -86,16 +84,14 @@ def validate_results(
         in_files = sum(f.record_count for f in result.data_files)
         if in_files != result.records:
             raise ValidationError(
-                f"task {result.task_id} reported {result.records} records but its data files "
-                f"hold {in_files}",
+                f"task {result.task_id} reported {result.records} records but its data files hold {in_files}",
                 checkpoint_id=checkpoint_id,
                 expected=result.records,
                 actual=in_files,
             )
         if result.source_records != result.records:
             raise ValidationError(
-                f"task {result.task_id} received {result.source_records} records but wrote "
-                f"{result.records}",
+                f"task {result.task_id} received {result.source_records} records but wrote {result.records}",
                 checkpoint_id=checkpoint_id,
                 expected=result.source_records,
                 actual=result.records,
@@ -149,9 +145,7 @@ def _validate_file(
         )
 
 
-def size_mismatches(
-    files: Sequence[tuple[str, int]], io: FileIO, *, threads: int = 8
-) -> list[tuple[str, int | None]]:
+def size_mismatches(files: Sequence[tuple[str, int]], io: FileIO, *, threads: int = 8) -> list[tuple[str, int | None]]:
     """(path, size on storage) of every file that is absent (None) or not the recorded size.
 
     Looks up each exact path; never lists a directory.
@@ -176,9 +170,7 @@ def require_files_present(files: Sequence[DataFileRecord], io: FileIO, checkpoin
     if bad:
         path, size = bad[0]
         expected = next(f.file_size_in_bytes for f in files if f.path == path)
-        what = "is missing from storage" if size is None else (
-            f"has {size} bytes on storage, {expected} recorded"
-        )
+        what = "is missing from storage" if size is None else (f"has {size} bytes on storage, {expected} recorded")
         raise ValidationError(
             f"data file {path} {what} ({len(bad)} of {len(files)} files bad)",
             checkpoint_id=checkpoint_id,

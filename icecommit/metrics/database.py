@@ -11,10 +11,8 @@ from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
-from icecommit.catalog.connect import icecommit_home
 from icecommit.metrics.models import SCHEMA_VERSION, Base, SchemaVersionRow
-
-ENV_METRICS_URI = "ICECOMMIT_METRICS_URI"
+from icecommit.settings import ENV_METRICS_URI, icecommit_home
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()

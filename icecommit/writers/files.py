@@ -137,9 +137,7 @@ class TaskFileWriter:
         self._stats_plan = compute_statistics_plan(self._schema, metadata.properties)
         self._column_mapping = parquet_path_to_id_mapping(self._schema)
         self._float_fields = [
-            (f.name, f.field_id)
-            for f in self._schema.fields
-            if isinstance(f.field_type, (FloatType, DoubleType))
+            (f.name, f.field_id) for f in self._schema.fields if isinstance(f.field_type, (FloatType, DoubleType))
         ]
         self._required = [f.name for f in self._schema.fields if f.required]
         self._event_time = event_time_field_id(metadata)
@@ -181,9 +179,7 @@ class TaskFileWriter:
             self._buffer((), table)
             return
         columns = partition_columns(self._schema, self._spec, table)
-        grouping = pa.table(
-            {**{f"p{i}": c for i, c in enumerate(columns)}, "__row": np.arange(table.num_rows)}
-        )
+        grouping = pa.table({**{f"p{i}": c for i, c in enumerate(columns)}, "__row": np.arange(table.num_rows)})
         keys = [f"p{i}" for i in range(len(columns))]
         groups = grouping.group_by(keys, use_threads=False).aggregate([("__row", "list")])
         key_values = [groups.column(k).to_pylist() for k in keys]

@@ -118,9 +118,7 @@ def _check(source: T.DataType, target: IcebergType, path: str, table: str) -> No
 def _compatible_primitive(source: T.DataType, target: IcebergType) -> bool:
     if isinstance(target, DecimalType):
         return (
-            isinstance(source, T.DecimalType)
-            and source.scale == target.scale
-            and source.precision <= target.precision
+            isinstance(source, T.DecimalType) and source.scale == target.scale and source.precision <= target.precision
         )
     accepted: list[tuple[type, tuple[type, ...]]] = [
         (BooleanType, (T.BooleanType,)),
@@ -152,9 +150,7 @@ def _check_struct(source: T.StructType, targets: tuple[NestedField, ...], path: 
     known = {f.name for f in targets}
     for name in by_name:
         if name not in known:
-            raise SchemaMismatchError(
-                f"{path}.{name}", "not in the table's schema (unknown extra field)", table=table
-            )
+            raise SchemaMismatchError(f"{path}.{name}", "not in the table's schema (unknown extra field)", table=table)
     for target in targets:
         field_path = f"{path}.{target.name}"
         if target.name not in by_name:

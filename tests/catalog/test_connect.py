@@ -23,9 +23,7 @@ def test_embedded_default_lives_under_icecommit_home(tmp_path: Path) -> None:
     assert catalog.load_table("ns.t").metadata.location.startswith(home.as_uri())
 
 
-def test_default_home_is_warehouse_in_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_default_home_is_warehouse_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ICECOMMIT_HOME")
     monkeypatch.chdir(tmp_path)
     ic.connect()

@@ -160,8 +160,16 @@ def _tampered(result: WriteResult, **changes: Any) -> WriteResult:
 @pytest.mark.parametrize(
     ("tamper", "error", "message"),
     [
-        (lambda r: _tampered(r, records=r.records + 1), ic.ValidationError, "reported 101 records but its data files hold 100"),
-        (lambda r: _tampered(r, source_records=r.source_records + 5), ic.ValidationError, "received 105 records but wrote 100"),
+        (
+            lambda r: _tampered(r, records=r.records + 1),
+            ic.ValidationError,
+            "reported 101 records but its data files hold 100",
+        ),
+        (
+            lambda r: _tampered(r, source_records=r.source_records + 5),
+            ic.ValidationError,
+            "received 105 records but wrote 100",
+        ),
         (lambda r: _tampered(r, job_id="other"), ic.ValidationError, "reported job 'other'"),
         (lambda r: _tampered(r, checkpoint_id=2), ic.ValidationError, "checkpoint 2, expected"),
         (
@@ -208,7 +216,7 @@ def test_nulls_in_a_required_column_name_the_column(catalog: SqlCatalog) -> None
     table = ic.create_table(catalog, f"{catalog.name}.req", schema)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", None, None])})
-    with pytest.raises(ic.SchemaMismatchError, match="column 'v'.*2 null value") as info:
+    with pytest.raises(ic.SchemaMismatchError, match=r"column 'v'.*2 null value") as info:
         committer.prepare(1, [write_arrow(table, data, job_id="ingest", checkpoint_id=1)])
     assert info.value.column == "v"
 
@@ -299,8 +307,25 @@ def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) ->
     a = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
     b = ic.GlobalCommitter(catalog, table, job_id="b", retry_policy=FAST)
     for checkpoint_id in (1, 2):
-        a.prepare(checkpoint_id, [write_arrow(table, events(checkpoint_id * 10, checkpoint_id * 10 + 5), job_id="a", checkpoint_id=checkpoint_id)])
-        b.prepare(checkpoint_id, [write_arrow(table, events(100 + checkpoint_id * 10, 100 + checkpoint_id * 10 + 5), job_id="b", checkpoint_id=checkpoint_id)])
+        a.prepare(
+            checkpoint_id,
+            [
+                write_arrow(
+                    table, events(checkpoint_id * 10, checkpoint_id * 10 + 5), job_id="a", checkpoint_id=checkpoint_id
+                )
+            ],
+        )
+        b.prepare(
+            checkpoint_id,
+            [
+                write_arrow(
+                    table,
+                    events(100 + checkpoint_id * 10, 100 + checkpoint_id * 10 + 5),
+                    job_id="b",
+                    checkpoint_id=checkpoint_id,
+                )
+            ],
+        )
         assert a.commit(checkpoint_id).committed
         assert b.commit(checkpoint_id).committed
     assert a.last_committed_checkpoint() == 2 and b.last_committed_checkpoint() == 2

@@ -30,13 +30,10 @@ def spark_events(spark: SparkSession, start: int, end: int, partitions: int = 3)
     return spark.range(start, end, numPartitions=partitions).select(
         i.alias("id"),
         F.timestamp_micros(F.lit(DAY0_US) + (i * 7_000_003_001) % (3 * 86_400_000_000)).alias("ts"),
-        F.when(i % 11 == 0, F.lit(None)).otherwise(
-            F.element_at(F.array(F.lit("pv"), F.lit("show"), F.lit("click")), (i % 3 + 1).cast("int"))
-        ).alias("event"),
-        F.when(i % 13 == 0, F.lit(float("nan")))
-        .when(i % 17 == 0, F.lit(None))
-        .otherwise(i / 4)
-        .alias("score"),
+        F.when(i % 11 == 0, F.lit(None))
+        .otherwise(F.element_at(F.array(F.lit("pv"), F.lit("show"), F.lit("click")), (i % 3 + 1).cast("int")))
+        .alias("event"),
+        F.when(i % 13 == 0, F.lit(float("nan"))).when(i % 17 == 0, F.lit(None)).otherwise(i / 4).alias("score"),
     )
 
 

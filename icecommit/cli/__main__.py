@@ -1,0 +1,5 @@
+"""``python -m icecommit.cli``."""
+
+from icecommit.cli.main import main
+
+main()

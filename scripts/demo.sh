@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# One command on a fresh machine: set up, then run the demo pipeline (icecommit demo).
+#   scripts/demo.sh [--rows N] [--checkpoints K]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh .venv
+exec .venv/bin/icecommit demo "$@"
