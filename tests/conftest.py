@@ -12,6 +12,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 from sqlalchemy import create_engine, text
 
+from icecommit.metrics.database import dispose_state_engines
 from icecommit.writers.session import local_session
 
 PG_URI = os.environ.get("ICECOMMIT_TEST_PG_URI", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -32,10 +33,12 @@ _PG_UNAVAILABLE = _postgres_reason()
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for name in ("ICECOMMIT_CATALOG_URI", "ICECOMMIT_WAREHOUSE", "ICECOMMIT_METRICS_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ICECOMMIT_HOME", str(tmp_path / "home"))
+    yield
+    dispose_state_engines()
 
 
 def make_catalog(backend: str, tmp_path: Path) -> SqlCatalog:

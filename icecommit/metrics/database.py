@@ -81,3 +81,12 @@ def _create_schema_once(engine: Engine) -> None:
                 f"icecommit state schema version {row.version} is newer than this icecommit "
                 f"({SCHEMA_VERSION}); upgrade icecommit"
             )
+
+
+def dispose_state_engines() -> None:
+    """Close every pooled connection of the state engines (tests, and long-lived hosts
+    that switch databases)."""
+    with _lock:
+        for engine in _engines.values():
+            engine.dispose()
+        _engines.clear()
