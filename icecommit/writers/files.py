@@ -226,7 +226,7 @@ class TaskFileWriter:
     def _flush(self, buffer: _Buffer) -> None:
         if not buffer.rows:
             return
-        table = pa.concat_tables(buffer.tables).combine_chunks()
+        table = pa.concat_tables(buffer.tables)
         self._buffered_bytes -= buffer.nbytes
         buffer.tables, buffer.rows, buffer.nbytes = [], 0, 0
         # One row group at a time, so a file is rolled as soon as it crosses the target.

@@ -1,0 +1,214 @@
+"""Spark DataFrame -> committed, readable Iceberg snapshot: icecommit against the alternatives.
+
+Compared in the same run, on the same cached DataFrame (the demo clickstream):
+
+- ``spark-parquet``: Spark's own ``df.write.parquet`` (the floor for Spark; no table, no commit);
+- ``icecommit``: ``ic.write`` into a table partitioned by ``day(ts), event``;
+- ``pyiceberg-append``: what a notebook user does today, ``table.append(df.toArrow())``.
+
+Every approach writes zstd Parquet (the Iceberg default codec). Each run is timed from the
+call to a committed snapshot (or Spark's job end); peak resident memory is sampled every
+100 ms for the driver's Python process, the Spark JVM and the Python workers.
+
+    .venv/bin/python bench/write_throughput.py [--sizes 5000000 20000000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+from pyspark.sql import DataFrame, SparkSession
+
+import icecommit as ic
+from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
+from icecommit.writers import local_session
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+@dataclass(frozen=True)
+class Run:
+    approach: str
+    rows: int
+    seconds: float
+    driver_peak_mib: float
+    jvm_peak_mib: float
+    workers_peak_mib: float
+
+
+class PeakMemory:
+    """Samples RSS of this process, the JVM child, and Python workers under the JVM."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.driver = self.jvm = self.workers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        self.driver = max(self.driver, me.memory_info().rss)
+        jvm_rss = workers_rss = 0
+        for child in me.children(recursive=True):
+            try:
+                name = child.name()
+                rss = child.memory_info().rss
+            except psutil.Error:
+                continue
+            if name.startswith("java"):
+                jvm_rss += rss
+            elif name.startswith("python"):
+                workers_rss += rss
+        self.jvm = max(self.jvm, jvm_rss)
+        self.workers = max(self.workers, workers_rss)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            time.sleep(self.interval)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def timed(approach: str, rows: int, action: Callable[[], None]) -> Run:
+    mib = 1024 * 1024
+    with PeakMemory() as peak:
+        start = time.perf_counter()
+        action()
+        seconds = time.perf_counter() - start
+    return Run(approach, rows, seconds, peak.driver / mib, peak.jvm / mib, peak.workers / mib)
+
+
+def spark_parquet(df: DataFrame, path: Path) -> Callable[[], None]:
+    def run() -> None:
+        df.write.mode("overwrite").option("compression", "zstd").parquet(str(path))
+
+    return run
+
+
+def icecommit_write(df: DataFrame, catalog: object, table: str, checkpoint: list[int]) -> Callable[[], None]:
+    def run() -> None:
+        checkpoint[0] += 1
+        result = ic.write(df, table, catalog=catalog, job_id="bench", checkpoint_id=checkpoint[0])  # type: ignore[arg-type]
+        assert result.committed
+
+    return run
+
+
+def pyiceberg_append(df: DataFrame, catalog: object, table: str) -> Callable[[], None]:
+    def run() -> None:
+        loaded = catalog.load_table(table)  # type: ignore[attr-defined]
+        loaded.append(df.toArrow().cast(SCHEMA))
+
+    return run
+
+
+def bench_size(spark: SparkSession, rows: int, repeats: int, work: Path) -> list[Run]:
+    df = clickstream(spark, 0, rows, partitions=4).cache()
+    assert df.count() == rows
+    runs: list[Run] = []
+    for repeat in range(repeats):
+        warehouse = work / f"wh-{rows}-{repeat}"
+        catalog = ic.connect(uri=f"sqlite:///{warehouse}.db", warehouse=str(warehouse))
+        ic.create_table(catalog, "bench.ice", SCHEMA, partition_by=list(PARTITION_BY))
+        ic.create_table(catalog, "bench.pyi", SCHEMA, partition_by=list(PARTITION_BY))
+        checkpoint = [0]
+        plans = [
+            ("spark-parquet", spark_parquet(df, work / f"parquet-{rows}-{repeat}")),
+            ("icecommit", icecommit_write(df, catalog, "bench.ice", checkpoint)),
+            ("pyiceberg-append", pyiceberg_append(df, catalog, "bench.pyi")),
+        ]
+        # rotate the order so no approach always runs first on a warm or cold machine
+        for approach, action in plans[repeat % 3 :] + plans[: repeat % 3]:
+            run = timed(approach, rows, action)
+            runs.append(run)
+            print(json.dumps(asdict(run)), flush=True)
+        for table in ("bench.ice", "bench.pyi"):
+            count = sum(
+                b.num_rows
+                for b in catalog.load_table(table).scan(selected_fields=("event_id",)).to_arrow_batch_reader()
+            )
+            assert count == rows, (table, count)
+        shutil.rmtree(warehouse, ignore_errors=True)
+        shutil.rmtree(work / f"parquet-{rows}-{repeat}", ignore_errors=True)
+    df.unpersist()
+    return runs
+
+
+def summarise(runs: list[Run]) -> str:
+    sizes = sorted({r.rows for r in runs})
+    approaches = ["spark-parquet", "icecommit", "pyiceberg-append"]
+    lines = [
+        "| rows | approach | median s | rows/s | vs spark-parquet | driver peak MiB | JVM peak MiB | workers peak MiB | runs |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size in sizes:
+        medians = {}
+        for approach in approaches:
+            chosen = [r for r in runs if r.rows == size and r.approach == approach]
+            if not chosen:
+                continue
+            median = statistics.median(r.seconds for r in chosen)
+            medians[approach] = median
+            lines.append(
+                f"| {size:,} | {approach} | {median:.1f} | {size / median:,.0f} | "
+                f"{median / medians['spark-parquet']:.2f}x | {max(r.driver_peak_mib for r in chosen):,.0f} | "
+                f"{max(r.jvm_peak_mib for r in chosen):,.0f} | {max(r.workers_peak_mib for r in chosen):,.0f} | "
+                f"{len(chosen)} |"
+            )
+        if "pyiceberg-append" in medians:
+            lines.append(
+                f"| {size:,} | *icecommit vs pyiceberg-append* | | | "
+                f"{medians['pyiceberg-append'] / medians['icecommit']:.2f}x faster | | | | |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5_000_000, 20_000_000])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    spark = local_session(
+        "icecommit-bench",
+        config={"spark.driver.memory": "8g", "spark.driver.maxResultSize": "0"},
+    )
+    work = Path(tempfile.mkdtemp(prefix="icecommit-bench-"))
+    runs: list[Run] = []
+    try:
+        for size in args.sizes:
+            runs.extend(bench_size(spark, size, args.repeats, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "write_throughput.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
+    header = (
+        f"Machine: {platform.node()}, {psutil.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}, "
+        f"pyspark {spark.version}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    )
+    print(header)
+    print(summarise(runs))
+
+
+if __name__ == "__main__":
+    main()
