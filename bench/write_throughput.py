@@ -158,7 +158,8 @@ def summarise(runs: list[Run]) -> str:
     sizes = sorted({r.rows for r in runs})
     approaches = ["spark-parquet", "icecommit", "pyiceberg-append"]
     lines = [
-        "| rows | approach | median s | rows/s | vs spark-parquet | driver peak MiB | JVM peak MiB | workers peak MiB | runs |",
+        "| rows | approach | median s | rows/s | vs spark-parquet | driver peak MiB | JVM peak MiB "
+        "| workers peak MiB | runs |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size in sizes:
