@@ -6,8 +6,9 @@ Compared in the same run, on the same cached DataFrame (the demo clickstream):
 - ``icecommit``: ``ic.write`` into a table partitioned by ``day(ts), event``;
 - ``pyiceberg-append``: what a notebook user does today, ``table.append(df.toArrow())``.
 
-Every approach writes zstd Parquet (the Iceberg default codec). Each run is timed from the
-call to a committed snapshot (or Spark's job end); peak resident memory is sampled every
+Every approach writes zstd Parquet (the Iceberg default codec). Each run happens in a fresh
+driver process that first builds and caches the DataFrame (not timed); the run is timed from
+the call to a committed snapshot (or Spark's job end). Peak resident memory is sampled every
 100 ms for the driver's Python process, the Spark JVM and the Python workers.
 
     .venv/bin/python bench/write_throughput.py [--sizes 5000000 20000000] [--repeats 3]
@@ -20,6 +21,8 @@ import json
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -29,7 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
-from pyspark.sql import DataFrame, SparkSession
+import pyspark
+from pyspark.sql import DataFrame
 
 import icecommit as ic
 from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
@@ -122,35 +126,50 @@ def pyiceberg_append(df: DataFrame, catalog: object, table: str) -> Callable[[],
     return run
 
 
-def bench_size(spark: SparkSession, rows: int, repeats: int, work: Path) -> list[Run]:
+def run_one(approach: str, rows: int, work: Path) -> Run:
+    """One measured run in this (fresh) process: build and cache the data, then write it."""
+    spark = local_session(
+        "icecommit-bench",
+        config={"spark.driver.memory": "8g", "spark.driver.maxResultSize": "0"},
+    )
     df = clickstream(spark, 0, rows, partitions=4).cache()
     assert df.count() == rows
+    catalog = ic.connect(uri=f"sqlite:///{work / 'catalog.db'}", warehouse=str(work / "warehouse"))
+    ic.create_table(catalog, "bench.t", SCHEMA, partition_by=list(PARTITION_BY))
+    actions = {
+        "spark-parquet": spark_parquet(df, work / "parquet"),
+        "icecommit": icecommit_write(df, catalog, "bench.t", [0]),
+        "pyiceberg-append": pyiceberg_append(df, catalog, "bench.t"),
+    }
+    run = timed(approach, rows, actions[approach])
+    if approach != "spark-parquet":
+        scan = catalog.load_table("bench.t").scan(selected_fields=("event_id",))
+        count = sum(b.num_rows for b in scan.to_arrow_batch_reader())
+        assert count == rows, (approach, count)
+    spark.stop()
+    return run
+
+
+def bench_size(rows: int, repeats: int) -> list[Run]:
+    """Every approach ``repeats`` times, each run in a fresh driver process (so peak
+    memory is that run's own), the order rotated between repeats."""
+    approaches = ["spark-parquet", "icecommit", "pyiceberg-append"]
     runs: list[Run] = []
     for repeat in range(repeats):
-        warehouse = work / f"wh-{rows}-{repeat}"
-        catalog = ic.connect(uri=f"sqlite:///{warehouse}.db", warehouse=str(warehouse))
-        ic.create_table(catalog, "bench.ice", SCHEMA, partition_by=list(PARTITION_BY))
-        ic.create_table(catalog, "bench.pyi", SCHEMA, partition_by=list(PARTITION_BY))
-        checkpoint = [0]
-        plans = [
-            ("spark-parquet", spark_parquet(df, work / f"parquet-{rows}-{repeat}")),
-            ("icecommit", icecommit_write(df, catalog, "bench.ice", checkpoint)),
-            ("pyiceberg-append", pyiceberg_append(df, catalog, "bench.pyi")),
-        ]
-        # rotate the order so no approach always runs first on a warm or cold machine
-        for approach, action in plans[repeat % 3 :] + plans[: repeat % 3]:
-            run = timed(approach, rows, action)
+        for approach in approaches[repeat % 3 :] + approaches[: repeat % 3]:
+            work = Path(tempfile.mkdtemp(prefix="icecommit-bench-"))
+            try:
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", approach, str(rows), str(work)],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            run = Run(**json.loads(out.stdout.strip().splitlines()[-1]))
             runs.append(run)
-            print(json.dumps(asdict(run)), flush=True)
-        for table in ("bench.ice", "bench.pyi"):
-            count = sum(
-                b.num_rows
-                for b in catalog.load_table(table).scan(selected_fields=("event_id",)).to_arrow_batch_reader()
-            )
-            assert count == rows, (table, count)
-        shutil.rmtree(warehouse, ignore_errors=True)
-        shutil.rmtree(work / f"parquet-{rows}-{repeat}", ignore_errors=True)
-    df.unpersist()
+            print(json.dumps(asdict(run)), file=sys.stderr, flush=True)
     return runs
 
 
@@ -188,24 +207,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[5_000_000, 20_000_000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--one", nargs=3, metavar=("APPROACH", "ROWS", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    spark = local_session(
-        "icecommit-bench",
-        config={"spark.driver.memory": "8g", "spark.driver.maxResultSize": "0"},
-    )
-    work = Path(tempfile.mkdtemp(prefix="icecommit-bench-"))
+    if args.one:
+        approach, rows, work = args.one
+        print(json.dumps(asdict(run_one(approach, int(rows), Path(work)))))
+        return
     runs: list[Run] = []
-    try:
-        for size in args.sizes:
-            runs.extend(bench_size(spark, size, args.repeats, work))
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    for size in args.sizes:
+        runs.extend(bench_size(size, args.repeats))
     OUT.mkdir(exist_ok=True)
     (OUT / "write_throughput.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
     header = (
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}, "
-        f"pyspark {spark.version}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+        f"pyspark {pyspark.__version__}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
     )
     print(header)
     print(summarise(runs))

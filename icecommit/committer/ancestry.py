@@ -19,7 +19,7 @@ RECORDS = "icecommit.records"
 FILES = "icecommit.files"
 BYTES = "icecommit.bytes"
 MAX_EVENT_TIME = "icecommit.max-event-time-us"
-ATTEMPT = "icecommit.attempt"
+RECOVERED_BY = "icecommit.recovered-by"
 
 
 @dataclass(frozen=True)

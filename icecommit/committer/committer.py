@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
@@ -25,7 +24,7 @@ from tenacity import RetryCallState
 
 from icecommit.catalog.tables import table_name
 from icecommit.committer import ancestry
-from icecommit.committer.retry import RetryPolicy
+from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.datafiles import WriteResult
@@ -128,6 +127,7 @@ class GlobalCommitter:
         self._store = store or CheckpointStore(state_engine(state_uri(catalog)))
         self._sleep = sleep
         self._fault = fault or _no_fault
+        self._recovered_by: str | None = None
 
     @property
     def table_name(self) -> str:
@@ -166,6 +166,7 @@ class GlobalCommitter:
         existing = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if existing is not None:
             return self._same_or_error(existing, validated.digest, len(validated.data_files))
+        self._refuse_reused_checkpoint(table, checkpoint_id, {f.path for f in validated.data_files})
         require_files_present(validated.data_files, table.io, checkpoint_id)
         manifest_path = None
         if validated.data_files:
@@ -198,14 +199,34 @@ class GlobalCommitter:
 
     def _same_or_error(self, existing: CheckpointState, digest: str, files: int) -> CheckpointState:
         if existing.files_digest == digest:
-            logger.info("checkpoint %d of job %s is already prepared", existing.checkpoint_id, self.job_id)
+            logger.info("checkpoint %d of job %s is already %s", existing.checkpoint_id, self.job_id, existing.status)
             return existing
         raise ValidationError(
-            f"already prepared with different data files ({existing.files} staged, {files} offered)",
+            f"already {existing.status} with different data files ({existing.files} staged, {files} offered); "
+            "checkpoint ids must grow within a job: restart a job whose counter was reset under a new job id",
             checkpoint_id=existing.checkpoint_id,
             expected=existing.files,
             actual=files,
         )
+
+    def _refuse_reused_checkpoint(self, table: Table, checkpoint_id: int, paths: set[str]) -> None:
+        """A (job, checkpoint) already in the ancestry with other files means the job's
+        checkpoint counter went back: committing would silently drop the new data."""
+        landed = ancestry.find_checkpoint(table.metadata, self.job_id, checkpoint_id, self.branch)
+        if landed is None:
+            return
+        added = {
+            entry.data_file.file_path
+            for manifest in landed.manifests(table.io)
+            for entry in manifest.fetch_manifest_entry(table.io)
+            if entry.snapshot_id == landed.snapshot_id
+        }
+        if added != paths:
+            raise ValidationError(
+                f"already committed as snapshot {landed.snapshot_id} with different data files; "
+                "checkpoint ids must grow within a job: restart a job whose counter was reset under a new job id",
+                checkpoint_id=checkpoint_id,
+            )
 
     # -- phase 2 -----------------------------------------------------------------------
 
@@ -246,6 +267,27 @@ class GlobalCommitter:
         if pending:
             logger.info("recovering %d prepared checkpoint(s) of job %s", len(pending), self.job_id)
         return [self._commit_prepared(state) for state in pending]
+
+    def take_over(self, old_job_id: str) -> list[CommitResult]:
+        """Commit the prepared-but-uncommitted checkpoints of another job, explicitly.
+
+        They are committed under the old job id (so the old job, if it ever restarts,
+        still finds them in the ancestry and never commits them twice); each snapshot
+        also records ``icecommit.recovered-by`` with this job's id.
+        """
+        old = GlobalCommitter(
+            self._catalog,
+            self._table_name,
+            job_id=old_job_id,
+            branch=self.branch,
+            retry_policy=self._retry_policy,
+            store=self._store,
+            sleep=self._sleep,
+            fault=self._fault,
+        )
+        old._recovered_by = self.job_id
+        logger.info("job %s takes over the prepared checkpoints of job %s", self.job_id, old_job_id)
+        return old.recover()
 
     def last_committed_checkpoint(self) -> int | None:
         """The checkpoint id of the newest snapshot this job committed on the branch."""
@@ -307,6 +349,7 @@ class GlobalCommitter:
             retries += 1
 
         retrying = policy.retrying(checkpoint_id=checkpoint_id, sleep=self._sleep, on_retry=count_retry)
+        started = time.monotonic()
         try:
             for attempt in retrying:
                 with attempt:
@@ -320,11 +363,13 @@ class GlobalCommitter:
                         attempts += 1
                         self._fault("before-commit-attempt", checkpoint_id)
                         snapshot_id = self._append(table, data_files, summary, checkpoint_id)
-        except CommitFailedException as e:
-            raise CommitConflictError(self._table_name, checkpoint_id, attempts, 0.0) from e
         except ValidationError:
             raise
         except Exception as e:
+            if is_commit_conflict(e):
+                raise CommitConflictError(
+                    self._table_name, checkpoint_id, attempts, time.monotonic() - started
+                ) from e
             snapshot_id = self._resolve_unknown(checkpoint_id, e)
             landed_before = False
         self._fault("after-commit", checkpoint_id)
@@ -387,6 +432,7 @@ class GlobalCommitter:
         bad = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in data_files], table.io)
         if bad:
             path, size = bad[0]
+            self._store.record_missing(self.job_id, self._table_name, checkpoint_id, len(bad))
             logger.error(
                 "ALERT checkpoint %d of job %s: %d staged data file(s) missing or changed, e.g. %s",
                 checkpoint_id,
@@ -411,6 +457,8 @@ class GlobalCommitter:
         }
         if state.max_event_time_us is not None:
             summary[ancestry.MAX_EVENT_TIME] = str(state.max_event_time_us)
+        if self._recovered_by is not None:
+            summary[ancestry.RECOVERED_BY] = self._recovered_by
         return summary
 
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import TableProperties
+from sqlalchemy.exc import OperationalError
 from tenacity import (
     RetryCallState,
     Retrying,
-    retry_if_exception_type,
+    retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
     wait_exponential_jitter,
@@ -21,9 +22,21 @@ from tenacity import (
 logger = logging.getLogger(__name__)
 
 
+def is_commit_conflict(error: BaseException) -> bool:
+    """True for errors that prove an attempt did not land and another may succeed.
+
+    A lost compare-and-swap (``CommitFailedException``), and SQLite's "database is
+    locked" (the statement did not run; SQLite serialises writers across processes).
+    """
+    if isinstance(error, CommitFailedException):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Retry commits that lost a compare-and-swap; nothing else is retried.
+    """Retry commits that lost a compare-and-swap (see :func:`is_commit_conflict`);
+    nothing else is retried.
 
     Waits grow exponentially from ``min_wait_s`` up to ``max_wait_s`` with random jitter;
     the policy stops after ``max_attempts`` attempts or ``max_seconds`` seconds, whichever
@@ -81,7 +94,7 @@ class RetryPolicy:
                 on_retry(state)
 
         return Retrying(
-            retry=retry_if_exception_type(CommitFailedException),
+            retry=retry_if_exception(is_commit_conflict),
             stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds),
             wait=wait_exponential_jitter(
                 multiplier=self.min_wait_s, max=self.max_wait_s, jitter=max(self.min_wait_s, 0.001)

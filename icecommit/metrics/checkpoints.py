@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, Select, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -92,6 +92,14 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
     )
 
 
+def _one(job_id: str, table_name: str, checkpoint_id: int) -> Select[CheckpointRow]:
+    return select(CheckpointRow).where(
+        CheckpointRow.job_id == job_id,
+        CheckpointRow.table_name == table_name,
+        CheckpointRow.checkpoint_id == checkpoint_id,
+    )
+
+
 class CheckpointStore:
     """Reads and writes checkpoint rows. Every write is its own transaction.
 
@@ -107,13 +115,7 @@ class CheckpointStore:
     def get(self, job_id: str, table_name: str, checkpoint_id: int) -> CheckpointState | None:
         """The row of one checkpoint, or None."""
         with Session(self._engine) as session:
-            row = session.execute(
-                select(CheckpointRow).where(
-                    CheckpointRow.job_id == job_id,
-                    CheckpointRow.table_name == table_name,
-                    CheckpointRow.checkpoint_id == checkpoint_id,
-                )
-            ).scalar_one_or_none()
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
             return _to_state(row) if row is not None else None
 
     def list(
@@ -187,6 +189,12 @@ class CheckpointStore:
                 raise
             return existing, False
 
+    def record_missing(self, job_id: str, table_name: str, checkpoint_id: int, missing: int) -> None:
+        """Record how many staged files were missing from storage at the last commit try."""
+        with Session(self._engine) as session, session.begin():
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            row.files_missing = missing
+
     def mark_committed(
         self,
         job_id: str,
@@ -200,13 +208,7 @@ class CheckpointStore:
     ) -> CheckpointState:
         """Record that a checkpoint is committed (``snapshot_id`` None: nothing to commit)."""
         with Session(self._engine) as session, session.begin():
-            row = session.execute(
-                select(CheckpointRow).where(
-                    CheckpointRow.job_id == job_id,
-                    CheckpointRow.table_name == table_name,
-                    CheckpointRow.checkpoint_id == checkpoint_id,
-                )
-            ).scalar_one()
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             row.status = COMMITTED
             row.snapshot_id = snapshot_id
             row.attempts += attempts

@@ -1,0 +1,212 @@
+"""A small job that writes and commits numbered checkpoints, and can crash on cue.
+
+Used by the fault-injection tests and the soak run, in-process (a crash is an exception)
+or as a subprocess (a crash is ``os._exit``). Each checkpoint ``c`` holds the rows with
+ids ``c * 1000 + job_offset .. + ROWS``, so exactly-once is checked by id.
+
+    python -m tests.committer.crash_driver --uri URI --warehouse WH --table T --job J \
+        --checkpoints 3 [--crash-point after-prepare --crash-checkpoint 2] [--prepare-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.io import OutputFile, OutputStream
+from pyiceberg.io.pyarrow import PyArrowFileIO
+from pyiceberg.table import Table
+
+from icecommit.catalog.tables import create_table
+from icecommit.committer import GlobalCommitter, RetryPolicy
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+ROWS = 40
+CRASH_EXIT_CODE = 17
+#: Crash points: the committer's fault points, plus the ones this driver adds.
+CRASH_POINTS = (
+    "after-write",  # files written, nothing staged
+    "during-stage",  # half of the staged manifest written
+    "after-stage",  # manifest staged, no state row
+    "after-prepare",  # state row says prepared
+    "before-commit-attempt",  # about to swap the table metadata
+    "catalog-accepted",  # the catalog committed, the response never arrived
+    "after-commit",  # committed, state row not yet updated
+)
+POLICY = RetryPolicy(max_attempts=200, max_seconds=600, min_wait_s=0.005, max_wait_s=0.2)
+
+
+class InjectedCrash(BaseException):
+    """An in-process crash: not an Exception, so nothing in icecommit swallows it."""
+
+
+def checkpoint_rows(checkpoint_id: int, job_offset: int = 0) -> pa.Table:
+    start = checkpoint_id * 1000 + job_offset
+    return events(start, start + ROWS)
+
+
+class CrashingCatalog(SqlCatalog):
+    """A SqlCatalog that can die after the catalog accepted a commit."""
+
+    crash: Callable[[str], None] = staticmethod(lambda point: None)
+
+    def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
+        response = super().commit_table(table, requirements, updates)
+        self.crash("catalog-accepted")
+        return response
+
+
+class _HalfWrittenStream:
+    def __init__(self, inner: OutputStream, on_half: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_half = on_half
+        self._written = 0
+
+    def write(self, data: bytes) -> int:
+        written = self._inner.write(data)
+        self._written += len(data)
+        if self._written > 64:
+            self._inner.flush()
+            self._on_half()
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> _HalfWrittenStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.close()
+
+
+class _CrashingOutput:
+    def __init__(self, inner: OutputFile, on_half: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_half = on_half
+
+    def create(self, overwrite: bool = False) -> IO[bytes]:
+        return _HalfWrittenStream(self._inner.create(overwrite=overwrite), self._on_half)  # type: ignore[return-value]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class StagingCrashFileIO(PyArrowFileIO):
+    """Dies half-way through writing a staged manifest when told to."""
+
+    armed: Callable[[], None] | None = None
+
+    def new_output(self, location: str) -> OutputFile:
+        output = super().new_output(location)
+        if StagingCrashFileIO.armed is not None and "icecommit-staged" in location:
+            return _CrashingOutput(output, StagingCrashFileIO.armed)  # type: ignore[return-value]
+        return output
+
+
+def run_job(
+    uri: str,
+    warehouse: str,
+    table_name: str,
+    job_id: str,
+    checkpoints: int,
+    *,
+    crash_point: str | None = None,
+    crash_checkpoint: int = 0,
+    crash: Callable[[], None] | None = None,
+    prepare_only: bool = False,
+    job_offset: int = 0,
+    catalog_name: str = "crash",
+) -> None:
+    """Run the job: recover, then write/prepare/commit checkpoints 1..N that are not in."""
+    current = {"checkpoint": 0}
+
+    def maybe_crash(point: str, checkpoint_id: int | None = None) -> None:
+        checkpoint = current["checkpoint"] if checkpoint_id is None else checkpoint_id
+        if crash_point == point and checkpoint == crash_checkpoint and crash is not None:
+            crash()
+
+    CrashingCatalog.crash = staticmethod(lambda point: maybe_crash(point))
+    catalog = CrashingCatalog(
+        catalog_name,
+        uri=uri,
+        warehouse=warehouse,
+        **{"py-io-impl": "tests.committer.crash_driver.StagingCrashFileIO"},
+    )
+    StagingCrashFileIO.armed = None
+    try:
+        table = create_table(catalog, table_name, EVENTS_SCHEMA, partition_by=["event"])
+        committer = GlobalCommitter(
+            catalog, table_name, job_id=job_id, retry_policy=POLICY, fault=maybe_crash, sleep=lambda _: None
+        )
+        committer.recover()
+        for checkpoint_id in range(1, checkpoints + 1):
+            current["checkpoint"] = checkpoint_id
+            state = committer.store.get(job_id, committer.table_name, checkpoint_id)
+            if state is not None and state.committed:
+                continue
+            if committer.is_committed(checkpoint_id):
+                committer.commit(checkpoint_id)
+                continue
+            if state is None:
+                table = committer.load_table()
+                results = [
+                    write_arrow(
+                        table, checkpoint_rows(checkpoint_id, job_offset), job_id=job_id, checkpoint_id=checkpoint_id
+                    )
+                ]
+                maybe_crash("after-write")
+                if crash_point == "during-stage" and checkpoint_id == crash_checkpoint and crash is not None:
+                    StagingCrashFileIO.armed = crash
+                committer.prepare(checkpoint_id, results)
+                StagingCrashFileIO.armed = None
+            if not prepare_only:
+                committer.commit(checkpoint_id)
+    finally:
+        StagingCrashFileIO.armed = None
+        catalog.engine.dispose()
+
+
+def _exit() -> None:
+    sys.stdout.flush()
+    os._exit(CRASH_EXIT_CODE)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--checkpoints", type=int, required=True)
+    parser.add_argument("--crash-point", choices=CRASH_POINTS)
+    parser.add_argument("--crash-checkpoint", type=int, default=0)
+    parser.add_argument("--prepare-only", action="store_true")
+    parser.add_argument("--job-offset", type=int, default=0)
+    parser.add_argument("--catalog-name", default="crash")
+    args = parser.parse_args()
+    run_job(
+        args.uri,
+        args.warehouse,
+        args.table,
+        args.job,
+        args.checkpoints,
+        crash_point=args.crash_point,
+        crash_checkpoint=args.crash_checkpoint,
+        crash=_exit,
+        prepare_only=args.prepare_only,
+        job_offset=args.job_offset,
+        catalog_name=args.catalog_name,
+    )
+
+
+if __name__ == "__main__":
+    # Run through the importable module, so that the FileIO class pyiceberg loads by name
+    # and the one run_job arms are the same object.
+    importlib.import_module("tests.committer.crash_driver").main()

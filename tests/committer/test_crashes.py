@@ -1,0 +1,167 @@
+"""Fault injection: a crash at every step boundary, as a dying process (``os._exit``) and
+as an exception; after recover and replay every record is present exactly once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.committer import committed_checkpoints
+from icecommit.metrics import CheckpointStore, state_engine
+from tests.committer.crash_driver import (
+    CRASH_EXIT_CODE,
+    CRASH_POINTS,
+    ROWS,
+    InjectedCrash,
+    checkpoint_rows,
+    run_job,
+)
+from tests.helpers import write_arrow
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKPOINTS = 3
+
+
+def _driver(catalog: SqlCatalog, table: str, job: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [
+            sys.executable, "-m", "tests.committer.crash_driver",
+            "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
+            "--table", table, "--job", job, "--checkpoints", str(CHECKPOINTS),
+            "--catalog-name", catalog.name, *extra,
+        ],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def assert_exactly_once(catalog: SqlCatalog, table: str, job: str, checkpoints: int = CHECKPOINTS) -> None:
+    loaded = catalog.load_table(table)
+    ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+    expected = Counter(i for c in range(1, checkpoints + 1) for i in checkpoint_rows(c).column("id").to_pylist())
+    assert ids == expected, f"lost {expected - ids}, duplicated {ids - expected}"
+    landed = Counter((c.job_id, c.checkpoint_id) for c in committed_checkpoints(loaded.metadata))
+    assert landed == Counter((job, c) for c in range(1, checkpoints + 1))
+    committer = ic.GlobalCommitter(catalog, table, job_id=job)
+    states = committer.store.list(committer.table_name, job_id=job)
+    assert [(s.checkpoint_id, s.status) for s in states] == [(c, "committed") for c in range(1, checkpoints + 1)]
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_process_killed_at_each_step_then_replayed(catalog: SqlCatalog, point: str) -> None:
+    table, job = f"{catalog.name}.events", "crashy"
+    crashed = _driver(catalog, table, job, "--crash-point", point, "--crash-checkpoint", "2")
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    replayed = _driver(catalog, table, job)
+    assert replayed.returncode == 0, replayed.stderr
+    assert_exactly_once(catalog, table, job)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_exception_at_each_step_then_replayed_in_the_same_process(catalog: SqlCatalog, point: str) -> None:
+    table, job = f"{catalog.name}.events", "crashy"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+
+    def crash() -> None:
+        raise InjectedCrash(point)
+
+    with pytest.raises(InjectedCrash):
+        run_job(uri, warehouse, table, job, CHECKPOINTS, crash_point=point, crash_checkpoint=2, crash=crash,
+                catalog_name=catalog.name)  # fmt: skip
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+    assert_exactly_once(catalog, table, job)
+
+
+def test_crash_during_recovery(catalog: SqlCatalog) -> None:
+    table, job = f"{catalog.name}.events", "crashy"
+    prepared = _driver(catalog, table, job, "--prepare-only")
+    assert prepared.returncode == 0, prepared.stderr
+    committer = ic.GlobalCommitter(catalog, table, job_id=job)
+    assert [s.status for s in committer.store.list(committer.table_name, job_id=job)] == ["prepared"] * 3
+    # recovery dies after committing checkpoint 1, right before checkpoint 2's attempt
+    crashed = _driver(catalog, table, job, "--crash-point", "before-commit-attempt", "--crash-checkpoint", "2")
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    # the next recovery dies once the catalog accepted checkpoint 2, before the response
+    again = _driver(catalog, table, job, "--crash-point", "catalog-accepted", "--crash-checkpoint", "0")
+    assert again.returncode == CRASH_EXIT_CODE, again.stderr
+    final = _driver(catalog, table, job)
+    assert final.returncode == 0, final.stderr
+    assert_exactly_once(catalog, table, job)
+    # running recovery once more changes nothing
+    before = catalog.load_table(table).metadata.snapshots
+    assert committer.recover() == []
+    assert catalog.load_table(table).metadata.snapshots == before
+
+
+def test_recover_never_deletes_data_files(catalog: SqlCatalog) -> None:
+    table, job = f"{catalog.name}.events", "crashy"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+
+    def crash() -> None:
+        raise InjectedCrash("after-write")
+
+    # files written for checkpoint 2 were never prepared: recovery leaves them alone
+    with pytest.raises(InjectedCrash):
+        run_job(uri, warehouse, table, job, CHECKPOINTS, crash_point="after-write", crash_checkpoint=2, crash=crash,
+                catalog_name=catalog.name)  # fmt: skip
+    data = Path(catalog.load_table(table).metadata.location.removeprefix("file://"), "data")
+    before = set(data.rglob("*.parquet"))
+    ic.GlobalCommitter(catalog, table, job_id=job).recover()
+    assert set(data.rglob("*.parquet")) == before
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+    assert set(data.rglob("*.parquet")) >= before
+    assert_exactly_once(catalog, table, job)
+
+
+def test_out_of_order_and_repeated_commit_calls(catalog: SqlCatalog) -> None:
+    table, job = f"{catalog.name}.events", "calls"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    run_job(uri, warehouse, table, job, CHECKPOINTS, prepare_only=True, catalog_name=catalog.name)
+    committer = ic.GlobalCommitter(catalog, table, job_id=job)
+    assert committer.commit(2).committed  # commits 1 and 2, in order
+    assert [c.checkpoint_id for c in committed_checkpoints(catalog.load_table(table).metadata)] == [2, 1]
+    assert committer.commit(1).status == "already-committed"
+    assert committer.commit(3).committed
+    assert committer.commit(3).status == "already-committed"
+    assert committer.commit(2).status == "already-committed"
+    assert_exactly_once(catalog, table, job)
+
+
+def test_a_job_restarted_with_its_counter_reset_is_refused_not_dropped(catalog: SqlCatalog, tmp_path: Path) -> None:
+    table, job = f"{catalog.name}.events", "reset"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+    snapshots = catalog.load_table(table).metadata.snapshots
+    # the restarted job offers new rows under checkpoint id 1 again
+    restarted = ic.GlobalCommitter(catalog, table, job_id=job)
+    new_rows = [write_arrow(restarted.load_table(), checkpoint_rows(1, 500), job_id=job, checkpoint_id=1)]
+    with pytest.raises(ic.ValidationError, match="already committed with different data files") as info:
+        restarted.prepare(1, new_rows)
+    assert "new job id" in str(info.value)
+    # ... and with the checkpoint table lost, the ancestry still refuses it
+    empty_store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'other-state.db'}"))
+    lost_state = ic.GlobalCommitter(catalog, table, job_id=job, store=empty_store)
+    with pytest.raises(ic.ValidationError, match="already committed as snapshot"):
+        lost_state.prepare(1, new_rows)
+    assert catalog.load_table(table).metadata.snapshots == snapshots
+    # under a new job id the same rows land
+    run_job(uri, warehouse, table, "reset-2", 1, catalog_name=catalog.name, job_offset=500)
+    assert catalog.load_table(table).scan().to_arrow().num_rows == CHECKPOINTS * ROWS + ROWS
+
+
+def test_another_job_takes_over_prepared_checkpoints(catalog: SqlCatalog) -> None:
+    table = f"{catalog.name}.events"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    run_job(uri, warehouse, table, "old", CHECKPOINTS, prepare_only=True, catalog_name=catalog.name)
+    results = ic.GlobalCommitter(catalog, table, job_id="new").take_over("old")
+    assert [r.status for r in results] == ["committed"] * 3
+    loaded = catalog.load_table(table)
+    assert all(s.summary["icecommit.recovered-by"] == "new" for s in loaded.metadata.snapshots)
+    assert_exactly_once(catalog, table, "old")
