@@ -1,5 +1,10 @@
 """icecommit: land data from parallel Spark writers into Apache Iceberg tables exactly once."""
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from icecommit.catalog import connect, create_table
 from icecommit.committer import CommitResult, GlobalCommitter, RetryPolicy
 from icecommit.datafiles import DataFileRecord, WriteResult
@@ -13,9 +18,22 @@ from icecommit.errors import (
     TableSpecError,
     ValidationError,
 )
-from icecommit.pipeline import write
+
+if TYPE_CHECKING:
+    from icecommit.pipeline import write
 
 __version__ = "0.1.0"
+
+#: Names that need Spark; they are imported on first use, so that the committer, the
+#: catalog commands and schedulers can ``import icecommit`` without loading pyspark.
+_SPARK_NAMES = {"write": "icecommit.pipeline"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SPARK_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'icecommit' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 __all__ = [
     "CheckpointNotFoundError",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,3 +73,9 @@ def test_metrics_do_not_commit_data() -> None:
 
 def test_the_walk_does_see_spark_where_it_is_used() -> None:
     assert "pyspark" in reachable("icecommit.writers")
+
+
+def test_importing_icecommit_and_the_committer_does_not_load_spark() -> None:
+    code = "import sys, icecommit, icecommit.committer, icecommit.metrics; print('pyspark' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -503,13 +503,20 @@ class RetainingFileIO(FileIO):
 
 
 def _single_attempt(table: Table, catalog: Catalog) -> Table:
-    """The same table with pyiceberg's own retry loop and cleanup switched off.
+    """The same table with pyiceberg's own retry loop and cleanup switched off, and
+    manifest merging on unless the table says otherwise.
 
     icecommit retries itself, so that the ancestry check runs before every attempt, and
     deletes nothing while a commit's outcome could be in doubt. Only the in-memory copy
     changes; the table's properties are untouched.
     """
-    properties = {**table.metadata.properties, TableProperties.COMMIT_NUM_RETRIES: "0"}
+    properties = {
+        # Iceberg's default (pyiceberg's is off): merge small manifests, so that commit
+        # latency does not grow with the number of checkpoints.
+        TableProperties.MANIFEST_MERGE_ENABLED: "true",
+        **table.metadata.properties,
+        TableProperties.COMMIT_NUM_RETRIES: "0",
+    }
     metadata = table.metadata.model_copy(update={"properties": properties})
     return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
 

@@ -1,0 +1,110 @@
+"""Commit latency over 1,000 small checkpoints: does the 1,000th cost what the 10th did?
+
+One job commits ``--checkpoints`` tiny checkpoints (one 20-row file each) into one table
+through ``GlobalCommitter`` on SQLite and on PostgreSQL, once with manifest merging (the
+icecommit default, as in Iceberg) and once without (pyiceberg's default fast append). The
+time of each ``commit()`` call is recorded; reported are the medians of commits 6-15
+("the 10th") and of the last ten, and their ratio.
+
+    .venv/bin/python bench/commit_latency.py [--checkpoints 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table.locations import load_location_provider
+from sqlalchemy import create_engine, text
+
+import icecommit as ic
+from icecommit.metrics.database import dispose_state_engines
+from icecommit.writers.files import TaskFileWriter
+from tests.helpers import EVENTS_SCHEMA, events
+
+PG_URI = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def postgres_available() -> bool:
+    try:
+        with create_engine(PG_URI).connect() as conn:
+            conn.execute(text("select 1"))
+        return True
+    except Exception:
+        return False
+
+
+def run(backend: str, merge: bool, checkpoints: int, work: Path) -> list[float]:
+    uri = f"sqlite:///{work / f'{backend}-{merge}.db'}" if backend == "sqlite" else PG_URI
+    warehouse = work / f"wh-{backend}-{merge}"
+    warehouse.mkdir()
+    catalog = SqlCatalog(f"lat{uuid.uuid4().hex[:8]}", uri=uri, warehouse=warehouse.as_uri())
+    name = f"{catalog.name}.events"
+    props = {"commit.manifest-merge.enabled": str(merge).lower()}
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"], properties=props)
+    committer = ic.GlobalCommitter(catalog, name, job_id="latency")
+    locations = load_location_provider(table.metadata.location, table.metadata.properties)
+    latencies = []
+    for checkpoint_id in range(1, checkpoints + 1):
+        start = checkpoint_id * 100
+        writer = TaskFileWriter(
+            table.metadata, table.io, job_id="latency", checkpoint_id=checkpoint_id, location_provider=locations
+        )
+        result = writer.write_batches(events(start, start + 20, days=1).to_batches())
+        committer.prepare(checkpoint_id, [result])
+        began = time.perf_counter()
+        committer.commit(checkpoint_id)
+        latencies.append(time.perf_counter() - began)
+    loaded = catalog.load_table(name)
+    assert sum(b.num_rows for b in loaded.scan().to_arrow_batch_reader()) == 20 * checkpoints
+    catalog.engine.dispose()
+    dispose_state_engines()
+    return latencies
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoints", type=int, default=1000)
+    args = parser.parse_args()
+    backends = ["sqlite"] + (["postgres"] if postgres_available() else [])
+    work = Path(tempfile.mkdtemp(prefix="icecommit-latency-"))
+    rows = []
+    raw = {}
+    try:
+        for backend in backends:
+            for merge in (True, False):
+                latencies = run(backend, merge, args.checkpoints, work)
+                raw[f"{backend}-merge={merge}"] = latencies
+                early = statistics.median(latencies[5:15])
+                late = statistics.median(latencies[-10:])
+                rows.append((backend, merge, early, late, late / early))
+                print(f"{backend} merge={merge}: 10th {early * 1000:.1f} ms, last {late * 1000:.1f} ms", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "commit_latency.json").write_text(json.dumps(raw))
+    print(
+        f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB, "
+        f"Python {platform.python_version()}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
+        f"{args.checkpoints} checkpoints"
+    )
+    print("| catalog | manifests | commit ~10th (median of 6-15), ms | last 10 (median), ms | ratio |")
+    print("|---|---|---:|---:|---:|")
+    for backend, merge, early, late, ratio in rows:
+        label = "merged (icecommit default)" if merge else "fast append, never merged"
+        print(f"| {backend} | {label} | {early * 1000:.1f} | {late * 1000:.1f} | {ratio:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()

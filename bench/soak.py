@@ -1,0 +1,177 @@
+"""Soak: a seeded randomized run over crash points and concurrent jobs.
+
+Each trial starts 1-3 jobs at once on one table (SQLite or PostgreSQL, alternating), each
+in its own process, each killed with ``os._exit`` at a random step boundary of a random
+checkpoint (or not at all); sometimes a second round of crashes follows; then every job is
+run again to completion. The table must then hold every job's rows exactly once.
+
+    .venv/bin/python -m bench.soak [--trials 200] [--seed 20261121]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import create_engine, text
+
+from icecommit.committer import committed_checkpoints
+from icecommit.metrics import CheckpointStore, state_engine
+from icecommit.metrics.database import dispose_state_engines
+from tests.committer.crash_driver import CRASH_EXIT_CODE, CRASH_POINTS, checkpoint_rows, run_job
+
+PG_URI = os.environ.get("ICECOMMIT_TEST_PG_URI", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+OUT = Path(__file__).resolve().parent / "out"
+
+
+@dataclass(frozen=True)
+class Trial:
+    trial: int
+    backend: str
+    jobs: int
+    crashes: int
+    lost: int
+    duplicated: int
+    double_commits: int
+    retries: int
+    seconds: float
+
+
+def _crash_now() -> None:
+    os._exit(CRASH_EXIT_CODE)
+
+
+def _job(kwargs: dict[str, Any]) -> None:
+    run_job(**kwargs, crash=_crash_now)
+
+
+def _postgres_available() -> bool:
+    try:
+        with create_engine(PG_URI).connect() as conn:
+            conn.execute(text("select 1"))
+        return True
+    except Exception:
+        return False
+
+
+def run_trial(trial: int, rng: random.Random, backend: str, work: Path, context: Any) -> Trial:
+    started = time.perf_counter()
+    folder = work / f"trial-{trial}"
+    folder.mkdir()
+    uri = f"sqlite:///{folder / 'catalog.db'}" if backend == "sqlite" else PG_URI
+    warehouse = (folder / "warehouse").as_uri()
+    name = f"soak{uuid.uuid4().hex[:10]}"
+    table = f"{name}.events"
+    jobs = [
+        {"job_id": f"job{j}", "checkpoints": rng.randint(2, 4), "job_offset": j * 50} for j in range(rng.randint(1, 3))
+    ]
+    crashes = 0
+    rounds = 1 + (rng.random() < 0.3)
+    # the table exists before the jobs race, as a scheduler would have created it
+    run_job(uri, warehouse, table, "setup", 0, catalog_name=name)
+    for _ in range(rounds):
+        processes = []
+        for job in jobs:
+            point = rng.choice([*CRASH_POINTS, None])
+            kwargs = {
+                "uri": uri, "warehouse": warehouse, "table_name": table, "catalog_name": name,
+                "crash_point": point, "crash_checkpoint": rng.randint(1, job["checkpoints"]), **job,
+            }  # fmt: skip
+            process = context.Process(target=_job, args=(kwargs,))
+            process.start()
+            processes.append(process)
+        for process in processes:
+            process.join(300)
+            crashes += process.exitcode == CRASH_EXIT_CODE
+            if process.exitcode not in (0, CRASH_EXIT_CODE):
+                raise RuntimeError(f"trial {trial}: a job failed with exit code {process.exitcode}")
+    finals = [context.Process(target=_job, args=({"uri": uri, "warehouse": warehouse, "table_name": table,
+                                                   "catalog_name": name, **job},)) for job in jobs]  # fmt: skip
+    for process in finals:
+        process.start()
+    for process in finals:
+        process.join(300)
+        if process.exitcode != 0:
+            raise RuntimeError(f"trial {trial}: replay failed with exit code {process.exitcode}")
+
+    catalog = SqlCatalog(name, uri=uri, warehouse=warehouse)
+    loaded = catalog.load_table(table)
+    ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+    expected = Counter(
+        i
+        for job in jobs
+        for c in range(1, job["checkpoints"] + 1)
+        for i in checkpoint_rows(c, job["job_offset"]).column("id").to_pylist()
+    )
+    landed = Counter((c.job_id, c.checkpoint_id) for c in committed_checkpoints(loaded.metadata))
+    store = CheckpointStore(state_engine(uri))
+    retries = sum(s.retries for s in store.list(table))
+    catalog.engine.dispose()
+    dispose_state_engines()
+    shutil.rmtree(folder, ignore_errors=True)
+    return Trial(
+        trial=trial,
+        backend=backend,
+        jobs=len(jobs),
+        crashes=crashes,
+        lost=sum((expected - ids).values()),
+        duplicated=sum((ids - expected).values()),
+        double_commits=sum(n - 1 for n in landed.values() if n > 1),
+        retries=retries,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=20261121)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    backends = ["sqlite", "postgres"] if _postgres_available() else ["sqlite"]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.committer.crash_driver"])
+    work = Path(tempfile.mkdtemp(prefix="icecommit-soak-"))
+    trials = []
+    try:
+        for trial in range(args.trials):
+            result = run_trial(trial, rng, backends[trial % len(backends)], work, context)
+            trials.append(result)
+            if result.lost or result.duplicated or result.double_commits:
+                print(f"FAILED {asdict(result)}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "soak.json").write_text(json.dumps([asdict(t) for t in trials], indent=2))
+    print(
+        f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+        f"run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; seed {args.seed}; backends {', '.join(backends)}"
+    )
+    print("| trials | jobs run | processes killed | rows lost | rows duplicated | double commits | retries |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"| {len(trials)} | {sum(t.jobs for t in trials)} | {sum(t.crashes for t in trials)} | "
+        f"{sum(t.lost for t in trials)} | {sum(t.duplicated for t in trials)} | "
+        f"{sum(t.double_commits for t in trials)} | {sum(t.retries for t in trials)} |"
+    )
+    bad = [t for t in trials if t.lost or t.duplicated or t.double_commits]
+    raise SystemExit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
