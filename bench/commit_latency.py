@@ -6,7 +6,7 @@ icecommit default, as in Iceberg) and once without (pyiceberg's default fast app
 time of each ``commit()`` call is recorded; reported are the medians of commits 6-15
 ("the 10th") and of the last ten, and their ratio.
 
-    .venv/bin/python bench/commit_latency.py [--checkpoints 1000]
+    .venv/bin/python -m bench.commit_latency [--checkpoints 1000]
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 Compared in the same run, on the same cached DataFrame (the demo clickstream):
 
 - ``spark-parquet``: Spark's own ``df.write.parquet`` (the floor for Spark; no table, no commit);
+- ``arrow-handoff``: ``mapInArrow`` with a task that only counts rows (the floor for any
+  writer that runs Python in the tasks, icecommit included);
 - ``icecommit``: ``ic.write`` into a table partitioned by ``day(ts), event``;
 - ``pyiceberg-append``: what a notebook user does today, ``table.append(df.toArrow())``.
 
@@ -12,7 +14,7 @@ driver process that first builds and caches the DataFrame and warms up the same 
 the call to a committed snapshot (or Spark's job end). Peak resident memory is sampled every
 100 ms for the driver's Python process, the Spark JVM and the Python workers.
 
-    .venv/bin/python bench/write_throughput.py [--sizes 5000000 20000000] [--repeats 3]
+    .venv/bin/python -m bench.write_throughput [--sizes 5000000 20000000] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
+import pyarrow as pa
 import pyspark
 from pyspark.sql import DataFrame
 
@@ -41,6 +44,7 @@ from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
 from icecommit.writers import local_session
 
 OUT = Path(__file__).resolve().parent / "out"
+APPROACHES = ["spark-parquet", "arrow-handoff", "icecommit", "pyiceberg-append"]
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,21 @@ def spark_parquet(df: DataFrame, path: Path) -> Callable[[], None]:
     return run
 
 
+def _count_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    rows = sum(batch.num_rows for batch in batches)
+    yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
+def arrow_handoff(df: DataFrame) -> Callable[[], None]:
+    """The floor of any Python-side writer: Spark hands every row to Python as Arrow, and
+    Python does nothing with it."""
+
+    def run() -> None:
+        df.mapInArrow(_count_batches, "rows long").collect()
+
+    return run
+
+
 def icecommit_write(df: DataFrame, catalog: object, table: str, checkpoint: list[int]) -> Callable[[], None]:
     def run() -> None:
         checkpoint[0] += 1
@@ -142,6 +161,7 @@ def run_one(approach: str, rows: int, work: Path) -> Run:
     def actions(frame: DataFrame, table: str, path: Path) -> dict[str, Callable[[], None]]:
         return {
             "spark-parquet": spark_parquet(frame, path),
+            "arrow-handoff": arrow_handoff(frame),
             "icecommit": icecommit_write(frame, catalog, table, [0]),
             "pyiceberg-append": pyiceberg_append(frame, catalog, table),
         }
@@ -150,7 +170,7 @@ def run_one(approach: str, rows: int, work: Path) -> Run:
     warmup = clickstream(spark, 0, 200_000, partitions=4)
     actions(warmup, "bench.warmup", work / "warmup")[approach]()
     run = timed(approach, rows, actions(df, "bench.t", work / "parquet")[approach])
-    if approach != "spark-parquet":
+    if approach in ("icecommit", "pyiceberg-append"):
         scan = catalog.load_table("bench.t").scan(selected_fields=("event_id",))
         count = sum(b.num_rows for b in scan.to_arrow_batch_reader())
         assert count == rows, (approach, count)
@@ -161,14 +181,14 @@ def run_one(approach: str, rows: int, work: Path) -> Run:
 def bench_size(rows: int, repeats: int) -> list[Run]:
     """Every approach ``repeats`` times, each run in a fresh driver process (so peak
     memory is that run's own), the order rotated between repeats."""
-    approaches = ["spark-parquet", "icecommit", "pyiceberg-append"]
+    approaches = APPROACHES
     runs: list[Run] = []
     for repeat in range(repeats):
-        for approach in approaches[repeat % 3 :] + approaches[: repeat % 3]:
+        for approach in approaches[repeat % 4 :] + approaches[: repeat % 4]:
             work = Path(tempfile.mkdtemp(prefix="icecommit-bench-"))
             try:
                 out = subprocess.run(
-                    [sys.executable, __file__, "--one", approach, str(rows), str(work)],
+                    [sys.executable, "-m", "bench.write_throughput", "--one", approach, str(rows), str(work)],
                     check=True,
                     capture_output=True,
                     text=True,
@@ -183,7 +203,7 @@ def bench_size(rows: int, repeats: int) -> list[Run]:
 
 def summarise(runs: list[Run]) -> str:
     sizes = sorted({r.rows for r in runs})
-    approaches = ["spark-parquet", "icecommit", "pyiceberg-append"]
+    approaches = APPROACHES
     lines = [
         "| rows | approach | median s | rows/s | vs spark-parquet | driver peak MiB | JVM peak MiB "
         "| workers peak MiB | runs |",

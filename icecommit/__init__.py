@@ -18,6 +18,7 @@ from icecommit.errors import (
     TableSpecError,
     ValidationError,
 )
+from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 
 if TYPE_CHECKING:
     from icecommit.pipeline import write
@@ -35,6 +36,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'icecommit' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
+
 __all__ = [
     "CheckpointNotFoundError",
     "CommitConflictError",
@@ -43,14 +45,17 @@ __all__ = [
     "DataFileRecord",
     "GlobalCommitter",
     "IcecommitError",
+    "ReconciliationReport",
     "RetryPolicy",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableSpecError",
+    "Thresholds",
     "ValidationError",
     "WriteResult",
     "__version__",
     "connect",
     "create_table",
+    "reconcile",
     "write",
 ]

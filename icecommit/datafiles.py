@@ -111,6 +111,18 @@ class RequiredNullViolation:
 
 
 @dataclass(frozen=True)
+class WindowCount:
+    """Rows of one task attempt in one one-minute event-time window.
+
+    ``window_start_us`` is None for rows without an event time.
+    """
+
+    window_start_us: int | None
+    source_records: int
+    written_records: int
+
+
+@dataclass(frozen=True)
 class WriteResult:
     """What one successful task attempt wrote for one checkpoint.
 
@@ -124,6 +136,7 @@ class WriteResult:
         data_files: the files, with their metrics.
         violations: required columns that received nulls; a result with violations
             must not be committed.
+        windows: rows received and written per one-minute event-time window.
     """
 
     job_id: str | None
@@ -135,6 +148,7 @@ class WriteResult:
     bytes: int
     data_files: tuple[DataFileRecord, ...]
     violations: tuple[RequiredNullViolation, ...] = ()
+    windows: tuple[WindowCount, ...] = ()
 
     def to_json(self) -> str:
         """Serialise to a JSON string."""
@@ -156,4 +170,5 @@ class WriteResult:
             bytes=int(data["bytes"]),
             data_files=tuple(DataFileRecord.from_dict(d) for d in data["data_files"]),
             violations=tuple(RequiredNullViolation(**v) for v in data.get("violations", ())),
+            windows=tuple(WindowCount(**w) for w in data.get("windows", ())),
         )

@@ -115,11 +115,16 @@ class TableSpecError(IcecommitError):
         super().__init__(f"table {table}: {reason}")
 
 
+class InvalidRangeError(IcecommitError):
+    """A time range whose start is not before its end."""
+
+
 __all__ = [
     "CheckpointNotFoundError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "IcecommitError",
+    "InvalidRangeError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableSpecError",

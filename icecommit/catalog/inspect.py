@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
+from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table, table_name
-from icecommit.committer import ancestry
 from icecommit.metrics.checkpoints import CheckpointStore
 from icecommit.metrics.database import state_engine, state_uri
 

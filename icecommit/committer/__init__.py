@@ -1,6 +1,6 @@
 """The global committer: validate, stage, and commit checkpoints exactly once."""
 
-from icecommit.committer.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
+from icecommit.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
 from icecommit.committer.committer import FAULT_POINTS, CommitResult, GlobalCommitter
 from icecommit.committer.retry import RetryPolicy
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Literal
 
 from pyiceberg.catalog import Catalog
@@ -22,12 +23,12 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 from tenacity import RetryCallState
 
+from icecommit import ancestry
 from icecommit.catalog.tables import table_name
-from icecommit.committer import ancestry
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
-from icecommit.datafiles import WriteResult
+from icecommit.datafiles import WindowCount, WriteResult
 from icecommit.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
@@ -36,8 +37,12 @@ from icecommit.errors import (
 )
 from icecommit.metrics.checkpoints import (
     PREPARED,
+    SOURCE,
+    STAGE_COMMITTED,
+    WRITTEN,
     CheckpointState,
     CheckpointStore,
+    MetricSample,
     PublishCounters,
 )
 from icecommit.metrics.database import state_engine, state_uri
@@ -184,6 +189,8 @@ class GlobalCommitter:
             files=len(validated.data_files),
             bytes_=validated.bytes,
             max_event_time_us=validated.max_event_time_us,
+            tasks=[(r.task_id, r.attempt) for r in results],
+            samples=prepare_samples(results),
         )
         if not inserted:
             return self._same_or_error(state, validated.digest, len(validated.data_files))
@@ -367,9 +374,7 @@ class GlobalCommitter:
             raise
         except Exception as e:
             if is_commit_conflict(e):
-                raise CommitConflictError(
-                    self._table_name, checkpoint_id, attempts, time.monotonic() - started
-                ) from e
+                raise CommitConflictError(self._table_name, checkpoint_id, attempts, time.monotonic() - started) from e
             snapshot_id = self._resolve_unknown(checkpoint_id, e)
             landed_before = False
         self._fault("after-commit", checkpoint_id)
@@ -387,6 +392,7 @@ class GlobalCommitter:
             attempts=attempts,
             retries=retries,
             counters=counters,
+            samples=self._committed_samples(checkpoint_id),
         )
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
@@ -416,9 +422,24 @@ class GlobalCommitter:
             retries,
         )
 
+    def _committed_samples(self, checkpoint_id: int) -> list[MetricSample]:
+        written = self._store.window_totals(self.job_id, self._table_name, checkpoint_id, WRITTEN)
+        return [MetricSample(STAGE_COMMITTED, window, records) for window, records in written.items()]
+
+    def declare_source(self, checkpoint_id: int, counts: Mapping[datetime | None, int]) -> None:
+        """Record source counts the caller knows (a Kafka offset range, a file's line count)
+        per one-minute event-time window; reconciliation then checks the written rows
+        against them instead of against what the tasks received."""
+        samples = [
+            MetricSample(SOURCE, _minute(window) if window is not None else None, int(records))
+            for window, records in counts.items()
+        ]
+        self._store.record_samples(self.job_id, self._table_name, checkpoint_id, samples)
+
     def _resolve_unknown(self, checkpoint_id: int, cause: Exception) -> int:
         """After an error that does not prove failure, ask the ancestry. Deletes nothing."""
         logger.warning("commit of checkpoint %d: outcome unknown (%r); checking ancestry", checkpoint_id, cause)
+        self._store.record_unknown_outcome(self.job_id, self._table_name, checkpoint_id)
         try:
             metadata = self.load_table().metadata
         except Exception as e:
@@ -519,6 +540,27 @@ def _single_attempt(table: Table, catalog: Catalog) -> Table:
     }
     metadata = table.metadata.model_copy(update={"properties": properties})
     return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
+
+
+def _minute(value: datetime) -> datetime:
+    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).replace(second=0, microsecond=0)
+
+
+def _window(start_us: int | None) -> datetime | None:
+    return None if start_us is None else datetime.fromtimestamp(start_us / 1_000_000, tz=timezone.utc)
+
+
+def prepare_samples(results: Sequence[WriteResult]) -> list[MetricSample]:
+    """``source`` and ``written`` metrics of each task attempt, per window."""
+    samples = []
+    for result in results:
+        windows = result.windows or (WindowCount(None, result.source_records, result.records),)
+        for window in windows:
+            start = _window(window.window_start_us)
+            samples.append(MetricSample(SOURCE, start, window.source_records, result.task_id, result.attempt))
+            samples.append(MetricSample(WRITTEN, start, window.written_records, result.task_id, result.attempt))
+    return samples
 
 
 def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import builtins
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, Select, select
+from sqlalchemy import Engine, Select, and_, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.models import CheckpointRow
+from icecommit.metrics.models import CheckpointRow, CheckpointTaskRow, MetricRow
 
 PREPARED = "prepared"
 COMMITTED = "committed"
+
+SOURCE = "source"
+WRITTEN = "written"
+STAGE_COMMITTED = "committed"
 
 
 def utc_now() -> datetime:
@@ -30,6 +35,19 @@ class PublishCounters:
     committed: int = 0
     skipped: int = 0
     missing: int = 0
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """Records counted at one stage for one checkpoint (task None: not from a task)."""
+
+    stage: str
+    window_start: datetime | None
+    records: int
+    task_id: int | None = None
+    attempt: int | None = None
+    bytes: int = 0
+    files: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,7 @@ class CheckpointState:
     counters: PublishCounters
     prepared_at: datetime
     committed_at: datetime | None
+    unknown_outcomes: int = 0
 
     @property
     def committed(self) -> bool:
@@ -89,6 +108,7 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         ),
         prepared_at=as_utc(row.prepared_at),
         committed_at=as_utc(row.committed_at) if row.committed_at is not None else None,
+        unknown_outcomes=row.unknown_outcomes or 0,
     )
 
 
@@ -151,11 +171,14 @@ class CheckpointStore:
         files: int,
         bytes_: int,
         max_event_time_us: int | None,
+        tasks: Sequence[tuple[int, int]] = (),
+        samples: Sequence[MetricSample] = (),
     ) -> tuple[CheckpointState, bool]:
-        """Insert a ``prepared`` row; returns (row, inserted).
+        """Insert a ``prepared`` row, its accepted task attempts and its metrics, in one
+        transaction; returns (row, inserted).
 
-        When the row already exists (a concurrent or repeated prepare), the existing row
-        is returned with ``inserted=False`` and the caller compares it.
+        When the row already exists (a concurrent or repeated prepare), nothing is written
+        and the existing row is returned with ``inserted=False`` for the caller to compare.
         """
         row = CheckpointRow(
             job_id=job_id,
@@ -175,12 +198,20 @@ class CheckpointStore:
             files_committed=0,
             files_skipped=0,
             files_missing=0,
+            unknown_outcomes=0,
             prepared_at=self._clock(),
         )
         try:
             with Session(self._engine) as session, session.begin():
                 session.add(row)
                 session.flush()
+                session.add_all(
+                    CheckpointTaskRow(
+                        job_id=job_id, table_name=table_name, checkpoint_id=checkpoint_id, task_id=t, attempt=a
+                    )
+                    for t, a in tasks
+                )
+                session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
                 state = _to_state(row)
             return state, True
         except IntegrityError:
@@ -188,6 +219,65 @@ class CheckpointStore:
             if existing is None:
                 raise
             return existing, False
+
+    def _metric_rows(
+        self, job_id: str, table_name: str, checkpoint_id: int, samples: Iterable[MetricSample]
+    ) -> builtins.list[MetricRow]:
+        now = self._clock()
+        return [
+            MetricRow(
+                job_id=job_id,
+                table_name=table_name,
+                checkpoint_id=checkpoint_id,
+                stage=sample.stage,
+                task_id=sample.task_id,
+                attempt=sample.attempt,
+                window_start=sample.window_start,
+                records=sample.records,
+                bytes=sample.bytes,
+                files=sample.files,
+                recorded_at=now,
+            )
+            for sample in samples
+        ]
+
+    def record_samples(self, job_id: str, table_name: str, checkpoint_id: int, samples: Sequence[MetricSample]) -> None:
+        """Add metrics rows for a checkpoint (for example source counts a caller declares)."""
+        with Session(self._engine) as session, session.begin():
+            session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+
+    def window_totals(self, job_id: str, table_name: str, checkpoint_id: int, stage: str) -> dict[datetime | None, int]:
+        """Records per window at ``stage``, from the accepted task attempts only."""
+        query = (
+            select(MetricRow.window_start, func.sum(MetricRow.records))
+            .join(
+                CheckpointTaskRow,
+                and_(
+                    CheckpointTaskRow.job_id == MetricRow.job_id,
+                    CheckpointTaskRow.table_name == MetricRow.table_name,
+                    CheckpointTaskRow.checkpoint_id == MetricRow.checkpoint_id,
+                    CheckpointTaskRow.task_id == MetricRow.task_id,
+                    CheckpointTaskRow.attempt == MetricRow.attempt,
+                ),
+            )
+            .where(
+                MetricRow.job_id == job_id,
+                MetricRow.table_name == table_name,
+                MetricRow.checkpoint_id == checkpoint_id,
+                MetricRow.stage == stage,
+            )
+            .group_by(MetricRow.window_start)
+        )
+        with Session(self._engine) as session:
+            return {
+                (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
+            }
+
+    def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
+        """Count a commit attempt whose outcome was unknown."""
+        with Session(self._engine) as session, session.begin():
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            row.unknown_outcomes = (row.unknown_outcomes or 0) + 1
 
     def record_missing(self, job_id: str, table_name: str, checkpoint_id: int, missing: int) -> None:
         """Record how many staged files were missing from storage at the last commit try."""
@@ -205,10 +295,14 @@ class CheckpointStore:
         attempts: int,
         retries: int,
         counters: PublishCounters,
+        samples: Sequence[MetricSample] = (),
     ) -> CheckpointState:
-        """Record that a checkpoint is committed (``snapshot_id`` None: nothing to commit)."""
+        """Record that a checkpoint is committed (``snapshot_id`` None: nothing to commit),
+        with its ``committed``-stage metrics, in one transaction."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            if row.status != COMMITTED:
+                session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
             row.status = COMMITTED
             row.snapshot_id = snapshot_id
             row.attempts += attempts

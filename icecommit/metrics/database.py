@@ -7,7 +7,7 @@ import threading
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
@@ -68,11 +68,27 @@ def _create_schema(engine: Engine) -> None:
                 raise
 
 
+#: Columns added after a table first shipped: version -> (table, column, SQL type and default).
+MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
+    2: [("icecommit_checkpoints", "unknown_outcomes", "INTEGER NOT NULL DEFAULT 0")],
+}
+
+
+def _migrate(engine: Engine, from_version: int) -> None:
+    inspector = inspect(engine)
+    with engine.begin() as conn:
+        for version in range(from_version + 1, SCHEMA_VERSION + 1):
+            for table, column, definition in MIGRATIONS.get(version, []):
+                present = {c["name"] for c in inspector.get_columns(table)}
+                if column not in present:
+                    conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
+
+
 def _create_schema_once(engine: Engine) -> None:
     Base.metadata.create_all(engine, checkfirst=True)
     with Session(engine) as session, session.begin():
         row = session.execute(
-            select(SchemaVersionRow).where(SchemaVersionRow.component == "state")
+            select(SchemaVersionRow).where(SchemaVersionRow.component == "state").with_for_update()
         ).scalar_one_or_none()
         if row is None:
             session.add(SchemaVersionRow(component="state", version=SCHEMA_VERSION))
@@ -81,6 +97,9 @@ def _create_schema_once(engine: Engine) -> None:
                 f"icecommit state schema version {row.version} is newer than this icecommit "
                 f"({SCHEMA_VERSION}); upgrade icecommit"
             )
+        elif row.version < SCHEMA_VERSION:
+            _migrate(engine, row.version)
+            row.version = SCHEMA_VERSION
 
 
 def dispose_state_engines() -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Base(DeclarativeBase):
@@ -56,5 +56,64 @@ class CheckpointRow(Base):
     files_committed: Mapped[int] = mapped_column(Integer, default=0)
     files_skipped: Mapped[int] = mapped_column(Integer, default=0)
     files_missing: Mapped[int] = mapped_column(Integer, default=0)
+    unknown_outcomes: Mapped[int] = mapped_column(Integer, default=0)
     prepared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     committed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class CheckpointTaskRow(Base):
+    """A Spark task attempt whose output a prepared checkpoint accepted.
+
+    The consistent view counts metrics of these attempts only: a failed or retried
+    attempt never appears here, whatever metrics it left behind.
+    """
+
+    __tablename__ = "icecommit_checkpoint_tasks"
+    __table_args__ = (Index("ix_icecommit_checkpoint_tasks", "job_id", "table_name", "checkpoint_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(255))
+    table_name: Mapped[str] = mapped_column(String(512))
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    task_id: Mapped[int] = mapped_column(Integer)
+    attempt: Mapped[int] = mapped_column(Integer)
+
+
+class MetricRow(Base):
+    """Records counted at one stage, tagged with job, checkpoint, task attempt and window.
+
+    Stages: ``source`` (rows the writers received, or, with no task, counts the caller
+    declared), ``written`` (rows in data files), ``committed`` (rows in the committed
+    snapshot). ``window_start`` is the one-minute event-time window (NULL: no event time).
+    """
+
+    __tablename__ = "icecommit_metrics"
+    __table_args__ = (Index("ix_icecommit_metrics_checkpoint", "table_name", "job_id", "checkpoint_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(255))
+    table_name: Mapped[str] = mapped_column(String(512))
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    stage: Mapped[str] = mapped_column(String(16))
+    task_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    records: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    files: Mapped[int] = mapped_column(Integer, default=0)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ReconcileRunRow(Base):
+    """One reconciliation run: when, over which range, whether it held, and a summary."""
+
+    __tablename__ = "icecommit_reconcile_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    table_name: Mapped[str] = mapped_column(String(512), index=True)
+    job_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    ran_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    since: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ok: Mapped[bool] = mapped_column(Boolean)
+    summary: Mapped[str] = mapped_column(Text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
@@ -40,13 +41,12 @@ from icecommit.datafiles import (
     DataFileRecord,
     PartitionValue,
     RequiredNullViolation,
+    WindowCount,
     WriteResult,
 )
-from icecommit.writers.partitions import (
-    event_time_field_id,
-    partition_columns,
-    to_partition_value,
-)
+from icecommit.eventtime import event_time_field_id
+from icecommit.writers.partitions import partition_columns, to_partition_value
+from icecommit.writers.windows import minute_counts
 
 logger = logging.getLogger(__name__)
 
@@ -151,6 +151,8 @@ class TaskFileWriter:
         self._seq = 0
         self._source_records = 0
         self._violations: dict[str, int] = {}
+        self._source_windows: Counter[int | None] = Counter()
+        self._written_windows: Counter[int | None] = Counter()
 
     # -- input -------------------------------------------------------------------------
 
@@ -162,6 +164,7 @@ class TaskFileWriter:
             if batch.num_rows == 0:
                 continue
             self._source_records += batch.num_rows
+            self._source_windows.update(minute_counts(self._event_times(batch), batch.num_rows))
             pending.append(batch)
             pending_rows += batch.num_rows
             if pending_rows >= PARTITION_CHUNK_ROWS:
@@ -192,6 +195,11 @@ class TaskFileWriter:
             rows = row_lists[g].values
             part = table if len(rows) == table.num_rows else table.take(rows)
             self._buffer(partition, part)
+
+    def _event_times(self, rows: pa.RecordBatch | pa.Table) -> pa.Array | pa.ChunkedArray | None:
+        if self._event_time_name is None:
+            return None
+        return rows.column(self._event_time_name)
 
     def _conform(self, table: pa.Table) -> pa.Table:
         """Cast to the table's Arrow schema (types, timezone, field ids)."""
@@ -236,6 +244,7 @@ class TaskFileWriter:
     def _write_row_group(self, partition: tuple[PartitionValue, ...], rows: pa.Table) -> None:
         open_file = self._open.get(partition) or self._new_file(partition)
         open_file.writer.write_table(rows, row_group_size=self._row_group_rows)
+        self._written_windows.update(minute_counts(self._event_times(rows), rows.num_rows))
         for name, field_id in self._float_fields:
             nans = pc.sum(pc.is_nan(rows.column(name))).as_py() or 0
             open_file.nan_counts[field_id] = open_file.nan_counts.get(field_id, 0) + int(nans)
@@ -320,6 +329,12 @@ class TaskFileWriter:
             bytes=sum(f.file_size_in_bytes for f in files),
             data_files=files,
             violations=tuple(RequiredNullViolation(c, n) for c, n in sorted(self._violations.items())),
+            windows=tuple(
+                WindowCount(window, self._source_windows[window], self._written_windows[window])
+                for window in sorted(
+                    set(self._source_windows) | set(self._written_windows), key=lambda w: (w is not None, w or 0)
+                )
+            ),
         )
 
 

@@ -8,15 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.partitioning import PartitionField, PartitionSpec, _to_partition_representation
 from pyiceberg.schema import Schema
-from pyiceberg.table.metadata import TableMetadata
-from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
-from pyiceberg.types import TimestampType, TimestamptzType
-
-#: Table property naming the event-time column (defaults to the source of the first
-#: time-based partition field over a timestamp column).
-EVENT_TIME_PROPERTY = "icecommit.event-time-column"
-
-_TIME_TRANSFORMS = (YearTransform, MonthTransform, DayTransform, HourTransform)
+from pyiceberg.transforms import IdentityTransform
 
 
 def column_array(table: pa.Table, schema: Schema, field_id: int) -> pa.Array:
@@ -53,18 +45,3 @@ def to_partition_value(schema: Schema, partition_field: PartitionField, raw: Any
         return raw
     source_type = schema.find_field(partition_field.source_id).field_type
     return _to_partition_representation(source_type, raw)
-
-
-def event_time_field_id(metadata: TableMetadata) -> int | None:
-    """The field id of the table's event-time column, or None when it has none."""
-    schema = metadata.schema()
-    configured = metadata.properties.get(EVENT_TIME_PROPERTY)
-    if configured:
-        return schema.find_field(configured).field_id
-    for pf in metadata.spec().fields:
-        source = schema.find_field(pf.source_id)
-        if isinstance(pf.transform, _TIME_TRANSFORMS) and isinstance(
-            source.field_type, (TimestampType, TimestamptzType)
-        ):
-            return source.field_id
-    return None

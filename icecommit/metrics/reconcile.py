@@ -1,0 +1,436 @@
+"""Reconciliation: prove source = written = committed = readable, or say where not.
+
+Gathering (SQL reads, table metadata, storage look-ups) sits in :func:`reconcile`; every
+judgement is made by :func:`judge`, a pure function over the gathered facts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table import Table
+from sqlalchemy import Engine, and_, func, select
+from sqlalchemy.orm import Session
+
+from icecommit import ancestry
+from icecommit.errors import InvalidRangeError
+from icecommit.eventtime import event_time_column
+from icecommit.metrics.checkpoints import (
+    SOURCE,
+    STAGE_COMMITTED,
+    WRITTEN,
+    CheckpointState,
+    CheckpointStore,
+    as_utc,
+)
+from icecommit.metrics.database import state_engine, state_uri
+from icecommit.metrics.models import CheckpointTaskRow, MetricRow
+from icecommit.metrics.report_model import (
+    CheckpointLine,
+    CommitHealth,
+    Lag,
+    Problem,
+    ReconciliationReport,
+    Thresholds,
+    WindowLine,
+)
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, int]  # (job id, checkpoint id)
+Window = datetime | None
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file the current snapshot of the table references."""
+
+    path: str
+    records: int
+    snapshot_id: int
+
+
+@dataclass
+class Facts:
+    """Everything reconciliation looks at, gathered once."""
+
+    table: str
+    job_id: str | None
+    since: datetime | None
+    until: datetime
+    checkpoints: list[CheckpointState]
+    # per (job, checkpoint): stage -> window -> records, from accepted task attempts
+    task_counts: dict[Key, dict[str, dict[Window, int]]]
+    # per (job, checkpoint): window -> records, declared by the caller
+    declared: dict[Key, dict[Window, int]]
+    # per (job, checkpoint): window -> records, recorded at commit
+    committed: dict[Key, dict[Window, int]]
+    # metrics of task attempts a checkpoint did not accept: (job, checkpoint, task, attempt, records)
+    ignored: list[tuple[str, int, int, int, int]]
+    live_files: list[LiveFile]
+    snapshot_checkpoints: dict[int, Key]
+    ancestry_counts: Counter[Key]
+    missing_paths: list[str]
+    deep_counts: dict[Key, dict[Window, int]] | None = None
+    now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+
+
+def _pct(part: int, whole: int) -> float:
+    return 0.0 if whole == 0 else 100.0 * part / whole
+
+
+def _line_numbers(source: int, values: Iterable[int]) -> tuple[float, float]:
+    values = list(values)
+    lost = max(0, source - min(values, default=source))
+    extra = max(0, max(values, default=source) - source)
+    return _pct(lost, source), _pct(extra, source)
+
+
+def _weighted_percentile(samples: Sequence[tuple[float, int]], q: float) -> float | None:
+    total = sum(weight for _, weight in samples)
+    if total == 0:
+        return None
+    threshold = q * total
+    running = 0
+    for value, weight in sorted(samples):
+        running += weight
+        if running >= threshold:
+            return value
+    return sorted(samples)[-1][0]
+
+
+def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
+    """Decide, from gathered facts, what reconciles and what does not."""
+    problems: list[Problem] = []
+    readable_by_key: Counter[Key] = Counter()
+    for live in facts.live_files:
+        key = facts.snapshot_checkpoints.get(live.snapshot_id)
+        if key is not None:
+            readable_by_key[key] += live.records
+
+    lines: list[CheckpointLine] = []
+    pending: list[CheckpointLine] = []
+    window_totals: dict[Window, Counter[str]] = defaultdict(Counter)
+    open_windows: set[Window] = set()
+    lag_samples: list[tuple[float, int]] = []
+    for state in facts.checkpoints:
+        key = (state.job_id, state.checkpoint_id)
+        counts = facts.task_counts.get(key, {})
+        source_windows = facts.declared.get(key) or counts.get(SOURCE, {})
+        written_windows = counts.get(WRITTEN, {})
+        source = sum(source_windows.values()) if source_windows else state.source_records
+        written = sum(written_windows.values()) if written_windows else state.records
+        if not state.committed:
+            pending.append(
+                CheckpointLine(state.job_id, state.checkpoint_id, "pending", None, None, source, written, 0, 0,
+                               0.0, 0.0, True, "prepared, not committed yet (pending, not loss)")
+            )  # fmt: skip
+            for window in set(source_windows) | set(written_windows):
+                open_windows.add(window)
+                window_totals[window]["source"] += source_windows.get(window, 0)
+                window_totals[window]["written"] += written_windows.get(window, 0)
+            continue
+        committed_windows = facts.committed.get(key, {})
+        committed = (
+            sum(committed_windows.values()) if committed_windows else (state.records if state.snapshot_id else 0)
+        )
+        readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
+        if facts.deep_counts is not None and state.snapshot_id is not None:
+            readable = sum(facts.deep_counts.get(key, {}).values())
+        loss, dup = _line_numbers(source, (written, committed, readable))
+        notes = []
+        if written != source:
+            notes.append(f"written {written:+,} vs source")
+        if committed != written:
+            notes.append(f"committed {committed - written:+,} vs written")
+        if readable != committed:
+            notes.append(f"readable {readable - committed:+,} vs committed")
+        ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
+        status = "committed" if state.snapshot_id is not None else "empty"
+        lines.append(
+            CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at, source,
+                           written, committed, readable, loss, dup, ok, "; ".join(notes))
+        )  # fmt: skip
+        if not ok:
+            kind = "loss" if loss > thresholds.max_loss_pct else "duplication"
+            problems.append(
+                Problem(kind, f"checkpoint {state.checkpoint_id} of job {state.job_id}: source {source:,}, written "
+                        f"{written:,}, committed {committed:,}, readable {readable:,}", state.job_id,
+                        state.checkpoint_id)
+            )  # fmt: skip
+        deep_windows = facts.deep_counts.get(key, {}) if facts.deep_counts is not None else {}
+        for window in set(source_windows) | set(written_windows) | set(committed_windows) | set(deep_windows):
+            totals = window_totals[window]
+            totals["source"] += source_windows.get(window, 0)
+            totals["written"] += written_windows.get(window, 0)
+            totals["committed"] += committed_windows.get(window, 0)
+            totals["readable"] += deep_windows.get(window, 0)
+            if window is not None and state.committed_at is not None:
+                waited = (state.committed_at - window).total_seconds()
+                lag_samples.append((waited, committed_windows.get(window, 0)))
+
+    windows = []
+    for window in sorted(window_totals, key=lambda w: (w is not None, w or datetime.min.replace(tzinfo=timezone.utc))):
+        totals = window_totals[window]
+        closed = window not in open_windows
+        values = [totals["written"], totals["committed"]]
+        if facts.deep_counts is not None:
+            values.append(totals["readable"])
+        loss, dup = _line_numbers(totals["source"], values)
+        ok = (not closed) or (loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct)
+        windows.append(
+            WindowLine(window, closed, totals["source"], totals["written"], totals["committed"],
+                       totals["readable"] if facts.deep_counts is not None else None, loss, dup, ok)
+        )  # fmt: skip
+        if not ok:
+            label = window.isoformat() if window else "without event time"
+            problems.append(
+                Problem("window-mismatch", f"window {label}: source {totals['source']:,}, written "
+                        f"{totals['written']:,}, committed {totals['committed']:,}")
+            )  # fmt: skip
+
+    for key, count in sorted(facts.ancestry_counts.items()):
+        if count > 1 and (facts.job_id is None or key[0] == facts.job_id):
+            problems.append(
+                Problem("double-commit", f"checkpoint {key[1]} of job {key[0]} is in the ancestry {count} times",
+                        key[0], key[1])
+            )  # fmt: skip
+    for path in facts.missing_paths:
+        problems.append(Problem("missing-file", f"data file referenced by the table is missing: {path}", path=path))
+    by_path: dict[str, list[int]] = defaultdict(list)
+    for live in facts.live_files:
+        by_path[live.path].append(live.snapshot_id)
+    for path, snapshots in sorted(by_path.items()):
+        if len(snapshots) > 1:
+            problems.append(
+                Problem("duplicate-file", f"data file is live {len(snapshots)} times (snapshots "
+                        f"{', '.join(map(str, snapshots))}): {path}", path=path)
+            )  # fmt: skip
+    for job_id, checkpoint_id, task_id, attempt, records in facts.ignored:
+        problems.append(
+            Problem("ignored-metrics", f"checkpoint {checkpoint_id} of job {job_id}: metrics of task {task_id} "
+                    f"attempt {attempt} ({records:,} records) come from an attempt the checkpoint did not accept; "
+                    "they are left out of every count", job_id, checkpoint_id, severity="warning")
+        )  # fmt: skip
+
+    health = CommitHealth(
+        checkpoints=len(lines),
+        attempts=sum(s.attempts for s in facts.checkpoints),
+        retries=sum(s.retries for s in facts.checkpoints),
+        conflicts=sum(s.retries for s in facts.checkpoints),
+        unknown_outcomes=sum(s.unknown_outcomes for s in facts.checkpoints),
+        files_missing=sum(s.counters.missing for s in facts.checkpoints),
+    )
+    lag = Lag(_weighted_percentile(lag_samples, 0.5), _weighted_percentile(lag_samples, 0.99))
+    errors = [p for p in problems if p.severity == "error"]
+    ok = not errors and all(line.ok for line in lines) and all(w.ok for w in windows)
+    return ReconciliationReport(
+        table=facts.table,
+        job_id=facts.job_id,
+        since=facts.since,
+        until=facts.until,
+        generated_at=facts.now,
+        deep=facts.deep_counts is not None,
+        thresholds=thresholds,
+        ok=ok,
+        checkpoints=tuple(lines),
+        pending=tuple(pending),
+        windows=tuple(windows),
+        problems=tuple(problems),
+        health=health,
+        lag=lag,
+    )
+
+
+# -- gathering --------------------------------------------------------------------------
+
+
+def _metric_counts(
+    engine: Engine, table: str, keys: set[Key]
+) -> tuple[dict[Key, dict[str, dict[Window, int]]], dict[Key, dict[Window, int]], dict[Key, dict[Window, int]],
+           list[tuple[str, int, int, int, int]]]:  # fmt: skip
+    accepted = and_(
+        CheckpointTaskRow.job_id == MetricRow.job_id,
+        CheckpointTaskRow.table_name == MetricRow.table_name,
+        CheckpointTaskRow.checkpoint_id == MetricRow.checkpoint_id,
+        CheckpointTaskRow.task_id == MetricRow.task_id,
+        CheckpointTaskRow.attempt == MetricRow.attempt,
+    )
+    task_counts: dict[Key, dict[str, dict[Window, int]]] = defaultdict(lambda: defaultdict(dict))
+    declared: dict[Key, dict[Window, int]] = defaultdict(dict)
+    committed: dict[Key, dict[Window, int]] = defaultdict(dict)
+    ignored: list[tuple[str, int, int, int, int]] = []
+    with Session(engine) as session:
+        task_rows = session.execute(
+            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
+                   func.sum(MetricRow.records))
+            .join(CheckpointTaskRow, accepted)
+            .where(MetricRow.table_name == table)
+            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start)
+        )  # fmt: skip
+        for job_id, checkpoint_id, stage, window, records in task_rows:
+            key = (job_id, checkpoint_id)
+            if key in keys:
+                task_counts[key][stage][as_utc(window) if window else None] = int(records)
+        direct_rows = session.execute(
+            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
+                   func.sum(MetricRow.records))
+            .where(MetricRow.table_name == table, MetricRow.task_id.is_(None))
+            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start)
+        )  # fmt: skip
+        for job_id, checkpoint_id, stage, window, records in direct_rows:
+            key = (job_id, checkpoint_id)
+            if key not in keys:
+                continue
+            target = declared if stage == SOURCE else committed if stage == STAGE_COMMITTED else None
+            if target is not None:
+                target[key][as_utc(window) if window else None] = int(records)
+        orphan_rows = session.execute(
+            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt,
+                   func.sum(MetricRow.records))
+            .outerjoin(CheckpointTaskRow, accepted)
+            .where(MetricRow.table_name == table, MetricRow.task_id.is_not(None), CheckpointTaskRow.id.is_(None),
+                   MetricRow.stage == WRITTEN)
+            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt)
+        )  # fmt: skip
+        for job_id, checkpoint_id, task_id, attempt, records in orphan_rows:
+            if (job_id, checkpoint_id) in keys:
+                ignored.append((job_id, checkpoint_id, int(task_id or 0), int(attempt or 0), int(records)))
+    return task_counts, declared, committed, ignored
+
+
+def _live_files(table: Table) -> list[LiveFile]:
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return []
+    files = []
+    for manifest in snapshot.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.status == ManifestEntryStatus.DELETED or entry.snapshot_id is None:
+                continue
+            files.append(LiveFile(entry.data_file.file_path, entry.data_file.record_count, entry.snapshot_id))
+    return files
+
+
+def _missing(paths: Sequence[str], io: FileIO) -> list[str]:
+    def exists(path: str) -> bool:
+        return io.new_input(path).exists()
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        present = list(pool.map(exists, paths))
+    return [p for p, ok in zip(paths, present, strict=True) if not ok]
+
+
+def _deep_counts(
+    table: Table, live: Sequence[LiveFile], snapshot_keys: Mapping[int, Key], event_time: str | None
+) -> dict[Key, dict[Window, int]]:
+    counts: dict[Key, dict[Window, int]] = defaultdict(lambda: defaultdict(int))
+
+    def read(file: LiveFile) -> tuple[Key | None, Counter[Window]]:
+        key = snapshot_keys.get(file.snapshot_id)
+        windows: Counter[Window] = Counter()
+        with table.io.new_input(file.path).open() as stream:
+            data = pq.read_table(stream, columns=[event_time] if event_time else [])
+        if event_time is None:
+            windows[None] += data.num_rows
+            return key, windows
+        minutes = pc.floor_temporal(data.column(event_time), unit="minute")
+        for item in pc.value_counts(minutes).to_pylist():
+            value = item["values"]
+            windows[as_utc(value) if value is not None else None] += item["counts"]
+        return key, windows
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for key, windows in pool.map(read, [f for f in live if f.snapshot_id in snapshot_keys]):
+            if key is not None:
+                for window, n in windows.items():
+                    counts[key][window] += n
+    return counts
+
+
+def reconcile(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    job_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    deep: bool = False,
+    thresholds: Thresholds | None = None,
+    branch: str = "main",
+) -> ReconciliationReport:
+    """Reconcile a table's checkpoints prepared in ``[since, until)``.
+
+    Args:
+        catalog: the table's catalog (its database holds the metrics, unless
+            ``ICECOMMIT_METRICS_URI`` says otherwise).
+        table: the table.
+        job_id: only this job's checkpoints (all jobs when None).
+        since / until: the range of checkpoint prepare times (until defaults to now).
+        deep: count readable rows by reading the data files (per window), not only from
+            the table's file metadata.
+        thresholds: tolerated loss and duplication, in percent (none by default).
+
+    Returns:
+        A typed report; ``report.ok`` is True only when every committed checkpoint and
+        every closed window reconciles and nothing is missing or committed twice.
+    """
+    name = table if isinstance(table, str) else ".".join(table.name())
+    until = until or datetime.now(timezone.utc)
+    if since is not None and _utc(since) >= _utc(until):
+        raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
+    loaded = catalog.load_table(name)
+    engine = state_engine(state_uri(catalog))
+    store = CheckpointStore(engine)
+    states = [
+        s
+        for s in store.list(name, job_id=job_id)
+        if (since is None or s.prepared_at >= _utc(since)) and s.prepared_at < _utc(until)
+    ]
+    keys = {(s.job_id, s.checkpoint_id) for s in states}
+    task_counts, declared, committed, ignored = _metric_counts(engine, name, keys)
+    snapshot_keys = {
+        snapshot.snapshot_id: key
+        for snapshot in loaded.metadata.snapshots
+        if (key := ancestry.checkpoint_of(snapshot)) is not None and key in keys
+    }
+    live = _live_files(loaded)
+    event_time = event_time_column(loaded.metadata)
+    facts = Facts(
+        table=name,
+        job_id=job_id,
+        since=_utc(since) if since else None,
+        until=_utc(until),
+        checkpoints=states,
+        task_counts=task_counts,
+        declared=declared,
+        committed=committed,
+        ignored=ignored,
+        live_files=live,
+        snapshot_checkpoints=snapshot_keys,
+        ancestry_counts=Counter(
+            (c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch)
+        ),
+        missing_paths=_missing(sorted({f.path for f in live}), loaded.io),
+        deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time) if deep else None,
+    )
+    report = judge(facts, thresholds or Thresholds())
+    logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))
+    return report
+
+
+def _utc(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+__all__ = ["Facts", "LiveFile", "judge", "reconcile"]

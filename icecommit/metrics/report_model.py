@@ -1,0 +1,157 @@
+"""The typed reconciliation report, and its Markdown, JSON and HTML forms.
+
+JSON schema (``schema_version`` 1) — stable; fields are only ever added:
+
+```
+{
+  "schema_version": 1, "table": str, "job_id": str|null, "since": iso|null, "until": iso,
+  "generated_at": iso, "deep": bool, "ok": bool,
+  "thresholds": {"max_loss_pct": float, "max_duplication_pct": float},
+  "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "committed_at",
+                   "source", "written", "committed", "readable", "loss_pct",
+                   "duplication_pct", "ok", "note"}],
+  "pending": [same shape, status "pending"],
+  "windows": [{"window_start": iso|null, "closed", "source", "written", "committed",
+               "readable": int|null, "loss_pct", "duplication_pct", "ok"}],
+  "problems": [{"kind", "message", "job_id", "checkpoint_id", "path", "severity"}],
+  "health": {"checkpoints", "attempts", "retries", "conflicts", "unknown_outcomes", "files_missing"},
+  "lag": {"p50_seconds": float|null, "p99_seconds": float|null}
+}
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from icecommit.metrics import render
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Tolerated loss and duplication, in percent of the source count."""
+
+    max_loss_pct: float = 0.0
+    max_duplication_pct: float = 0.0
+
+
+@dataclass(frozen=True)
+class CheckpointLine:
+    """Counts of one checkpoint through every stage."""
+
+    job_id: str
+    checkpoint_id: int
+    status: str
+    snapshot_id: int | None
+    committed_at: datetime | None
+    source: int
+    written: int
+    committed: int
+    readable: int
+    loss_pct: float
+    duplication_pct: float
+    ok: bool
+    note: str
+
+
+@dataclass(frozen=True)
+class WindowLine:
+    """Counts of one one-minute event-time window (None: rows without an event time)."""
+
+    window_start: datetime | None
+    closed: bool
+    source: int
+    written: int
+    committed: int
+    readable: int | None
+    loss_pct: float
+    duplication_pct: float
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something that does not reconcile, named."""
+
+    kind: str
+    message: str
+    job_id: str | None = None
+    checkpoint_id: int | None = None
+    path: str | None = None
+    severity: str = "error"
+
+
+@dataclass(frozen=True)
+class CommitHealth:
+    """How the commits went."""
+
+    checkpoints: int
+    attempts: int
+    retries: int
+    conflicts: int
+    unknown_outcomes: int
+    files_missing: int
+
+
+@dataclass(frozen=True)
+class Lag:
+    """Event time to commit, weighted by records (seconds)."""
+
+    p50_seconds: float | None
+    p99_seconds: float | None
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+@dataclass(frozen=True)
+class ReconciliationReport:
+    """Source = written = committed = readable, per checkpoint and window, or where not."""
+
+    table: str
+    job_id: str | None
+    since: datetime | None
+    until: datetime
+    generated_at: datetime
+    deep: bool
+    thresholds: Thresholds
+    ok: bool
+    checkpoints: tuple[CheckpointLine, ...]
+    pending: tuple[CheckpointLine, ...]
+    windows: tuple[WindowLine, ...]
+    problems: tuple[Problem, ...]
+    health: CommitHealth
+    lag: Lag
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document as a dict (see the module docstring for the schema)."""
+        data = _plain(self)
+        assert isinstance(data, dict)
+        lag = data.pop("lag")
+        data["lag"] = {"p50_seconds": lag["p50_seconds"], "p99_seconds": lag["p99_seconds"]}
+        return {"schema_version": SCHEMA_VERSION, **data}
+
+    def to_json(self) -> str:
+        """The report as JSON (stable schema, ``schema_version`` 1)."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_markdown(self) -> str:
+        """The report for a terminal or a ticket."""
+        return render.markdown(self)
+
+    def to_html(self) -> str:
+        """A self-contained HTML page with a chart of records per window per stage."""
+        return render.html(self)

@@ -1,0 +1,76 @@
+"""The history of reconciliation runs, so scheduled runs can start where the last ended."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from icecommit.metrics.checkpoints import as_utc
+from icecommit.metrics.models import ReconcileRunRow
+from icecommit.metrics.report_model import ReconciliationReport
+
+
+@dataclass(frozen=True)
+class ReconcileRun:
+    """One stored run."""
+
+    run_id: int
+    table: str
+    job_id: str | None
+    ran_at: datetime
+    since: datetime | None
+    until: datetime
+    ok: bool
+    summary: dict[str, object]
+
+
+def record_run(engine: Engine, report: ReconciliationReport) -> ReconcileRun:
+    """Store a run: when, range, whether it held, and a summary of counts and problems."""
+    summary = {
+        "checkpoints": len(report.checkpoints),
+        "pending": len(report.pending),
+        "problems": [f"{p.kind}: {p.message}" for p in report.problems][:50],
+        "source": sum(c.source for c in report.checkpoints),
+        "readable": sum(c.readable for c in report.checkpoints),
+    }
+    row = ReconcileRunRow(
+        table_name=report.table,
+        job_id=report.job_id,
+        ran_at=report.generated_at,
+        since=report.since,
+        until=report.until,
+        ok=report.ok,
+        summary=json.dumps(summary),
+    )
+    with Session(engine) as session, session.begin():
+        session.add(row)
+        session.flush()
+        return _to_run(row)
+
+
+def last_successful_run(engine: Engine, table: str, job_id: str | None) -> ReconcileRun | None:
+    """The latest run over ``table`` (and ``job_id``) that reconciled."""
+    query = select(ReconcileRunRow).where(ReconcileRunRow.table_name == table, ReconcileRunRow.ok.is_(True))
+    query = query.where(
+        ReconcileRunRow.job_id.is_(None) if job_id is None else ReconcileRunRow.job_id == job_id
+    ).order_by(ReconcileRunRow.until.desc(), ReconcileRunRow.id.desc())
+    with Session(engine) as session:
+        row = session.execute(query.limit(1)).scalar_one_or_none()
+        return _to_run(row) if row is not None else None
+
+
+def _to_run(row: ReconcileRunRow) -> ReconcileRun:
+    return ReconcileRun(
+        run_id=row.id,
+        table=row.table_name,
+        job_id=row.job_id,
+        ran_at=as_utc(row.ran_at),
+        since=as_utc(row.since) if row.since else None,
+        until=as_utc(row.until),
+        ok=row.ok,
+        summary=json.loads(row.summary),
+    )

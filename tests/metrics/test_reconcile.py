@@ -1,0 +1,184 @@
+"""Reconciliation on SQLite and PostgreSQL: a clean pipeline reconciles, and every
+sabotage is detected and named."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+from sqlalchemy.orm import Session
+
+import icecommit as ic
+from icecommit.metrics import state_engine, state_uri
+from icecommit.metrics.models import MetricRow
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+JOB = "ingest"
+
+
+def _pipeline(
+    catalog: SqlCatalog, checkpoints: int = 3, *, commit_last: bool = True
+) -> tuple[Table, ic.GlobalCommitter]:
+    table = ic.create_table(
+        catalog,
+        f"{catalog.name}.events",
+        EVENTS_SCHEMA,
+        partition_by=["event"],
+        properties={"icecommit.event-time-column": "ts"},
+    )
+    committer = ic.GlobalCommitter(catalog, table, job_id=JOB)
+    for checkpoint_id in range(1, checkpoints + 1):
+        loaded = committer.load_table()
+        rows = events(checkpoint_id * 1000, checkpoint_id * 1000 + 300)
+        results = [
+            write_arrow(loaded, rows.slice(0, 150), job_id=JOB, checkpoint_id=checkpoint_id, task_id=0),
+            write_arrow(loaded, rows.slice(150), job_id=JOB, checkpoint_id=checkpoint_id, task_id=1, attempt=1),
+        ]
+        committer.prepare(checkpoint_id, results)
+        if commit_last or checkpoint_id < checkpoints:
+            committer.commit(checkpoint_id)
+    return committer.load_table(), committer
+
+
+def _kinds(report: ic.ReconciliationReport) -> set[str]:
+    return {p.kind for p in report.problems}
+
+
+def test_a_clean_pipeline_reconciles(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert report.ok, report.to_markdown()
+    assert [(c.checkpoint_id, c.source, c.written, c.committed, c.readable) for c in report.checkpoints] == [
+        (c, 300, 300, 300, 300) for c in (1, 2, 3)
+    ]
+    assert sum(w.source for w in report.windows) == 900
+    assert all(w.window_start is None or w.window_start.second == 0 for w in report.windows)
+    assert report.health.attempts == 3 and report.health.unknown_outcomes == 0
+    assert report.lag.p50_seconds is not None and report.lag.p50_seconds > 0
+    deep = ic.reconcile(catalog, table, job_id=JOB, deep=True)
+    assert deep.ok and all(w.readable == w.committed for w in deep.windows)
+
+
+def test_a_deleted_data_file_is_named(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog)
+    victim = next(iter(table.scan().plan_files())).file.file_path
+    Path(victim.removeprefix("file://")).unlink()
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert not report.ok
+    assert any(p.kind == "missing-file" and p.path == victim for p in report.problems)
+
+
+def test_a_rollback_that_hides_committed_rows_is_loss(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog)
+    first = table.metadata.snapshots[0].snapshot_id
+    table.manage_snapshots().rollback_to_snapshot(first).commit()
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert not report.ok
+    lost = {c.checkpoint_id: c for c in report.checkpoints if not c.ok}
+    assert set(lost) == {2, 3} and lost[2].readable == 0 and lost[2].committed == 300
+    assert "loss" in _kinds(report)
+
+
+def test_files_committed_twice_by_another_writer_are_named(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog)
+    entries = [
+        e.data_file
+        for m in table.current_snapshot().manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io)
+        if e.snapshot_id == table.metadata.snapshots[0].snapshot_id
+    ]
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        for data_file in entries:
+            append.append_data_file(data_file)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert not report.ok
+    duplicates = [p for p in report.problems if p.kind == "duplicate-file"]
+    assert {p.path for p in duplicates} == {d.file_path for d in entries}
+
+
+def test_metrics_of_a_failed_task_attempt_never_count(catalog: SqlCatalog) -> None:
+    table, committer = _pipeline(catalog)
+    with Session(state_engine(state_uri(catalog))) as session, session.begin():
+        session.add(
+            MetricRow(job_id=JOB, table_name=committer.table_name, checkpoint_id=2, stage="written", task_id=0,
+                      attempt=3, window_start=None, records=999, bytes=0, files=0,
+                      recorded_at=dt.datetime.now(dt.timezone.utc))
+        )  # fmt: skip
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert report.ok
+    assert [c.written for c in report.checkpoints] == [300, 300, 300]
+    ignored = [p for p in report.problems if p.kind == "ignored-metrics"]
+    assert (
+        len(ignored) == 1 and ignored[0].checkpoint_id == 2 and "task 0 attempt 3 (999 records)" in ignored[0].message
+    )
+
+
+def test_a_prepared_checkpoint_is_pending_not_loss(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, commit_last=False)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert report.ok
+    assert [c.checkpoint_id for c in report.checkpoints] == [1, 2]
+    assert [(c.checkpoint_id, c.status) for c in report.pending] == [(3, "pending")]
+    assert any(not w.closed for w in report.windows)
+
+
+def test_a_window_whose_source_exceeds_what_was_written(catalog: SqlCatalog) -> None:
+    table, committer = _pipeline(catalog, checkpoints=1)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    window = next(w.window_start for w in report.windows if w.window_start is not None)
+    declared = {w.window_start: w.source for w in report.windows}
+    declared[window] += 5
+    committer.declare_source(1, declared)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert not report.ok
+    bad = [w for w in report.windows if not w.ok]
+    assert [w.window_start for w in bad] == [window] and bad[0].source == bad[0].written + 5
+    assert "window-mismatch" in _kinds(report)
+    assert window.isoformat() in next(p.message for p in report.problems if p.kind == "window-mismatch")
+
+
+def test_a_checkpoint_committed_twice_in_the_ancestry_is_named(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, checkpoints=1)
+    # another process, unaware of icecommit's ancestry check, re-commits with the same summary
+    summary = {"icecommit.job-id": JOB, "icecommit.checkpoint-id": "1", "icecommit.records": "300"}
+    table.append(events(1000, 1300), snapshot_properties=summary)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    assert not report.ok
+    assert "double-commit" in _kinds(report)
+
+
+def test_thresholds_tolerate_small_differences(catalog: SqlCatalog) -> None:
+    table, committer = _pipeline(catalog, checkpoints=1)
+    declared = {w.window_start: w.source for w in ic.reconcile(catalog, table, job_id=JOB).windows}
+    busiest = max(declared, key=lambda w: declared[w])
+    declared[busiest] += 1  # one record the writers never saw
+    committer.declare_source(1, declared)
+    strict = ic.reconcile(catalog, table, job_id=JOB)
+    assert not strict.ok
+    lenient = ic.reconcile(catalog, table, job_id=JOB, thresholds=ic.Thresholds(max_loss_pct=50.0))
+    assert lenient.ok
+
+
+def test_outputs(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, checkpoints=2)
+    report = ic.reconcile(catalog, table, job_id=JOB)
+    document = report.to_dict()
+    assert document["schema_version"] == 1 and document["ok"] is True
+    assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds"}
+    assert "# Reconciliation of" in report.to_markdown() and "| 2 | committed |" in report.to_markdown()
+    page = report.to_html()
+    assert page.startswith("<!doctype html>") and 'id="chart"' in page and "http" not in page.split("<svg")[0]
+
+
+def test_since_and_until_select_checkpoints_by_prepare_time(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, checkpoints=2)
+    future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    later = future + dt.timedelta(hours=1)
+    assert ic.reconcile(catalog, table, job_id=JOB, since=future, until=later).checkpoints == ()
+    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
+    assert len(ic.reconcile(catalog, table, job_id=JOB, since=past).checkpoints) == 2
+    with pytest.raises(ic.IcecommitError):
+        ic.reconcile(catalog, table, job_id=JOB, since=future, until=past)
