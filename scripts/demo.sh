@@ -3,5 +3,5 @@
 #   scripts/demo.sh [--rows N] [--checkpoints K]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh .venv
+ICECOMMIT_SKIP_CHROMIUM=1 scripts/setup.sh .venv
 exec .venv/bin/icecommit demo "$@"

@@ -8,11 +8,20 @@ shift || true
 python="${PYTHON:-python3}"
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: Java is required by Spark; installing a JRE with apt-get" >&2
-  (apt-get update -qq && apt-get install -y -qq default-jre-headless) >&2
+  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
+  ($apt_get update -qq && $apt_get install -y -qq default-jre-headless) >&2
+fi
+if ! command -v chromium >/dev/null 2>&1 && [ "${ICECOMMIT_SKIP_CHROMIUM:-0}" != 1 ]; then
+  # headless Chromium draws the reconciliation report's chart in the tests
+  echo "setup: installing Debian's chromium for the report tests" >&2
+  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
+  ($apt_get update -qq && $apt_get install -y -qq chromium) >&2 || echo "setup: could not install chromium" >&2
 fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
-"$venv/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
-"$venv/bin/python" -m pip install -q -e ".[dev]" "$@" 2>&1 | grep -v "is ignored" || true
+# pip's failures fail the script; only a local mirror's "is ignored" notices are dropped
+quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
+quiet "$venv/bin/python" -m pip install -q --upgrade pip
+quiet "$venv/bin/python" -m pip install -q -e ".[dev]" "$@"
 "$venv/bin/python" -c "import icecommit, pyspark, pyiceberg; print('setup: icecommit', icecommit.__version__, 'pyspark', pyspark.__version__, 'pyiceberg', pyiceberg.__version__)"

@@ -8,6 +8,8 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import click
@@ -21,6 +23,8 @@ from icecommit.cli.output import JsonOutput, Output, TextOutput
 from icecommit.committer.committer import CommitResult
 from icecommit.demo.pipeline import run_demo
 from icecommit.errors import CommitStateUnknownError, IcecommitError
+from icecommit.metrics import Thresholds, last_successful_run, record_run, state_engine, state_uri
+from icecommit.metrics import reconcile as reconcile_table
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -150,6 +154,80 @@ def checkpoints(ctx: Context, table: str, job: str | None) -> None:
       icecommit checkpoints demo.clickstream --job clickstream-demo
     """
     _run(ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job)))
+
+
+class _Instant(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 time (UTC when no offset is given)."""
+
+    name = "ISO8601"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time", param, ctx)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+INSTANT = _Instant()
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--job", default=None, help="Only this job's checkpoints.")
+@click.option("--since", default=None, help="ISO 8601 time, or 'last' to start where the last successful run ended.")
+@click.option("--until", "until", type=INSTANT, default=None, help="ISO 8601 time (default: now).")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the report here.")
+@click.option("--deep", is_flag=True, help="Count readable rows by reading the data files.")
+@click.option("--max-loss-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--max-dup-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.pass_obj
+def reconcile(
+    ctx: Context,
+    table: str,
+    job: str | None,
+    since: str | None,
+    until: datetime | None,
+    fmt: str,
+    out: Path | None,
+    deep: bool,
+    max_loss_pct: float,
+    max_dup_pct: float,
+) -> None:
+    """Prove source = written = committed = readable, or say where not.
+
+    Exit code 0 when everything reconciles, 1 on a mismatch, 2 on a usage error. Each run
+    is stored, so `--since last` continues from the previous successful run.
+
+    \b
+    Example:
+      icecommit reconcile demo.clickstream --job clickstream-demo --since last --format html --out report.html
+    """
+
+    def action() -> None:
+        catalog = ctx.catalog()
+        engine = state_engine(state_uri(catalog))
+        if since == "last":
+            previous = last_successful_run(engine, table, job)
+            start = previous.until if previous else None
+        else:
+            start = INSTANT.convert(since, None, None) if since else None
+        report = reconcile_table(
+            catalog, table, job_id=job, since=start, until=until, deep=deep,
+            thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct),
+        )  # fmt: skip
+        record_run(engine, report)
+        rendered = {"md": report.to_markdown, "json": report.to_json, "html": report.to_html}[fmt]()
+        if out is not None:
+            out.write_text(rendered)
+        ctx.output.reconcile(report, rendered, out)
+        if not report.ok:
+            sys.exit(EXIT_PROBLEM)
+
+    _run(ctx, action)
 
 
 def main() -> None:

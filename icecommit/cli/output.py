@@ -10,6 +10,7 @@ import dataclasses
 import json
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
 from icecommit.demo.pipeline import DemoReport
+from icecommit.metrics.report_model import ReconciliationReport
 
 
 class Output(Protocol):
@@ -27,6 +29,8 @@ class Output(Protocol):
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None: ...
 
     def demo(self, report: DemoReport) -> None: ...
+
+    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
 
@@ -58,6 +62,12 @@ class JsonOutput:
 
     def demo(self, report: DemoReport) -> None:
         self._emit(_plain(report))
+
+    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None:
+        document = report.to_dict()
+        if out is not None:
+            document["written_to"] = str(out)
+        self._emit(document)
 
     def error(self, message: str, code: int) -> None:
         self._emit({"error": message, "exit_code": code})
@@ -129,5 +139,12 @@ class TextOutput:
             f"[bold]{report.rows_read_back:,}[/bold] rows read back in {report.seconds:.1f}s"
         )
 
+    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None:
+        if out is None:
+            sys.stdout.write(rendered + ("" if rendered.endswith("\n") else "\n"))
+            return
+        verdict = "[green]reconciles[/green]" if report.ok else "[red]does not reconcile[/red]"
+        self.console.print(f"{report.table} {verdict}: {len(report.problems)} problem(s); report written to {out}")
+
     def error(self, message: str, code: int) -> None:
-        Console(stderr=True).print(f"[red]error:[/red] {message}")
+        Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)

@@ -72,9 +72,13 @@ _SCRIPT = """
   const data = JSON.parse(document.getElementById('report-data').textContent);
   const svg = document.getElementById('chart');
   const ns = 'http://www.w3.org/2000/svg';
-  const windows = data.windows.filter(w => w.window_start !== null);
+  // one point per event-time window; a table without event time is charted per checkpoint
+  let windows = data.windows.filter(w => w.window_start !== null);
+  if (!windows.length) {
+    windows = data.checkpoints.map(c => Object.assign({}, c, {window_start: 'checkpoint ' + c.checkpoint_id}));
+  }
   const stages = [['source', '#1f77b4'], ['written', '#ff7f0e'], ['committed', '#2ca02c'], ['readable', '#9467bd']];
-  const width = 960, height = 320, left = 70, bottom = 40, top = 20, right = 20;
+  const width = 960, height = 320, left = 70, bottom = 40, top = 34, right = 20;
   const max = Math.max(1, ...windows.flatMap(w => stages.map(([s]) => w[s] || 0)));
   const x = i => left + (windows.length < 2 ? 0 : i * (width - left - right) / (windows.length - 1));
   const y = v => height - bottom - v * (height - bottom - top) / max;
@@ -99,7 +103,7 @@ _SCRIPT = """
     if (values.every(v => v === null)) return;
     const points = values.map((v, i) => `${x(i).toFixed(1)},${y(v || 0).toFixed(1)}`).join(' ');
     add('polyline', {points, fill: 'none', stroke: colour, 'stroke-width': 1.5, 'data-stage': stage});
-    add('text', {x: width - right - 300 + k * 75, y: top, fill: colour, 'font-size': 12}, stage);
+    add('text', {x: width - right - 300 + k * 75, y: 14, fill: colour, 'font-size': 12}, stage);
   });
   windows.forEach((w, i) => {
     if (!w.ok) add('circle', {cx: x(i), cy: y(w.source), r: 4, fill: 'red', 'data-mismatch': w.window_start});
@@ -152,7 +156,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <p>Generated {html_escape.escape(report.generated_at.isoformat())}; {len(report.checkpoints)} committed checkpoints,
 {len(report.pending)} pending.</p>
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
-<h2>Records per one-minute window, per stage</h2>
+<h2>Records per one-minute window (or per checkpoint), per stage</h2>
 <svg id="chart" xmlns="http://www.w3.org/2000/svg" width="960" height="320" role="img"
  aria-label="records per window per stage"></svg>
 <h2>Checkpoints</h2>

@@ -141,7 +141,13 @@ def run_job(
     )
     StagingCrashFileIO.armed = None
     try:
-        table = create_table(catalog, table_name, EVENTS_SCHEMA, partition_by=["event"])
+        table = create_table(
+            catalog,
+            table_name,
+            EVENTS_SCHEMA,
+            partition_by=["event"],
+            properties={"icecommit.event-time-column": "ts"},
+        )
         committer = GlobalCommitter(
             catalog, table_name, job_id=job_id, retry_policy=POLICY, fault=maybe_crash, sleep=lambda _: None
         )

@@ -31,7 +31,13 @@ def _command(catalog: SqlCatalog, table: str, job: int) -> list[str]:
 def test_eight_processes_commit_every_checkpoint_exactly_once(catalog: SqlCatalog) -> None:
     table = f"{catalog.name}.events"
     # create the table first so the processes race on commits, not on creation
-    ic.create_table(catalog, table, checkpoint_rows(1).schema, partition_by=["event"])
+    ic.create_table(
+        catalog,
+        table,
+        checkpoint_rows(1).schema,
+        partition_by=["event"],
+        properties={"icecommit.event-time-column": "ts"},
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     processes = [
         subprocess.Popen(

@@ -1,0 +1,94 @@
+"""``icecommit reconcile`` through a real subprocess, and its HTML chart in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
+from tests.committer.crash_driver import run_job
+
+ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
+TABLE = "ns.events"
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    return subprocess.run([*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An embedded default catalog with a job's three committed checkpoints."""
+    home = tmp_path / "home"
+    home.mkdir()
+    run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "job", 3, catalog_name=DEFAULT_CATALOG_NAME)
+    return home
+
+
+def test_reconcile_exit_codes_and_formats(home: Path, tmp_path: Path) -> None:
+    clean = run(home, "reconcile", TABLE, "--job", "job")
+    assert clean.returncode == 0, clean.stderr
+    assert "**OK" in clean.stdout and "| job | 3 | committed |" in clean.stdout
+
+    as_json = run(home, "--output", "json", "reconcile", TABLE, "--job", "job")
+    assert as_json.returncode == 0
+    document = json.loads(as_json.stdout)
+    assert document["schema_version"] == 1 and document["ok"] is True
+
+    page = tmp_path / "report.html"
+    html = run(home, "reconcile", TABLE, "--format", "html", "--out", str(page))
+    assert html.returncode == 0 and page.read_text().startswith("<!doctype html>")
+    assert str(page) in html.stdout
+
+    # sabotage: a data file disappears
+    victim = next((home / "ns" / "events" / "data").rglob("*.parquet"))
+    victim.unlink()
+    broken = run(home, "reconcile", TABLE, "--job", "job")
+    assert broken.returncode == 1
+    assert "missing-file" in broken.stdout and victim.name in broken.stdout
+
+    usage = run(home, "reconcile", TABLE, "--since", "yesterday-ish")
+    assert usage.returncode == 2 and "not an ISO 8601 time" in usage.stderr
+    missing = run(home, "reconcile", "ns.nope")
+    assert missing.returncode == 2
+
+
+def test_since_last_continues_from_the_previous_successful_run(home: Path) -> None:
+    first = run(home, "--output", "json", "reconcile", TABLE, "--job", "job")
+    assert json.loads(first.stdout)["since"] is None
+    second = json.loads(run(home, "--output", "json", "reconcile", TABLE, "--job", "job", "--since", "last").stdout)
+    assert second["since"] == json.loads(first.stdout)["until"]
+    assert second["checkpoints"] == []  # nothing was prepared since
+    run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "job", 4, catalog_name=DEFAULT_CATALOG_NAME)
+    third = json.loads(run(home, "--output", "json", "reconcile", TABLE, "--job", "job", "--since", "last").stdout)
+    assert [c["checkpoint_id"] for c in third["checkpoints"]] == [4]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup.sh installs it)")
+def test_the_html_chart_is_drawn_in_headless_chromium(home: Path, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    assert run(home, "reconcile", TABLE, "--format", "html", "--out", str(page)).returncode == 0
+    profile = tmp_path / "chromium-profile"
+    dom = subprocess.run(
+        [
+            str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'data-drawn="' in dom.stdout and 'data-drawn="0"' not in dom.stdout
+    for stage in ("source", "written", "committed"):
+        assert f'data-stage="{stage}"' in dom.stdout
+    assert dom.stdout.count("<polyline") >= 3
