@@ -13,7 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
@@ -323,12 +325,32 @@ def _live_files(table: Table) -> list[LiveFile]:
 
 
 def _missing(paths: Sequence[str], io: FileIO) -> list[str]:
-    def exists(path: str) -> bool:
-        return io.new_input(path).exists()
+    """Paths absent from storage: one batched look-up per file system (exact paths, no listing)."""
+    if not paths:
+        return []
+    by_root: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        scheme, _, rest = path.partition("://")
+        root = f"{scheme}://{rest.split('/', 1)[0]}" if rest else "file://"
+        by_root[root].append(path)
+    missing: list[str] = []
+    for group in by_root.values():
+        try:
+            filesystem, _ = pafs.FileSystem.from_uri(group[0])
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            missing.extend(p for p in group if not io.new_input(p).exists())
+            continue
+        inner = [_path_in_filesystem(p) for p in group]
+        infos = filesystem.get_file_info(inner)
+        missing.extend(p for p, info in zip(group, infos, strict=True) if info.type == pafs.FileType.NotFound)
+    return missing
 
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        present = list(pool.map(exists, paths))
-    return [p for p, ok in zip(paths, present, strict=True) if not ok]
+
+def _path_in_filesystem(path: str) -> str:
+    scheme, _, rest = path.partition("://")
+    if scheme == "file":
+        return rest
+    return rest if rest else path
 
 
 def _deep_counts(
