@@ -14,21 +14,22 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Literal
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.manifest import DataFile
-from pyiceberg.table import Table, TableProperties
+from pyiceberg.table import Table
 from tenacity import RetryCallState
 
 from icecommit import ancestry
 from icecommit.catalog.tables import table_name
+from icecommit.committer.attempt import single_attempt_table
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
+from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
-from icecommit.datafiles import WindowCount, WriteResult
+from icecommit.datafiles import WriteResult
 from icecommit.errors import (
     CheckpointNotFoundError,
     CommitConflictError,
@@ -431,7 +432,7 @@ class GlobalCommitter:
         per one-minute event-time window; reconciliation then checks the written rows
         against them instead of against what the tasks received."""
         samples = [
-            MetricSample(SOURCE, _minute(window) if window is not None else None, int(records))
+            MetricSample(SOURCE, minute_start(window) if window is not None else None, int(records))
             for window, records in counts.items()
         ]
         self._store.record_samples(self.job_id, self._table_name, checkpoint_id, samples)
@@ -484,7 +485,7 @@ class GlobalCommitter:
 
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
         """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
-        single = _single_attempt(table, self._catalog)
+        single = single_attempt_table(table, self._catalog)
         with (
             single.transaction() as tx,
             tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append,
@@ -495,72 +496,6 @@ class GlobalCommitter:
         if found is None:
             raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
         return found.snapshot_id
-
-
-class RetainingFileIO(FileIO):
-    """A FileIO that reads and writes through another one but never deletes.
-
-    pyiceberg removes the manifests of an attempt that raised ``CommitFailedException``;
-    a catalog that misreports a commit that did land would leave the table pointing at
-    deleted files. Inside the commit path nothing is deleted: the files of attempts that
-    truly failed are left for the orphan sweeper.
-    """
-
-    def __init__(self, inner: FileIO) -> None:
-        super().__init__(inner.properties)
-        self._inner = inner
-        self.retained: list[str] = []
-
-    def new_input(self, location: str) -> InputFile:
-        return self._inner.new_input(location)
-
-    def new_output(self, location: str) -> OutputFile:
-        return self._inner.new_output(location)
-
-    def delete(self, location: str | InputFile | OutputFile) -> None:
-        path = location if isinstance(location, str) else location.location
-        logger.debug("commit path keeps %s (deletes are left to the orphan sweeper)", path)
-        self.retained.append(path)
-
-
-def _single_attempt(table: Table, catalog: Catalog) -> Table:
-    """The same table with pyiceberg's own retry loop and cleanup switched off, and
-    manifest merging on unless the table says otherwise.
-
-    icecommit retries itself, so that the ancestry check runs before every attempt, and
-    deletes nothing while a commit's outcome could be in doubt. Only the in-memory copy
-    changes; the table's properties are untouched.
-    """
-    properties = {
-        # Iceberg's default (pyiceberg's is off): merge small manifests, so that commit
-        # latency does not grow with the number of checkpoints.
-        TableProperties.MANIFEST_MERGE_ENABLED: "true",
-        **table.metadata.properties,
-        TableProperties.COMMIT_NUM_RETRIES: "0",
-    }
-    metadata = table.metadata.model_copy(update={"properties": properties})
-    return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
-
-
-def _minute(value: datetime) -> datetime:
-    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).replace(second=0, microsecond=0)
-
-
-def _window(start_us: int | None) -> datetime | None:
-    return None if start_us is None else datetime.fromtimestamp(start_us / 1_000_000, tz=timezone.utc)
-
-
-def prepare_samples(results: Sequence[WriteResult]) -> list[MetricSample]:
-    """``source`` and ``written`` metrics of each task attempt, per window."""
-    samples = []
-    for result in results:
-        windows = result.windows or (WindowCount(None, result.source_records, result.records),)
-        for window in windows:
-            start = _window(window.window_start_us)
-            samples.append(MetricSample(SOURCE, start, window.source_records, result.task_id, result.attempt))
-            samples.append(MetricSample(WRITTEN, start, window.written_records, result.task_id, result.attempt))
-    return samples
 
 
 def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:

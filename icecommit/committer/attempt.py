@@ -1,0 +1,56 @@
+"""One commit attempt's view of a table: pyiceberg's retries and cleanup switched off."""
+
+from __future__ import annotations
+
+import logging
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.io import FileIO, InputFile, OutputFile
+from pyiceberg.table import Table, TableProperties
+
+logger = logging.getLogger(__name__)
+
+
+class RetainingFileIO(FileIO):
+    """A FileIO that reads and writes through another one but never deletes.
+
+    pyiceberg removes the manifests of an attempt that raised ``CommitFailedException``;
+    a catalog that misreports a commit that did land would leave the table pointing at
+    deleted files. Inside the commit path nothing is deleted: the files of attempts that
+    truly failed are left for the orphan sweeper.
+    """
+
+    def __init__(self, inner: FileIO) -> None:
+        super().__init__(inner.properties)
+        self._inner = inner
+        self.retained: list[str] = []
+
+    def new_input(self, location: str) -> InputFile:
+        return self._inner.new_input(location)
+
+    def new_output(self, location: str) -> OutputFile:
+        return self._inner.new_output(location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        path = location if isinstance(location, str) else location.location
+        logger.debug("commit path keeps %s (deletes are left to the orphan sweeper)", path)
+        self.retained.append(path)
+
+
+def single_attempt_table(table: Table, catalog: Catalog) -> Table:
+    """The same table with pyiceberg's own retry loop and cleanup switched off, and
+    manifest merging on unless the table says otherwise.
+
+    icecommit retries itself, so that the ancestry check runs before every attempt, and
+    deletes nothing while a commit's outcome could be in doubt. Only the in-memory copy
+    changes; the table's properties are untouched.
+    """
+    properties = {
+        # Iceberg's default (pyiceberg's is off): merge small manifests, so that commit
+        # latency does not grow with the number of checkpoints.
+        TableProperties.MANIFEST_MERGE_ENABLED: "true",
+        **table.metadata.properties,
+        TableProperties.COMMIT_NUM_RETRIES: "0",
+    }
+    metadata = table.metadata.model_copy(update={"properties": properties})
+    return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
