@@ -10,6 +10,7 @@ from icecommit.committer import CommitResult, GlobalCommitter, RetryPolicy
 from icecommit.datafiles import DataFileRecord, WriteResult
 from icecommit.errors import (
     CheckpointNotFoundError,
+    CheckpointRolledBackError,
     CommitConflictError,
     CommitStateUnknownError,
     IcecommitError,
@@ -39,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CheckpointNotFoundError",
+    "CheckpointRolledBackError",
     "CommitConflictError",
     "CommitResult",
     "CommitStateUnknownError",

@@ -115,12 +115,31 @@ class TableSpecError(IcecommitError):
         super().__init__(f"table {table}: {reason}")
 
 
+class CheckpointRolledBackError(IcecommitError):
+    """A checkpoint was committed, then a rollback removed its snapshot from the branch.
+
+    Replaying it is neither skipped nor duplicated silently: re-commit it explicitly
+    (``GlobalCommitter.recommit`` or ``ic.write(..., recommit=True)``), or leave it out.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, snapshot_id: int, table: str) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.snapshot_id = snapshot_id
+        self.table = table
+        super().__init__(
+            f"checkpoint {checkpoint_id} of job {job_id!r} was committed as snapshot {snapshot_id} of {table}, "
+            "which a rollback removed from the branch; re-commit it explicitly (recommit=True) or leave it out"
+        )
+
+
 class InvalidRangeError(IcecommitError):
     """A time range whose start is not before its end."""
 
 
 __all__ = [
     "CheckpointNotFoundError",
+    "CheckpointRolledBackError",
     "CommitConflictError",
     "CommitStateUnknownError",
     "IcecommitError",

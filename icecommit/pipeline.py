@@ -45,6 +45,7 @@ def write(
     branch: str = "main",
     target_file_size: int | None = None,
     task_hook: TaskHook | None = None,
+    recommit: bool = False,
 ) -> CommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -60,6 +61,8 @@ def write(
         SchemaMismatchError: the DataFrame does not fit the table (nothing committed; any
             files written are removed).
         ValidationError: pre-commit validation failed (likewise).
+        CheckpointRolledBackError: the checkpoint was committed and a rollback removed it;
+            pass ``recommit=True`` to commit its staged files again (nothing is rewritten).
         CommitConflictError, CommitStateUnknownError: see ``GlobalCommitter.commit``.
     """
     catalog = catalog or connect()
@@ -70,6 +73,8 @@ def write(
         return committer.commit(checkpoint_id)
     prepared = committer.store.get(job_id, committer.table_name, checkpoint_id)
     if prepared is not None and prepared.committed:
+        if recommit and prepared.snapshot_id is not None:
+            return committer.recommit(checkpoint_id)
         return committer.commit(checkpoint_id)
     current = committer.load_table()
     writer = SparkWriter(current, job_id=job_id, target_file_size=target_file_size, task_hook=task_hook)

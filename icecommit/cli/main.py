@@ -8,7 +8,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,10 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.inspect import list_checkpoints, list_snapshots
+from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
+from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
 from icecommit.committer.committer import CommitResult
-from icecommit.demo.pipeline import run_demo
 from icecommit.errors import CommitStateUnknownError, IcecommitError
 from icecommit.metrics import Thresholds, last_successful_run, record_run, state_engine, state_uri
 from icecommit.metrics import reconcile as reconcile_table
@@ -101,6 +102,9 @@ def demo(ctx: Context, rows: int, checkpoints: int) -> None:
     """
 
     def action() -> None:
+        # Spark is loaded only by the command that runs it, so the catalog commands stay quick
+        from icecommit.demo.pipeline import run_demo
+
         catalog = ctx.catalog()
         if ctx.json:
             ctx.output.demo(run_demo(catalog, rows=rows, checkpoints=checkpoints))
@@ -228,6 +232,129 @@ def reconcile(
             sys.exit(EXIT_PROBLEM)
 
     _run(ctx, action)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration such as 90s, 30m, 12h, 3d or 1w."""
+
+    name = "DURATION"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip().lower()
+        if len(text) < 2 or text[-1] not in _UNITS or not text[:-1].isdigit():
+            self.fail(f"{value!r} is not a duration like 90s, 30m, 12h, 3d or 1w", param, ctx)
+        return timedelta(seconds=int(text[:-1]) * _UNITS[text[-1]])
+
+
+DURATION = _Duration()
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--to-snapshot", type=int, default=None, help="Snapshot id (an ancestor, unless --allow-non-ancestor).")
+@click.option("--to-timestamp", type=INSTANT, default=None, help="Newest ancestor committed at or before this time.")
+@click.option(
+    "--to-checkpoint", type=int, default=None, help="The snapshot that committed this checkpoint (with --job)."
+)
+@click.option("--job", default=None, help="Job id for --to-checkpoint.")
+@click.option(
+    "--to-event-time", type=INSTANT, default=None, help="Newest snapshot whose data is all at or before this."
+)
+@click.option("--allow-non-ancestor", is_flag=True, help="Allow a --to-snapshot that is not an ancestor.")
+@click.option("--dry-run", is_flag=True, help="Show what would become invisible; change nothing.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def rollback(
+    ctx: Context,
+    table: str,
+    to_snapshot: int | None,
+    to_timestamp: datetime | None,
+    to_checkpoint: int | None,
+    job: str | None,
+    to_event_time: datetime | None,
+    allow_non_ancestor: bool,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Make an earlier snapshot current: by id, commit time, checkpoint or event time.
+
+    Without --yes it asks when stdin is a terminal and refuses otherwise.
+
+    \b
+    Example:
+      icecommit rollback demo.clickstream --to-checkpoint 2 --job clickstream-demo --dry-run
+      icecommit rollback demo.clickstream --to-event-time 2026-11-20T12:00:00Z --yes
+    """
+
+    def action() -> None:
+        catalog = ctx.catalog()
+        plan = plan_rollback(
+            catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
+            job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor,
+        )  # fmt: skip
+        if dry_run:
+            ctx.output.rollback(plan)
+            return
+        if not yes:
+            if not sys.stdin.isatty():
+                raise ValueError("refusing to roll back without --yes when stdin is not a terminal")
+            question = (
+                f"Roll {table} back to snapshot {plan.target_snapshot_id}, hiding "
+                f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows?"
+            )
+            if not click.confirm(question, err=True):
+                raise ValueError("rollback not confirmed; nothing changed")
+        ctx.output.rollback(apply_rollback(catalog, plan))
+
+    _run(ctx, action)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--older-than", type=DURATION, default="5d", show_default=True, help="Expire snapshots older than this.")
+@click.option("--retain-last", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--dry-run/--no-dry-run", default=True, show_default=True, help="List only (the default); --no-dry-run acts."
+)
+@click.pass_obj
+def expire(ctx: Context, table: str, older_than: timedelta, retain_last: int, dry_run: bool) -> None:
+    """Expire old snapshots and delete the files only they referenced (dry run by default).
+
+    The snapshot of each job's latest committed checkpoint is always kept.
+
+    \b
+    Example:
+      icecommit expire demo.clickstream --older-than 7d --retain-last 10
+      icecommit expire demo.clickstream --older-than 7d --retain-last 10 --no-dry-run
+    """
+
+    def action() -> None:
+        catalog = ctx.catalog()
+        plan = plan_expire(catalog, table, older_than=older_than, retain_last=retain_last)
+        ctx.output.expire(plan if dry_run else apply_expire(catalog, plan))
+
+    _run(ctx, action)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--older-than", type=DURATION, default="3d", show_default=True, help="Only files older than this.")
+@click.option("--delete", is_flag=True, help="Delete the orphans (default: only list them).")
+@click.pass_obj
+def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool) -> None:
+    """List (or delete) files under the table that no snapshot or prepared checkpoint references.
+
+    \b
+    Example:
+      icecommit orphans demo.clickstream --older-than 3d
+      icecommit orphans demo.clickstream --older-than 3d --delete
+    """
+    _run(ctx, lambda: ctx.output.orphans(find_orphans(ctx.catalog(), table, older_than=older_than, delete=delete)))
 
 
 def main() -> None:

@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
-from icecommit.demo.pipeline import DemoReport
+from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
+from icecommit.catalog.rollback import RollbackPlan
+from icecommit.demo.report import DemoReport
 from icecommit.metrics.report_model import ReconciliationReport
 
 
@@ -31,6 +33,12 @@ class Output(Protocol):
     def demo(self, report: DemoReport) -> None: ...
 
     def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None: ...
+
+    def rollback(self, plan: RollbackPlan) -> None: ...
+
+    def expire(self, plan: ExpirePlan) -> None: ...
+
+    def orphans(self, sweep: OrphanSweep) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
 
@@ -68,6 +76,15 @@ class JsonOutput:
         if out is not None:
             document["written_to"] = str(out)
         self._emit(document)
+
+    def rollback(self, plan: RollbackPlan) -> None:
+        self._emit(_plain(plan))
+
+    def expire(self, plan: ExpirePlan) -> None:
+        self._emit(_plain(plan))
+
+    def orphans(self, sweep: OrphanSweep) -> None:
+        self._emit(_plain(sweep))
 
     def error(self, message: str, code: int) -> None:
         self._emit({"error": message, "exit_code": code})
@@ -145,6 +162,42 @@ class TextOutput:
             return
         verdict = "[green]reconciles[/green]" if report.ok else "[red]does not reconcile[/red]"
         self.console.print(f"{report.table} {verdict}: {len(report.problems)} problem(s); report written to {out}")
+
+    def rollback(self, plan: RollbackPlan) -> None:
+        verb = "rolled back" if plan.applied else "would roll back (dry run)"
+        checkpoints = ", ".join(f"{job}#{cp}" for job, cp in plan.hidden_checkpoints) or "none"
+        self.console.print(
+            f"{plan.table} {verb} to snapshot {plan.target_snapshot_id} ({plan.selector}); "
+            f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows "
+            f"{'are' if plan.applied else 'would become'} invisible; checkpoints: {checkpoints}",
+            highlight=False,
+        )
+        for snapshot_id in plan.hidden_snapshot_ids:
+            self.console.print(f"  hidden: {snapshot_id}", highlight=False)
+
+    def expire(self, plan: ExpirePlan) -> None:
+        verb = "expired" if plan.applied else "would expire (dry run)"
+        self.console.print(
+            f"{plan.table}: {verb} {len(plan.expired_snapshot_ids)} snapshot(s); "
+            f"{plan.deleted_files if plan.applied else len(plan.files_to_delete)} file(s) "
+            f"{'deleted' if plan.applied else 'to delete'}",
+            highlight=False,
+        )
+        for job, snapshot_id in plan.kept_for_jobs:
+            self.console.print(f"  kept {snapshot_id}: latest checkpoint of job {job}", highlight=False)
+        for path in plan.files_to_delete:
+            self.console.print(f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False)
+
+    def orphans(self, sweep: OrphanSweep) -> None:
+        verb = "deleted" if sweep.deleted else "found (nothing deleted; --delete removes them)"
+        total = sum(o.size for o in sweep.orphans)
+        self.console.print(
+            f"{sweep.table}: {len(sweep.orphans)} orphan file(s), {total:,} bytes, older than "
+            f"{sweep.older_than.isoformat()}, {verb}",
+            highlight=False,
+        )
+        for orphan in sweep.orphans:
+            self.console.print(f"  {orphan.path} ({orphan.size:,} bytes, {_time(orphan.modified)})", highlight=False)
 
     def error(self, message: str, code: int) -> None:
         Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)

@@ -32,6 +32,7 @@ from icecommit.committer.validation import require_files_present, size_mismatche
 from icecommit.datafiles import WriteResult
 from icecommit.errors import (
     CheckpointNotFoundError,
+    CheckpointRolledBackError,
     CommitConflictError,
     CommitStateUnknownError,
     ValidationError,
@@ -255,6 +256,8 @@ class GlobalCommitter:
         target = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if target is None:
             return self._committed_without_state(checkpoint_id)
+        if target.committed and target.snapshot_id is not None and not self.is_committed(checkpoint_id):
+            raise CheckpointRolledBackError(self.job_id, checkpoint_id, target.snapshot_id, self._table_name)
         pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id)
         outcome: CommitResult | None = None
         for state in pending:
@@ -265,6 +268,28 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             return _result_from_state(target, "already-committed" if target.snapshot_id else "empty")
         return outcome
+
+    def recommit(self, checkpoint_id: int) -> CommitResult:
+        """Commit again a checkpoint whose snapshot a rollback removed from the branch.
+
+        Uses the checkpoint's staged manifest; its data files must still exist.
+
+        Raises:
+            CheckpointNotFoundError: the checkpoint was never prepared here.
+            ValidationError: it is not rolled back (still in the ancestry, or never
+                committed), or its staged files are gone.
+        """
+        state = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        if state is None:
+            raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
+        if not state.committed or state.snapshot_id is None or self.is_committed(checkpoint_id):
+            raise ValidationError(
+                "only a committed checkpoint that a rollback removed from the branch can be re-committed",
+                checkpoint_id=checkpoint_id,
+            )
+        self._store.reopen(self.job_id, self._table_name, checkpoint_id)
+        logger.warning("re-committing checkpoint %d of job %s after a rollback", checkpoint_id, self.job_id)
+        return self._commit_prepared(self._store.get(self.job_id, self._table_name, checkpoint_id) or state)
 
     def recover(self) -> list[CommitResult]:
         """Commit, in order, every checkpoint of this job that was prepared and not committed.

@@ -1,6 +1,5 @@
-"""The demo pipeline (synthetic clickstream into a partitioned table)."""
+"""The demo pipeline: a synthetic clickstream landed through Spark (``icecommit.demo.pipeline``)."""
 
-from icecommit.demo.clickstream import clickstream
-from icecommit.demo.pipeline import DEMO_JOB, DEMO_TABLE, DemoReport, run_demo
+from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
 
-__all__ = ["DEMO_JOB", "DEMO_TABLE", "DemoReport", "clickstream", "run_demo"]
+__all__ = ["DEMO_JOB", "DEMO_TABLE", "DemoReport"]

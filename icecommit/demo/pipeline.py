@@ -4,34 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 
-from icecommit.catalog.inspect import SnapshotInfo, list_snapshots
+from icecommit.catalog.inspect import list_snapshots
 from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import CommitResult
 from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
+from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
 from icecommit.pipeline import write
 from icecommit.writers.session import local_session
 
-DEMO_TABLE = "demo.clickstream"
-DEMO_JOB = "clickstream-demo"
-
 #: Called with (checkpoint id, phase, result or None); phases: start, done.
 ProgressHook = Callable[[int, str, CommitResult | None], None]
-
-
-@dataclass(frozen=True)
-class DemoReport:
-    """What the demo did: one result per checkpoint, the snapshots, the rows read back."""
-
-    table: str
-    rows: int
-    checkpoints: tuple[CommitResult, ...]
-    snapshots: tuple[SnapshotInfo, ...]
-    rows_read_back: int
-    seconds: float
 
 
 def run_demo(

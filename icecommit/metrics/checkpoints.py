@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, Select, and_, func, select
+from sqlalchemy import Engine, Select, and_, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -272,6 +272,23 @@ class CheckpointStore:
             return {
                 (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
             }
+
+    def reopen(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
+        """Set a committed checkpoint back to prepared (after a rollback, to re-commit it),
+        dropping its committed-stage metrics so nothing counts twice."""
+        with Session(self._engine) as session, session.begin():
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            row.status = PREPARED
+            row.snapshot_id = None
+            row.committed_at = None
+            session.execute(
+                delete(MetricRow).where(
+                    MetricRow.job_id == job_id,
+                    MetricRow.table_name == table_name,
+                    MetricRow.checkpoint_id == checkpoint_id,
+                    MetricRow.stage == STAGE_COMMITTED,
+                )
+            )
 
     def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Count a commit attempt whose outcome was unknown."""

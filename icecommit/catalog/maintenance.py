@@ -1,0 +1,198 @@
+"""Snapshot expiry with file cleanup, and the orphan-file sweep.
+
+pyiceberg expires snapshots but deletes no file; Iceberg's ``remove_orphan_files`` has no
+pyiceberg counterpart. Both live here, both plan before acting, and both keep every file
+that a retained snapshot or a prepared checkpoint still needs. This is the only place in
+icecommit that lists a directory (the sweep), and it never runs on the write path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import pyarrow.fs as pafs
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
+
+from icecommit import ancestry
+from icecommit.catalog.tables import resolve_table, table_name
+from icecommit.committer.staging import read_staged_manifest
+from icecommit.metrics.checkpoints import CheckpointStore
+from icecommit.metrics.database import state_engine, state_uri
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SNAPSHOT_AGE = timedelta(days=5)  # Iceberg's history.expire.max-snapshot-age-ms
+DEFAULT_ORPHAN_AGE = timedelta(days=3)  # Iceberg's remove_orphan_files
+
+
+@dataclass(frozen=True)
+class ExpirePlan:
+    """Snapshots to expire, the ones kept on purpose, and the files only they referenced."""
+
+    table: str
+    expired_snapshot_ids: tuple[int, ...]
+    kept_for_jobs: tuple[tuple[str, int], ...]  # (job, snapshot) kept: the job's latest checkpoint
+    files_to_delete: tuple[str, ...]
+    applied: bool = False
+    deleted_files: int = 0
+
+
+@dataclass(frozen=True)
+class OrphanFile:
+    """A file under the table's location that nothing references."""
+
+    path: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class OrphanSweep:
+    """What the sweep found, and what it deleted."""
+
+    table: str
+    older_than: datetime
+    orphans: tuple[OrphanFile, ...]
+    deleted: bool = False
+
+
+def snapshot_files(table: Table, snapshot: Snapshot) -> set[str]:
+    """Every file one snapshot needs: its manifest list, manifests and live data files."""
+    files = {snapshot.manifest_list}
+    for manifest in snapshot.manifests(table.io):
+        files.add(manifest.manifest_path)
+        files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+    return files
+
+
+def checkpoint_files(catalog: Catalog, table: Table) -> set[str]:
+    """Staged manifests of every checkpoint in the state table, and the data files of the
+    prepared ones (a prepared checkpoint's files are never orphans)."""
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    files: set[str] = set()
+    for state in store.list(".".join(table.name())):
+        if state.manifest_path is None:
+            continue
+        files.add(state.manifest_path)
+        if not state.committed and table.io.new_input(state.manifest_path).exists():
+            files.update(f.file_path for f in read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id))
+    return files
+
+
+def _union(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:
+    files: set[str] = set()
+    for snapshot in snapshots:
+        files |= snapshot_files(table, snapshot)
+    return files
+
+
+def plan_expire(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    older_than: timedelta = DEFAULT_SNAPSHOT_AGE,
+    retain_last: int = 1,
+    now: datetime | None = None,
+) -> ExpirePlan:
+    """Which snapshots expire and which files go with them; changes nothing.
+
+    Kept: snapshots younger than ``older_than``, the newest ``retain_last`` of the main
+    branch, every branch and tag head, and for each job the snapshot of its latest
+    committed checkpoint (the committer reads it to resume).
+    """
+    if retain_last < 1:
+        raise ValueError("retain_last must be at least 1")
+    name = table_name(table)
+    loaded = resolve_table(catalog, table)
+    now = now or datetime.now(timezone.utc)
+    cutoff_ms = int((now - older_than).timestamp() * 1000)
+    lineage = list(ancestry.branch_ancestry(loaded.metadata))
+    keep = {s.snapshot_id for s in lineage[:retain_last]}
+    keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
+    kept_for_jobs: dict[str, int] = {}
+    for snapshot in lineage:
+        key = ancestry.checkpoint_of(snapshot)
+        if key is not None and key[0] not in kept_for_jobs:
+            kept_for_jobs[key[0]] = snapshot.snapshot_id
+    keep |= set(kept_for_jobs.values())
+    expired = [s for s in loaded.metadata.snapshots if s.snapshot_id not in keep and s.timestamp_ms < cutoff_ms]
+    retained = [s for s in loaded.metadata.snapshots if s not in expired]
+    still_needed = _union(loaded, retained) | checkpoint_files(catalog, loaded)
+    doomed = sorted(_union(loaded, expired) - still_needed)
+    return ExpirePlan(
+        table=name,
+        expired_snapshot_ids=tuple(s.snapshot_id for s in expired),
+        kept_for_jobs=tuple(sorted(kept_for_jobs.items())),
+        files_to_delete=tuple(doomed),
+    )
+
+
+def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
+    """Expire the plan's snapshots, then delete the files only they referenced.
+
+    Files are deleted only after the catalog accepted the expiry; if that commit fails,
+    nothing is deleted.
+    """
+    loaded = catalog.load_table(plan.table)
+    present = {s.snapshot_id for s in loaded.metadata.snapshots}
+    ids = [i for i in plan.expired_snapshot_ids if i in present]
+    if ids:
+        loaded.maintenance.expire_snapshots().by_ids(ids).commit()
+    deleted = 0
+    for path in plan.files_to_delete:
+        try:
+            loaded.io.delete(path)
+            deleted += 1
+        except FileNotFoundError:
+            continue
+    logger.warning("expired %d snapshot(s) of %s and deleted %d file(s)", len(ids), plan.table, deleted)
+    return ExpirePlan(**{**plan.__dict__, "applied": True, "deleted_files": deleted})
+
+
+def _referenced(catalog: Catalog, table: Table) -> set[str]:
+    files = _union(table, table.metadata.snapshots) | checkpoint_files(catalog, table)
+    files.add(table.metadata_location)
+    files.update(entry.metadata_file for entry in table.metadata.metadata_log)
+    files.update(s.statistics_path for s in table.metadata.statistics)
+    return files
+
+
+def _normalise(path: str) -> str:
+    return path.removeprefix("file://")
+
+
+def find_orphans(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    older_than: timedelta = DEFAULT_ORPHAN_AGE,
+    delete: bool = False,
+    now: datetime | None = None,
+) -> OrphanSweep:
+    """Files under the table's location that nothing references and that are older than
+    ``older_than``; deleted only when ``delete`` is True."""
+    name = table_name(table)
+    loaded = resolve_table(catalog, table)
+    now = now or datetime.now(timezone.utc)
+    limit = now - older_than
+    referenced = {_normalise(p) for p in _referenced(catalog, loaded)}
+    filesystem, root = pafs.FileSystem.from_uri(loaded.metadata.location)
+    orphans = []
+    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
+        if info.type != pafs.FileType.File or info.path in referenced:
+            continue
+        modified = info.mtime if info.mtime is not None else now
+        modified = modified if modified.tzinfo else modified.replace(tzinfo=timezone.utc)
+        if modified < limit:
+            orphans.append(OrphanFile(info.path, info.size or 0, modified))
+    orphans.sort(key=lambda o: o.path)
+    if delete:
+        for orphan in orphans:
+            filesystem.delete_file(orphan.path)
+        logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
+    return OrphanSweep(name, limit, tuple(orphans), deleted=delete)

@@ -1,0 +1,175 @@
+"""Rollback by snapshot, commit time, checkpoint or event time: plan first, then apply.
+
+Every snapshot icecommit commits records the largest event time it committed
+(``icecommit.max-event-time-us``), so a table can travel by data time, not only by
+commit time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
+
+from icecommit import ancestry
+from icecommit.catalog.tables import resolve_table, table_name
+from icecommit.errors import SnapshotNotFoundError, TableSpecError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RollbackPlan:
+    """What a rollback does: which snapshots become invisible and how many rows.
+
+    Attributes:
+        current_snapshot_id: the table's current snapshot when planned.
+        target_snapshot_id: the snapshot that becomes current.
+        hidden_snapshot_ids: snapshots newer than the target on the current branch.
+        hidden_records: rows those snapshots added.
+        hidden_checkpoints: (job, checkpoint) pairs those snapshots committed.
+        applied: False for a dry run or a plan not yet applied.
+    """
+
+    table: str
+    selector: str
+    current_snapshot_id: int | None
+    target_snapshot_id: int
+    is_ancestor: bool
+    hidden_snapshot_ids: tuple[int, ...]
+    hidden_records: int
+    hidden_checkpoints: tuple[tuple[str, int], ...]
+    applied: bool = False
+
+
+def _millis(value: datetime) -> int:
+    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return int(value.timestamp() * 1000)
+
+
+def _micros(value: datetime) -> int:
+    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    return int(value.timestamp() * 1_000_000)
+
+
+def _select(
+    table: Table,
+    name: str,
+    *,
+    to_snapshot: int | None,
+    to_timestamp: datetime | None,
+    to_checkpoint: int | None,
+    job_id: str | None,
+    to_event_time: datetime | None,
+    branch: str,
+) -> tuple[Snapshot, str]:
+    chosen = [x is not None for x in (to_snapshot, to_timestamp, to_checkpoint, to_event_time)]
+    if sum(chosen) != 1:
+        raise ValueError("give exactly one of to_snapshot, to_timestamp, to_checkpoint (with job_id), to_event_time")
+    lineage = list(ancestry.branch_ancestry(table.metadata, branch))  # newest first
+    if to_snapshot is not None:
+        snapshot = table.metadata.snapshot_by_id(to_snapshot)
+        if snapshot is None:
+            raise SnapshotNotFoundError(name, f"with id {to_snapshot}")
+        return snapshot, f"snapshot {to_snapshot}"
+    if to_timestamp is not None:
+        limit = _millis(to_timestamp)
+        for snapshot in lineage:
+            if snapshot.timestamp_ms <= limit:
+                return snapshot, f"timestamp {to_timestamp.isoformat()}"
+        raise SnapshotNotFoundError(name, f"committed at or before {to_timestamp.isoformat()}")
+    if to_checkpoint is not None:
+        if not job_id:
+            raise ValueError("--to-checkpoint needs --job")
+        found = ancestry.find_checkpoint(table.metadata, job_id, to_checkpoint, branch)
+        if found is None:
+            raise SnapshotNotFoundError(name, f"committing checkpoint {to_checkpoint} of job {job_id}")
+        return found, f"checkpoint {to_checkpoint} of job {job_id}"
+    assert to_event_time is not None
+    limit_us = _micros(to_event_time)
+    # the newest snapshot whose committed data (its own and all its ancestors') is at or
+    # before the limit; a snapshot that does not record its event time ends the walk
+    best: Snapshot | None = None
+    for snapshot in reversed(lineage):
+        value = snapshot.summary.get(ancestry.MAX_EVENT_TIME) if snapshot.summary else None
+        if value is None or int(value) > limit_us:
+            break
+        best = snapshot
+    if best is None:
+        raise SnapshotNotFoundError(name, f"whose committed data is all at or before {to_event_time.isoformat()}")
+    return best, f"event time {to_event_time.isoformat()}"
+
+
+def plan_rollback(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    to_snapshot: int | None = None,
+    to_timestamp: datetime | None = None,
+    to_checkpoint: int | None = None,
+    job_id: str | None = None,
+    to_event_time: datetime | None = None,
+    allow_non_ancestor: bool = False,
+    branch: str = "main",
+) -> RollbackPlan:
+    """Work out a rollback without changing anything.
+
+    Raises:
+        SnapshotNotFoundError: no snapshot matches the selector.
+        TableSpecError: the target is not an ancestor of the current snapshot and
+            ``allow_non_ancestor`` is False.
+        ValueError: not exactly one selector.
+    """
+    name = table_name(table)
+    loaded = resolve_table(catalog, table)
+    target, selector = _select(
+        loaded, name, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
+        job_id=job_id, to_event_time=to_event_time, branch=branch,
+    )  # fmt: skip
+    lineage = list(ancestry.branch_ancestry(loaded.metadata, branch))
+    ids = [s.snapshot_id for s in lineage]
+    is_ancestor = target.snapshot_id in ids
+    if not is_ancestor and not allow_non_ancestor:
+        raise TableSpecError(
+            name, f"snapshot {target.snapshot_id} is not an ancestor of the current snapshot (use --allow-non-ancestor)"
+        )
+    hidden = lineage[: ids.index(target.snapshot_id)] if is_ancestor else lineage
+    records = sum(int(s.summary.get("added-records") or 0) for s in hidden if s.summary)
+    checkpoints = tuple(key for s in hidden if (key := ancestry.checkpoint_of(s)) is not None)
+    current = loaded.metadata.refs.get(branch)
+    return RollbackPlan(
+        table=name,
+        selector=selector,
+        current_snapshot_id=current.snapshot_id if current else None,
+        target_snapshot_id=target.snapshot_id,
+        is_ancestor=is_ancestor,
+        hidden_snapshot_ids=tuple(s.snapshot_id for s in hidden),
+        hidden_records=records,
+        hidden_checkpoints=checkpoints,
+    )
+
+
+def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
+    """Make the plan's target the current snapshot (a compare-and-swap on the catalog).
+
+    Raises:
+        TableSpecError: the table changed since the plan was made.
+    """
+    loaded = catalog.load_table(plan.table)
+    current = loaded.current_snapshot()
+    if (current.snapshot_id if current else None) != plan.current_snapshot_id:
+        raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
+    manage = loaded.manage_snapshots()
+    if plan.is_ancestor:
+        manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
+    else:
+        manage.set_current_snapshot(plan.target_snapshot_id).commit()
+    logger.warning(
+        "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",
+        plan.table, plan.target_snapshot_id, plan.selector, len(plan.hidden_snapshot_ids), plan.hidden_records,
+    )  # fmt: skip
+    return RollbackPlan(**{**plan.__dict__, "applied": True})

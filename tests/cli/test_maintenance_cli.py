@@ -1,0 +1,201 @@
+"""Rollback, expire and orphans through a real subprocess on a real table."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
+from icecommit.committer import committed_checkpoints
+from tests.committer.crash_driver import run_job
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
+TABLE = "ns.events"
+BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
+
+
+def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    return subprocess.run(
+        [*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    )
+
+
+def js(home: Path, *args: str) -> Any:
+    result = run(home, "--output", "json", *args)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def catalog_of(home: Path) -> SqlCatalog:
+    return SqlCatalog(DEFAULT_CATALOG_NAME, uri=f"sqlite:///{home / 'catalog.db'}", warehouse=home.as_uri())
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """Three checkpoints of job 'job', checkpoint c holding events in hour c of BASE."""
+    home = tmp_path / "home"
+    home.mkdir()
+    catalog = catalog_of(home)
+    table = ic.create_table(
+        catalog, TABLE, EVENTS_SCHEMA, partition_by=["event"], properties={"icecommit.event-time-column": "ts"}
+    )
+    committer = ic.GlobalCommitter(catalog, table, job_id="job")
+    for checkpoint_id in (1, 2, 3):
+        rows = events(checkpoint_id * 100, checkpoint_id * 100 + 40, days=1)
+        hour = BASE + dt.timedelta(hours=checkpoint_id)
+        times = [hour + dt.timedelta(seconds=i) for i in range(40)]
+        rows = rows.set_column(1, "ts", pa.array(times, rows.schema.field("ts").type))
+        results = [write_arrow(committer.load_table(), rows, job_id="job", checkpoint_id=checkpoint_id)]
+        committer.prepare(checkpoint_id, results)
+        committer.commit(checkpoint_id)
+        time.sleep(0.01)  # distinct commit timestamps
+    catalog.engine.dispose()
+    return home
+
+
+def rows(home: Path) -> int:
+    catalog = catalog_of(home)
+    count = catalog.load_table(TABLE).scan().to_arrow().num_rows
+    catalog.engine.dispose()
+    return count
+
+
+def snapshot_ids(home: Path) -> list[int]:
+    return [s["snapshot_id"] for s in js(home, "snapshots", TABLE)["snapshots"]]
+
+
+def test_snapshots_and_checkpoints_in_text_and_json(home: Path) -> None:
+    snapshots = js(home, "snapshots", TABLE)["snapshots"]
+    assert [s["checkpoint_id"] for s in snapshots] == [1, 2, 3]
+    assert snapshots[-1]["max_event_time"].startswith("2026-03-01T03:00:39")
+    text = run(home, "snapshots", TABLE)
+    assert text.returncode == 0 and "job" in text.stdout
+    checkpoints = js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]
+    assert [(c["checkpoint_id"], c["status"]) for c in checkpoints] == [
+        (1, "committed"),
+        (2, "committed"),
+        (3, "committed"),
+    ]
+    assert "committed" in run(home, "checkpoints", TABLE).stdout
+
+
+def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
+    first, second, third = snapshot_ids(home)
+    plan = js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
+    assert plan["target_snapshot_id"] == second and plan["hidden_records"] == 40 and plan["applied"] is False
+    assert rows(home) == 120  # the dry run changed nothing
+
+    refused = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
+    assert refused.returncode == 2 and "without --yes" in refused.stderr
+    assert rows(home) == 120 and snapshot_ids(home) == [first, second, third]
+
+    assert js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")["applied"] is True
+    assert rows(home) == 80
+
+    assert js(home, "rollback", TABLE, "--to-snapshot", str(first), "--yes")["target_snapshot_id"] == first
+    assert rows(home) == 40
+
+    not_ancestor = run(home, "rollback", TABLE, "--to-snapshot", str(third), "--yes")
+    assert not_ancestor.returncode == 2 and "not an ancestor" in not_ancestor.stderr
+    assert rows(home) == 40
+    assert js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")["applied"]
+    assert rows(home) == 120
+
+    committed_at = {s["snapshot_id"]: s["committed_at"] for s in js(home, "snapshots", TABLE)["snapshots"]}
+    plan = js(home, "rollback", TABLE, "--to-timestamp", str(committed_at[second]), "--yes")
+    assert plan["target_snapshot_id"] == second and rows(home) == 80
+
+    assert js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")["applied"]
+    plan = js(
+        home, "rollback", TABLE, "--to-event-time", (BASE + dt.timedelta(hours=2, minutes=30)).isoformat(), "--yes"
+    )
+    assert plan["target_snapshot_id"] == second and rows(home) == 80
+
+    too_early = run(home, "rollback", TABLE, "--to-event-time", BASE.isoformat(), "--yes")
+    assert too_early.returncode == 2 and "no snapshot" in too_early.stderr
+    usage = run(home, "rollback", TABLE, "--to-timestamp", "not-a-time", "--yes")
+    assert usage.returncode == 2
+
+
+def test_rolled_back_checkpoints_are_neither_skipped_nor_duplicated(home: Path) -> None:
+    js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")
+    catalog = catalog_of(home)
+    committer = ic.GlobalCommitter(catalog, TABLE, job_id="job")
+    with pytest.raises(ic.CheckpointRolledBackError, match="recommit=True"):
+        committer.commit(3)
+    assert committer.recommit(3).committed
+    loaded = catalog.load_table(TABLE)
+    assert loaded.scan().to_arrow().num_rows == 120
+    lineage = [(c.job_id, c.checkpoint_id) for c in committed_checkpoints(loaded.metadata)]
+    assert sorted(lineage) == [("job", 1), ("job", 2), ("job", 3)]
+    assert committer.commit(3).status == "already-committed"
+    catalog.engine.dispose()
+
+
+def test_expire_keeps_what_jobs_need_and_leaves_the_table_readable(home: Path) -> None:
+    catalog = catalog_of(home)
+    # a second job commits last; the first job's latest checkpoint must survive expiry too
+    run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "other", 1, catalog_name=DEFAULT_CATALOG_NAME)
+    first, second, third, other = snapshot_ids(home)
+    before = {p for p in (home / "ns" / "events" / "metadata").iterdir()}
+
+    plan = js(home, "expire", TABLE, "--older-than", "0s")
+    assert plan["applied"] is False and set(plan["expired_snapshot_ids"]) == {first, second}
+    assert {tuple(k) for k in plan["kept_for_jobs"]} == {("job", third), ("other", other)}
+    assert {p for p in (home / "ns" / "events" / "metadata").iterdir()} == before  # dry run deleted nothing
+
+    done = js(home, "expire", TABLE, "--older-than", "0s", "--no-dry-run")
+    assert done["applied"] is True and done["deleted_files"] == len(plan["files_to_delete"]) > 0
+    assert snapshot_ids(home) == [third, other]
+    assert rows(home) == 160
+    # time travel to a retained snapshot still reads
+    assert catalog.load_table(TABLE).scan(snapshot_id=third).to_arrow().num_rows == 120
+    text = run(home, "expire", TABLE, "--older-than", "0s")
+    assert text.returncode == 0 and "would expire" in text.stdout
+    catalog.engine.dispose()
+
+
+def test_orphans_are_listed_then_deleted_and_prepared_files_are_never_orphans(home: Path) -> None:
+    data = home / "ns" / "events" / "data"
+    orphan = data / "event=pv" / "stray.parquet"
+    orphan.write_bytes(b"not referenced")
+    # a checkpoint prepared and not committed: its files must survive the sweep
+    run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "pending", 1, catalog_name=DEFAULT_CATALOG_NAME,
+            prepare_only=True)  # fmt: skip
+    old = time.time() - 10 * 86400
+    for path in (home / "ns" / "events").rglob("*"):
+        if path.is_file():
+            os.utime(path, (old, old))
+
+    listed = js(home, "orphans", TABLE, "--older-than", "1d")
+    assert [o["path"] for o in listed["orphans"]] == [str(orphan)]
+    assert listed["deleted"] is False and orphan.exists()
+    assert js(home, "orphans", TABLE, "--older-than", "30d")["orphans"] == []
+
+    deleted = js(home, "orphans", TABLE, "--older-than", "1d", "--delete")
+    assert deleted["deleted"] is True and not orphan.exists()
+    assert rows(home) == 120
+    catalog = catalog_of(home)
+    assert [r.status for r in ic.GlobalCommitter(catalog, TABLE, job_id="pending").recover()] == ["committed"]
+    assert catalog.load_table(TABLE).scan().to_arrow().num_rows == 160
+    assert run(home, "orphans", TABLE, "--older-than", "banana").returncode == 2
+    catalog.engine.dispose()
+
+
+def test_every_command_has_an_example_in_its_help(tmp_path: Path) -> None:
+    for command in ("snapshots", "checkpoints", "rollback", "reconcile", "expire", "orphans", "demo"):
+        result = run(tmp_path, command, "--help")
+        assert result.returncode == 0 and "Example:" in result.stdout, command
