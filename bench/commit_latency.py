@@ -1,10 +1,12 @@
 """Commit latency over 1,000 small checkpoints: does the 1,000th cost what the 10th did?
 
 One job commits ``--checkpoints`` tiny checkpoints (one 20-row file each) into one table
-through ``GlobalCommitter`` on SQLite and on PostgreSQL, once with manifest merging (the
-icecommit default, as in Iceberg) and once without (pyiceberg's default fast append). The
-time of each ``commit()`` call is recorded; reported are the medians of commits 6-15
-("the 10th") and of the last ten, and their ratio.
+through ``GlobalCommitter`` on SQLite and on PostgreSQL: with manifest merging (the
+icecommit default, as in Iceberg) and snapshots expired every 100 commits (keeping the last
+100, as ``icecommit expire --retain-last 100`` would); with merging and every snapshot kept;
+and, for comparison, pyiceberg's default fast append that never merges. The time of each
+``commit()`` call is recorded; reported are the medians of commits 6-15 ("the 10th") and
+of the last ten, and their ratio.
 
     .venv/bin/python -m bench.commit_latency [--checkpoints 1000]
 """
@@ -19,7 +21,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psutil
@@ -28,6 +30,7 @@ from pyiceberg.table.locations import load_location_provider
 from sqlalchemy import create_engine, text
 
 import icecommit as ic
+from icecommit.catalog import apply_expire, plan_expire
 from icecommit.metrics.database import dispose_state_engines
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events
@@ -45,9 +48,9 @@ def postgres_available() -> bool:
         return False
 
 
-def run(backend: str, merge: bool, checkpoints: int, work: Path) -> list[float]:
-    uri = f"sqlite:///{work / f'{backend}-{merge}.db'}" if backend == "sqlite" else PG_URI
-    warehouse = work / f"wh-{backend}-{merge}"
+def run(backend: str, merge: bool, checkpoints: int, work: Path, expire_every: int = 0) -> list[float]:
+    uri = f"sqlite:///{work / f'{backend}-{merge}-{expire_every}.db'}" if backend == "sqlite" else PG_URI
+    warehouse = work / f"wh-{backend}-{merge}-{expire_every}"
     warehouse.mkdir()
     catalog = SqlCatalog(f"lat{uuid.uuid4().hex[:8]}", uri=uri, warehouse=warehouse.as_uri())
     name = f"{catalog.name}.events"
@@ -66,6 +69,8 @@ def run(backend: str, merge: bool, checkpoints: int, work: Path) -> list[float]:
         began = time.perf_counter()
         committer.commit(checkpoint_id)
         latencies.append(time.perf_counter() - began)
+        if expire_every and checkpoint_id % expire_every == 0:
+            apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=expire_every))
     loaded = catalog.load_table(name)
     assert sum(b.num_rows for b in loaded.scan().to_arrow_batch_reader()) == 20 * checkpoints
     catalog.engine.dispose()
@@ -82,14 +87,15 @@ def main() -> None:
     rows = []
     raw = {}
     try:
-        for backend in backends:
-            for merge in (True, False):
-                latencies = run(backend, merge, args.checkpoints, work)
-                raw[f"{backend}-merge={merge}"] = latencies
-                early = statistics.median(latencies[5:15])
-                late = statistics.median(latencies[-10:])
-                rows.append((backend, merge, early, late, late / early))
-                print(f"{backend} merge={merge}: 10th {early * 1000:.1f} ms, last {late * 1000:.1f} ms", flush=True)
+        configs = [(b, True, 100) for b in backends] + [(b, True, 0) for b in backends] + [("sqlite", False, 0)]
+        for backend, merge, expire_every in configs:
+            latencies = run(backend, merge, args.checkpoints, work, expire_every)
+            raw[f"{backend}-merge={merge}-expire={expire_every}"] = latencies
+            early = statistics.median(latencies[5:15])
+            late = statistics.median(latencies[-10:])
+            rows.append((backend, merge, expire_every, early, late, late / early))
+            print(f"{backend} merge={merge} expire={expire_every}: 10th {early * 1000:.1f} ms, "
+                  f"last {late * 1000:.1f} ms", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(exist_ok=True)
@@ -99,11 +105,12 @@ def main() -> None:
         f"Python {platform.python_version()}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
         f"{args.checkpoints} checkpoints"
     )
-    print("| catalog | manifests | commit ~10th (median of 6-15), ms | last 10 (median), ms | ratio |")
-    print("|---|---|---:|---:|---:|")
-    for backend, merge, early, late, ratio in rows:
+    print("| catalog | manifests | snapshots | commit ~10th (median of 6-15), ms | last 10 (median), ms | ratio |")
+    print("|---|---|---|---:|---:|---:|")
+    for backend, merge, expire_every, early, late, ratio in rows:
         label = "merged (icecommit default)" if merge else "fast append, never merged"
-        print(f"| {backend} | {label} | {early * 1000:.1f} | {late * 1000:.1f} | {ratio:.2f}x |")
+        kept = f"expired every {expire_every}, last {expire_every} kept" if expire_every else "all kept"
+        print(f"| {backend} | {label} | {kept} | {early * 1000:.1f} | {late * 1000:.1f} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -37,20 +37,36 @@ class RetainingFileIO(FileIO):
         self.retained.append(path)
 
 
-def single_attempt_table(table: Table, catalog: Catalog) -> Table:
-    """The same table with pyiceberg's own retry loop and cleanup switched off, and
-    manifest merging on unless the table says otherwise.
+def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -> Table:
+    """The table as one commit attempt needs it.
 
-    icecommit retries itself, so that the ancestry check runs before every attempt, and
-    deletes nothing while a commit's outcome could be in doubt. Only the in-memory copy
-    changes; the table's properties are untouched.
+    - pyiceberg's own retry loop and cleanup are off: icecommit retries itself, so that the
+      ancestry check runs before every attempt, and deletes nothing while a commit's
+      outcome could be in doubt;
+    - manifests are merged unless the table says otherwise (Iceberg's default), so
+      commits do not slow down as checkpoints accumulate;
+    - the in-memory metadata keeps only the branch head among the snapshots. pyiceberg
+      re-derives the transaction's metadata many times per commit, at a cost that grows
+      with the number of snapshots; the attempt needs only the head (its manifests and
+      summary totals). The catalog applies the resulting updates to the full, current
+      metadata, and the requirement that the branch head is unchanged makes that exact.
+
+    Only the in-memory copy changes; the table's properties are untouched.
     """
     properties = {
-        # Iceberg's default (pyiceberg's is off): merge small manifests, so that commit
-        # latency does not grow with the number of checkpoints.
         TableProperties.MANIFEST_MERGE_ENABLED: "true",
         **table.metadata.properties,
         TableProperties.COMMIT_NUM_RETRIES: "0",
     }
-    metadata = table.metadata.model_copy(update={"properties": properties})
+    ref = table.metadata.refs.get(branch)
+    head = table.metadata.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+    metadata = table.metadata.model_copy(
+        update={
+            "properties": properties,
+            "snapshots": [head] if head is not None else [],
+            "refs": {branch: ref} if ref is not None else {},
+            "snapshot_log": [],
+            "metadata_log": [],
+        }
+    )
     return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)

@@ -256,7 +256,7 @@ class GlobalCommitter:
         target = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if target is None:
             return self._committed_without_state(checkpoint_id)
-        if target.committed and target.snapshot_id is not None and not self.is_committed(checkpoint_id):
+        if target.snapshot_id is not None and self._rolled_back(target):
             raise CheckpointRolledBackError(self.job_id, checkpoint_id, target.snapshot_id, self._table_name)
         pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id)
         outcome: CommitResult | None = None
@@ -268,6 +268,19 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             return _result_from_state(target, "already-committed" if target.snapshot_id else "empty")
         return outcome
+
+    def _rolled_back(self, state: CheckpointState) -> bool:
+        """Committed, and its snapshot is still in the metadata but off the branch.
+
+        A snapshot gone from the metadata was expired: its data live on in later snapshots,
+        so the checkpoint stays committed.
+        """
+        if not state.committed or state.snapshot_id is None:
+            return False
+        metadata = self.load_table().metadata
+        if ancestry.find_checkpoint(metadata, self.job_id, state.checkpoint_id, self.branch) is not None:
+            return False
+        return metadata.snapshot_by_id(state.snapshot_id) is not None
 
     def recommit(self, checkpoint_id: int) -> CommitResult:
         """Commit again a checkpoint whose snapshot a rollback removed from the branch.
@@ -282,7 +295,7 @@ class GlobalCommitter:
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if state is None:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
-        if not state.committed or state.snapshot_id is None or self.is_committed(checkpoint_id):
+        if not self._rolled_back(state):
             raise ValidationError(
                 "only a committed checkpoint that a rollback removed from the branch can be re-committed",
                 checkpoint_id=checkpoint_id,
@@ -510,7 +523,7 @@ class GlobalCommitter:
 
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
         """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
-        single = single_attempt_table(table, self._catalog)
+        single = single_attempt_table(table, self._catalog, self.branch)
         with (
             single.transaction() as tx,
             tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append,

@@ -165,6 +165,10 @@ def test_expire_keeps_what_jobs_need_and_leaves_the_table_readable(home: Path) -
     assert catalog.load_table(TABLE).scan(snapshot_id=third).to_arrow().num_rows == 120
     text = run(home, "expire", TABLE, "--older-than", "0s")
     assert text.returncode == 0 and "would expire" in text.stdout
+    # an expired checkpoint is still committed: a replay neither fails nor duplicates
+    committer = ic.GlobalCommitter(catalog, TABLE, job_id="job")
+    assert committer.commit(1).status == "already-committed"
+    assert rows(home) == 160
     catalog.engine.dispose()
 
 
