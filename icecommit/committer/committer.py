@@ -135,6 +135,9 @@ class GlobalCommitter:
         self._sleep = sleep
         self._fault = fault or _no_fault
         self._recovered_by: str | None = None
+        # The table as this committer's last commit left it. A stale copy is harmless: an
+        # attempt on a stale base loses the compare-and-swap and is retried on a fresh load.
+        self._latest: Table | None = None
 
     @property
     def table_name(self) -> str:
@@ -369,7 +372,7 @@ class GlobalCommitter:
 
     def _commit_prepared(self, state: CheckpointState) -> CommitResult:
         checkpoint_id = state.checkpoint_id
-        table = self.load_table()
+        table = self._latest or self.load_table()
         if state.manifest_path is None:
             self._store.mark_committed(
                 self.job_id,
@@ -410,8 +413,10 @@ class GlobalCommitter:
                         self._fault("before-commit-attempt", checkpoint_id)
                         snapshot_id = self._append(table, data_files, summary, checkpoint_id)
         except ValidationError:
+            self._latest = None
             raise
         except Exception as e:
+            self._latest = None
             if is_commit_conflict(e):
                 raise CommitConflictError(self._table_name, checkpoint_id, attempts, time.monotonic() - started) from e
             snapshot_id = self._resolve_unknown(checkpoint_id, e)
@@ -533,6 +538,7 @@ class GlobalCommitter:
         found = ancestry.find_checkpoint(single.metadata, self.job_id, checkpoint_id, self.branch)
         if found is None:
             raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
+        self._latest = Table(table.name(), single.metadata, single.metadata_location, table.io, self._catalog)
         return found.snapshot_id
 
 
