@@ -10,6 +10,9 @@ from pyiceberg.table import Table, TableProperties
 
 logger = logging.getLogger(__name__)
 
+#: Merge manifests once this many accumulate (Iceberg's default is 100).
+MIN_MANIFESTS_TO_MERGE = 10
+
 
 class RetainingFileIO(FileIO):
     """A FileIO that reads and writes through another one but never deletes.
@@ -43,8 +46,10 @@ def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -
     - pyiceberg's own retry loop and cleanup are off: icecommit retries itself, so that the
       ancestry check runs before every attempt, and deletes nothing while a commit's
       outcome could be in doubt;
-    - manifests are merged unless the table says otherwise (Iceberg's default), so
-      commits do not slow down as checkpoints accumulate;
+    - manifests are merged unless the table says otherwise (Iceberg's default), and as
+      soon as :data:`MIN_MANIFESTS_TO_MERGE` of them accumulate unless the table sets
+      ``commit.manifest.min-count-to-merge``: pyiceberg writes manifest lists in Python, so
+      every manifest left unmerged costs each later commit;
     - the in-memory metadata keeps only the branch head among the snapshots. pyiceberg
       re-derives the transaction's metadata many times per commit, at a cost that grows
       with the number of snapshots; the attempt needs only the head (its manifests and
@@ -55,6 +60,7 @@ def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -
     """
     properties = {
         TableProperties.MANIFEST_MERGE_ENABLED: "true",
+        TableProperties.MANIFEST_MIN_MERGE_COUNT: str(MIN_MANIFESTS_TO_MERGE),
         **table.metadata.properties,
         TableProperties.COMMIT_NUM_RETRIES: "0",
     }
