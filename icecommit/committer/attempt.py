@@ -10,9 +10,6 @@ from pyiceberg.table import Table, TableProperties
 
 logger = logging.getLogger(__name__)
 
-#: Merge manifests once this many accumulate (Iceberg's default is 100).
-MIN_MANIFESTS_TO_MERGE = 10
-
 
 class RetainingFileIO(FileIO):
     """A FileIO that reads and writes through another one but never deletes.
@@ -46,10 +43,8 @@ def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -
     - pyiceberg's own retry loop and cleanup are off: icecommit retries itself, so that the
       ancestry check runs before every attempt, and deletes nothing while a commit's
       outcome could be in doubt;
-    - manifests are merged unless the table says otherwise (Iceberg's default), and as
-      soon as :data:`MIN_MANIFESTS_TO_MERGE` of them accumulate unless the table sets
-      ``commit.manifest.min-count-to-merge``: pyiceberg writes manifest lists in Python, so
-      every manifest left unmerged costs each later commit;
+    - manifests are merged unless the table says otherwise (Iceberg's default; pyiceberg's
+      is off), so the manifest list stays bounded as checkpoints accumulate;
     - the in-memory metadata keeps only the branch head among the snapshots. pyiceberg
       re-derives the transaction's metadata many times per commit, at a cost that grows
       with the number of snapshots; the attempt needs only the head (its manifests and
@@ -60,7 +55,6 @@ def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -
     """
     properties = {
         TableProperties.MANIFEST_MERGE_ENABLED: "true",
-        TableProperties.MANIFEST_MIN_MERGE_COUNT: str(MIN_MANIFESTS_TO_MERGE),
         **table.metadata.properties,
         TableProperties.COMMIT_NUM_RETRIES: "0",
     }
