@@ -97,6 +97,8 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     plan = js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
     assert plan["target_snapshot_id"] == second and plan["hidden_records"] == 40 and plan["applied"] is False
     assert rows(home) == 120  # the dry run changed nothing
+    text = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
+    assert text.returncode == 0 and "would roll back (dry run)" in text.stdout and "40 rows" in text.stdout
 
     refused = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
     assert refused.returncode == 2 and "without --yes" in refused.stderr
@@ -187,6 +189,8 @@ def test_orphans_are_listed_then_deleted_and_prepared_files_are_never_orphans(ho
     listed = js(home, "orphans", TABLE, "--older-than", "1d")
     assert [o["path"] for o in listed["orphans"]] == [str(orphan)]
     assert listed["deleted"] is False and orphan.exists()
+    text = run(home, "orphans", TABLE, "--older-than", "1d")
+    assert text.returncode == 0 and "1 orphan file(s)" in text.stdout and "stray.parquet" in text.stdout
     assert js(home, "orphans", TABLE, "--older-than", "30d")["orphans"] == []
 
     deleted = js(home, "orphans", TABLE, "--older-than", "1d", "--delete")
@@ -197,6 +201,13 @@ def test_orphans_are_listed_then_deleted_and_prepared_files_are_never_orphans(ho
     assert catalog.load_table(TABLE).scan().to_arrow().num_rows == 160
     assert run(home, "orphans", TABLE, "--older-than", "banana").returncode == 2
     catalog.engine.dispose()
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    plain = run(tmp_path, "snapshots", "ns.missing")
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr
+    debug = run(tmp_path, "--debug", "snapshots", "ns.missing")
+    assert debug.returncode == 2 and "Traceback" in debug.stderr
 
 
 def test_every_command_has_an_example_in_its_help(tmp_path: Path) -> None:
