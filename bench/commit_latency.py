@@ -29,25 +29,15 @@ from pathlib import Path
 import psutil
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.locations import load_location_provider
-from sqlalchemy import create_engine, text
 
 import icecommit as ic
+from bench.databases import PG_URI, postgres_available
 from icecommit.catalog import apply_expire, plan_expire
 from icecommit.metrics.database import dispose_state_engines
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events
 
-PG_URI = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 OUT = Path(__file__).resolve().parent / "out"
-
-
-def postgres_available() -> bool:
-    try:
-        with create_engine(PG_URI).connect() as conn:
-            conn.execute(text("select 1"))
-        return True
-    except Exception:
-        return False
 
 
 def run(backend: str, merge: bool, checkpoints: int, work: Path, expire_every: int = 0) -> list[float]:

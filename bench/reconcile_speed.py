@@ -32,9 +32,10 @@ from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-from sqlalchemy import create_engine, insert, text
+from sqlalchemy import insert
 
 import icecommit as ic
+from bench.databases import PG_URI, postgres_available
 from icecommit.committer.staging import to_data_file
 from icecommit.metrics import state_engine, state_uri
 from icecommit.metrics.database import dispose_state_engines
@@ -42,18 +43,8 @@ from icecommit.metrics.models import CheckpointRow, CheckpointTaskRow, MetricRow
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events
 
-PG_URI = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 JOB = "speed"
 ROWS_PER_FILE = 10
-
-
-def postgres_available() -> bool:
-    try:
-        with create_engine(PG_URI).connect() as conn:
-            conn.execute(text("select 1"))
-        return True
-    except Exception:
-        return False
 
 
 def build(backend: str, checkpoints: int, files_per_checkpoint: int, work: Path) -> tuple[SqlCatalog, str]:

@@ -28,14 +28,13 @@ from typing import Any
 
 import psutil
 from pyiceberg.catalog.sql import SqlCatalog
-from sqlalchemy import create_engine, text
 
+from bench.databases import PG_URI, postgres_available
 from icecommit.committer import committed_checkpoints
 from icecommit.metrics import CheckpointStore, state_engine
 from icecommit.metrics.database import dispose_state_engines
 from tests.committer.crash_driver import CRASH_EXIT_CODE, CRASH_POINTS, checkpoint_rows, run_job
 
-PG_URI = os.environ.get("ICECOMMIT_TEST_PG_URI", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -58,15 +57,6 @@ def _crash_now() -> None:
 
 def _job(kwargs: dict[str, Any]) -> None:
     run_job(**kwargs, crash=_crash_now)
-
-
-def _postgres_available() -> bool:
-    try:
-        with create_engine(PG_URI).connect() as conn:
-            conn.execute(text("select 1"))
-        return True
-    except Exception:
-        return False
 
 
 def run_trial(trial: int, rng: random.Random, backend: str, work: Path, context: Any) -> Trial:
@@ -143,7 +133,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261121)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    backends = ["sqlite", "postgres"] if _postgres_available() else ["sqlite"]
+    backends = ["sqlite", "postgres"] if postgres_available() else ["sqlite"]
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["tests.committer.crash_driver"])
     work = Path(tempfile.mkdtemp(prefix="icecommit-soak-"))
