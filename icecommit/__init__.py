@@ -23,12 +23,13 @@ from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 
 if TYPE_CHECKING:
     from icecommit.pipeline import write
+    from icecommit.streaming import streaming_sink
 
 __version__ = "0.1.0"
 
 #: Names that need Spark; they are imported on first use, so that the committer, the
 #: catalog commands and schedulers can ``import icecommit`` without loading pyspark.
-_SPARK_NAMES = {"write": "icecommit.pipeline"}
+_SPARK_NAMES = {"write": "icecommit.pipeline", "streaming_sink": "icecommit.streaming"}
 
 
 def __getattr__(name: str) -> Any:
@@ -59,5 +60,6 @@ __all__ = [
     "connect",
     "create_table",
     "reconcile",
+    "streaming_sink",
     "write",
 ]

@@ -1,0 +1,62 @@
+"""``ic.streaming_sink``: Structured Streaming's ``foreachBatch`` with exactly-once commits.
+
+The micro-batch id is the checkpoint id. A batch Spark replays after a restart (same id)
+is found in the table's ancestry and not written again; a batch that was prepared and not
+committed before a crash is committed by the recovery each batch starts with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame
+
+from icecommit.committer.committer import CommitResult
+from icecommit.pipeline import write
+
+logger = logging.getLogger(__name__)
+
+BatchSink = Callable[[DataFrame, int], None]
+
+
+def streaming_sink(
+    table: Table | str,
+    *,
+    catalog: Catalog | None = None,
+    job_id: str,
+    branch: str = "main",
+    target_file_size: int | None = None,
+    on_commit: Callable[[CommitResult], None] | None = None,
+) -> BatchSink:
+    """A ``foreachBatch`` function that commits each micro-batch exactly once.
+
+    Args:
+        table: the target table.
+        catalog: its catalog (the default ``connect()`` when None).
+        job_id: identifies the streaming query; keep it stable across restarts of the
+            same query (its checkpoint location) and change it for a new query.
+        on_commit: called with each batch's commit result (committed, already committed
+            or empty).
+
+    Example:
+        ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
+    """
+
+    def sink(batch: DataFrame, batch_id: int) -> None:
+        result = write(
+            batch,
+            table,
+            catalog=catalog,
+            job_id=job_id,
+            checkpoint_id=int(batch_id),
+            branch=branch,
+            target_file_size=target_file_size,
+        )
+        logger.info("batch %d of %s: %s (%d records)", batch_id, job_id, result.status, result.records)
+        if on_commit is not None:
+            on_commit(result)
+
+    return sink

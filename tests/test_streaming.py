@@ -1,0 +1,77 @@
+"""``ic.streaming_sink`` with Structured Streaming over a file source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyspark.sql import SparkSession
+
+import icecommit as ic
+from icecommit.committer import committed_checkpoints
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+SPARK_SCHEMA = "id BIGINT, ts TIMESTAMP"
+
+
+def _drop(folder: Path, name: str, ids: range) -> None:
+    lines = [json.dumps({"id": i, "ts": f"2026-05-01T00:{i % 60:02d}:00Z"}) for i in ids]
+    (folder / name).write_text("\n".join(lines) + "\n")
+
+
+def _run_query(spark: SparkSession, source: Path, checkpoints: Path, catalog: SqlCatalog, results: list[str]) -> None:
+    sink = ic.streaming_sink(
+        "ns.stream", catalog=catalog, job_id="stream", on_commit=lambda r: results.append(r.status)
+    )
+    stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
+    query.trigger(availableNow=True).start().awaitTermination(300)
+
+
+def test_each_batch_is_committed_once_across_restarts(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    ic.create_table(sqlite_catalog, "ns.stream", SCHEMA, partition_by=["hour(ts)"])
+    source, checkpoints = tmp_path / "in", tmp_path / "chk"
+    source.mkdir()
+    _drop(source, "a.json", range(0, 50))
+    _drop(source, "b.json", range(50, 120))
+    results: list[str] = []
+    _run_query(spark, source, checkpoints, sqlite_catalog, results)
+    assert results == ["committed", "committed"]
+
+    # a restarted query (same checkpoint location) only takes the new file
+    _drop(source, "c.json", range(120, 130))
+    _run_query(spark, source, checkpoints, sqlite_catalog, results)
+    table = sqlite_catalog.load_table("ns.stream")
+    ids = sorted(table.scan().to_arrow().column("id").to_pylist())
+    assert ids == list(range(130))
+    assert sorted(c.checkpoint_id for c in committed_checkpoints(table.metadata, job_id="stream")) == [0, 1, 2]
+
+    # Spark replaying a batch after a crash hands the same batch id again: nothing is added
+    sink = ic.streaming_sink(
+        "ns.stream", catalog=sqlite_catalog, job_id="stream", on_commit=lambda r: results.append(r.status)
+    )
+    sink(spark.createDataFrame([(999, None)], SPARK_SCHEMA), 2)
+    assert results[-1] == "already-committed"
+    assert sqlite_catalog.load_table("ns.stream").scan().to_arrow().num_rows == 130
+
+
+def test_a_batch_prepared_before_a_crash_is_committed_when_the_query_restarts(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.stream", SCHEMA)
+    committer = ic.GlobalCommitter(sqlite_catalog, table, job_id="stream")
+    results = ic.writers.SparkWriter(table, job_id="stream").write(
+        spark.range(0, 10).selectExpr("id", "CAST(NULL AS TIMESTAMP) AS ts"), 0
+    )
+    committer.prepare(0, results)  # ... and the driver died before committing batch 0
+    sink = ic.streaming_sink("ns.stream", catalog=sqlite_catalog, job_id="stream")
+    sink(spark.range(10, 15).selectExpr("id", "CAST(NULL AS TIMESTAMP) AS ts"), 1)
+    ids = sorted(sqlite_catalog.load_table("ns.stream").scan().to_arrow().column("id").to_pylist())
+    assert ids == list(range(15))
