@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, Select, and_, delete, func, select
+from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.models import CheckpointRow, CheckpointTaskRow, MetricRow
+from icecommit.metrics.models import ACCEPTED_ATTEMPT, CheckpointRow, CheckpointTaskRow, MetricRow
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -250,16 +250,7 @@ class CheckpointStore:
         """Records per window at ``stage``, from the accepted task attempts only."""
         query = (
             select(MetricRow.window_start, func.sum(MetricRow.records))
-            .join(
-                CheckpointTaskRow,
-                and_(
-                    CheckpointTaskRow.job_id == MetricRow.job_id,
-                    CheckpointTaskRow.table_name == MetricRow.table_name,
-                    CheckpointTaskRow.checkpoint_id == MetricRow.checkpoint_id,
-                    CheckpointTaskRow.task_id == MetricRow.task_id,
-                    CheckpointTaskRow.attempt == MetricRow.attempt,
-                ),
-            )
+            .join(CheckpointTaskRow, ACCEPTED_ATTEMPT)
             .where(
                 MetricRow.job_id == job_id,
                 MetricRow.table_name == table_name,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SCHEMA_VERSION = 2
@@ -117,3 +117,13 @@ class ReconcileRunRow(Base):
     until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     ok: Mapped[bool] = mapped_column(Boolean)
     summary: Mapped[str] = mapped_column(Text)
+
+
+#: Joins a metrics row to the task attempt its checkpoint accepted: the consistent view.
+ACCEPTED_ATTEMPT = and_(
+    CheckpointTaskRow.job_id == MetricRow.job_id,
+    CheckpointTaskRow.table_name == MetricRow.table_name,
+    CheckpointTaskRow.checkpoint_id == MetricRow.checkpoint_id,
+    CheckpointTaskRow.task_id == MetricRow.task_id,
+    CheckpointTaskRow.attempt == MetricRow.attempt,
+)

@@ -21,7 +21,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from icecommit import ancestry
@@ -36,7 +36,7 @@ from icecommit.metrics.checkpoints import (
     as_utc,
 )
 from icecommit.metrics.database import state_engine, state_uri
-from icecommit.metrics.models import CheckpointTaskRow, MetricRow
+from icecommit.metrics.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -261,13 +261,7 @@ def _metric_counts(
     engine: Engine, table: str, keys: set[Key]
 ) -> tuple[dict[Key, dict[str, dict[Window, int]]], dict[Key, dict[Window, int]], dict[Key, dict[Window, int]],
            list[tuple[str, int, int, int, int]]]:  # fmt: skip
-    accepted = and_(
-        CheckpointTaskRow.job_id == MetricRow.job_id,
-        CheckpointTaskRow.table_name == MetricRow.table_name,
-        CheckpointTaskRow.checkpoint_id == MetricRow.checkpoint_id,
-        CheckpointTaskRow.task_id == MetricRow.task_id,
-        CheckpointTaskRow.attempt == MetricRow.attempt,
-    )
+    accepted = ACCEPTED_ATTEMPT
     task_counts: dict[Key, dict[str, dict[Window, int]]] = defaultdict(lambda: defaultdict(dict))
     declared: dict[Key, dict[Window, int]] = defaultdict(dict)
     committed: dict[Key, dict[Window, int]] = defaultdict(dict)
