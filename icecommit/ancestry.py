@@ -20,6 +20,10 @@ FILES = "icecommit.files"
 BYTES = "icecommit.bytes"
 MAX_EVENT_TIME = "icecommit.max-event-time-us"
 RECOVERED_BY = "icecommit.recovered-by"
+#: The job's event-time watermark once this snapshot is committed (microseconds).
+WATERMARK = "icecommit.watermark-us"
+#: Records of this snapshot that fall into time partitions already published complete.
+LATE_RECORDS = "icecommit.late-records"
 
 
 @dataclass(frozen=True)

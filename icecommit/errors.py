@@ -133,6 +133,30 @@ class CheckpointRolledBackError(IcecommitError):
         )
 
 
+class UnroutedRecordsError(ValidationError):
+    """Rows whose routing value maps to no table, with no dead-letter table to take them.
+
+    Nothing was committed to any table.
+
+    Attributes:
+        column: the routing column.
+        records: how many rows had no route.
+        values: a few of the routing values that had no route (None for a null).
+    """
+
+    def __init__(self, column: str, records: int, values: list[str | None], *, checkpoint_id: int) -> None:
+        self.column = column
+        self.records = records
+        self.values = values
+        shown = ", ".join("null" if v is None else repr(v) for v in values)
+        super().__init__(
+            f"{records} row(s) have a value of routing column {column!r} that maps to no table (e.g. {shown}); "
+            "add them to the routes or pass dead_letter=",
+            checkpoint_id=checkpoint_id,
+            actual=records,
+        )
+
+
 class InvalidRangeError(IcecommitError):
     """A time range whose start is not before its end."""
 
@@ -147,5 +171,6 @@ __all__ = [
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableSpecError",
+    "UnroutedRecordsError",
     "ValidationError",
 ]

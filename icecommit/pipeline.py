@@ -1,22 +1,33 @@
-"""``ic.write``: both phases, for the common case of one DataFrame per checkpoint."""
+"""``ic.write``: both phases, for the common case of one DataFrame per checkpoint,
+into one table or routed by a column into several."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import overload
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecommit.catalog.connect import connect
-from icecommit.committer.committer import CommitResult, GlobalCommitter
+from icecommit.catalog.tables import create_table, table_name
+from icecommit.committer.committer import CommitResult, GlobalCommitter, RoutedCommitResult
+from icecommit.committer.completion import PartitionCompleteness
 from icecommit.datafiles import WriteResult
-from icecommit.errors import SchemaMismatchError, ValidationError
+from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
+from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 
 logger = logging.getLogger(__name__)
+
+#: Where rows go, by the value of the routing column.
+Routes = Mapping[object, Table | str]
 
 
 def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
@@ -35,6 +46,26 @@ def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
     return deleted
 
 
+def _settled(committer: GlobalCommitter, checkpoint_id: int, recommit: bool) -> CommitResult | None:
+    """The checkpoint's result when it needs no new data files (committed, or committed
+    and rolled back), after the committer's recovery; None when it must be written."""
+    if committer.is_committed(checkpoint_id):
+        logger.info(
+            "checkpoint %d of job %s is already in %s; nothing to write",
+            checkpoint_id,
+            committer.job_id,
+            committer.table_name,
+        )
+        return committer.commit(checkpoint_id)
+    prepared = committer.store.get(committer.job_id, committer.table_name, checkpoint_id)
+    if prepared is not None and prepared.committed:
+        if recommit and prepared.snapshot_id is not None:
+            return committer.recommit(checkpoint_id)
+        return committer.commit(checkpoint_id)
+    return None
+
+
+@overload
 def write(
     df: DataFrame,
     table: Table | str,
@@ -42,40 +73,105 @@ def write(
     catalog: Catalog | None = None,
     job_id: str,
     checkpoint_id: int,
+    route_by: None = None,
+    dead_letter: None = None,
     branch: str = "main",
     target_file_size: int | None = None,
     task_hook: TaskHook | None = None,
     recommit: bool = False,
-) -> CommitResult:
+    completeness: PartitionCompleteness | None = None,
+) -> CommitResult: ...
+
+
+@overload
+def write(
+    df: DataFrame,
+    table: Routes,
+    *,
+    catalog: Catalog | None = None,
+    job_id: str,
+    checkpoint_id: int,
+    route_by: str,
+    dead_letter: Table | str | None = None,
+    branch: str = "main",
+    target_file_size: int | None = None,
+    task_hook: TaskHook | None = None,
+    recommit: bool = False,
+    completeness: PartitionCompleteness | None = None,
+) -> RoutedCommitResult: ...
+
+
+def write(
+    df: DataFrame,
+    table: Table | str | Routes,
+    *,
+    catalog: Catalog | None = None,
+    job_id: str,
+    checkpoint_id: int,
+    route_by: str | None = None,
+    dead_letter: Table | str | None = None,
+    branch: str = "main",
+    target_file_size: int | None = None,
+    task_hook: TaskHook | None = None,
+    recommit: bool = False,
+    completeness: PartitionCompleteness | None = None,
+) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
     First commits any checkpoint of the job that an earlier run prepared and did not
     commit; then, unless the checkpoint is already committed, writes the data files with
     Spark, validates and stages them, and commits them as one snapshot.
 
+    With ``route_by``, ``table`` maps values of that column to tables: the source is read
+    once, each row goes to the table its value names, and every table commits the rows it
+    got as ``checkpoint_id``. Rows with a null or unmapped value go to ``dead_letter``
+    (created with the DataFrame's columns when it does not exist); without one they make
+    the write fail with :class:`UnroutedRecordsError` and nothing is committed anywhere.
+    After a crash, a rerun writes only the tables that do not hold the checkpoint yet.
+
+    Args:
+        completeness: when time partitions are published complete and whom to tell (see
+            :class:`~icecommit.committer.PartitionCompleteness`).
+
     Returns:
-        The commit result; ``committed`` is False when the checkpoint was already
-        committed (nothing is written twice).
+        The commit result (a :class:`RoutedCommitResult` with one result per table when
+        routing); ``committed`` is False when the checkpoint was already committed
+        (nothing is written twice).
 
     Raises:
         SchemaMismatchError: the DataFrame does not fit the table (nothing committed; any
             files written are removed).
-        ValidationError: pre-commit validation failed (likewise).
+        ValidationError: pre-commit validation failed (likewise); UnroutedRecordsError
+            is one.
         CheckpointRolledBackError: the checkpoint was committed and a rollback removed it;
             pass ``recommit=True`` to commit its staged files again (nothing is rewritten).
         CommitConflictError, CommitStateUnknownError: see ``GlobalCommitter.commit``.
     """
     catalog = catalog or connect()
-    committer = GlobalCommitter(catalog, table, job_id=job_id, branch=branch)
+    if isinstance(table, Mapping):
+        if route_by is None:
+            raise ValueError("a mapping of tables needs route_by= (the column whose value picks the table)")
+        return _write_routed(
+            df,
+            table,
+            catalog=catalog,
+            route_by=route_by,
+            dead_letter=dead_letter,
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            branch=branch,
+            target_file_size=target_file_size,
+            task_hook=task_hook,
+            recommit=recommit,
+            completeness=completeness,
+        )
+    if route_by is not None or dead_letter is not None:
+        raise ValueError("route_by= and dead_letter= need a mapping of routing values to tables")
+    committer = GlobalCommitter(catalog, table, job_id=job_id, branch=branch, completeness=completeness)
     committer.recover()
-    if committer.is_committed(checkpoint_id):
-        logger.info("checkpoint %d of job %s is already committed; nothing to write", checkpoint_id, job_id)
-        return committer.commit(checkpoint_id)
-    prepared = committer.store.get(job_id, committer.table_name, checkpoint_id)
-    if prepared is not None and prepared.committed:
-        if recommit and prepared.snapshot_id is not None:
-            return committer.recommit(checkpoint_id)
-        return committer.commit(checkpoint_id)
+    settled = _settled(committer, checkpoint_id, recommit)
+    if settled is not None:
+        return settled
     current = committer.load_table()
     writer = SparkWriter(current, job_id=job_id, target_file_size=target_file_size, task_hook=task_hook)
     results = writer.write(df, checkpoint_id)
@@ -86,3 +182,109 @@ def write(
         logger.warning("checkpoint %d refused; removed its %d unstaged data files", checkpoint_id, removed)
         raise
     return committer.commit(checkpoint_id)
+
+
+def _dead_letter_table(catalog: Catalog, table: Table | str, df: DataFrame) -> Table:
+    """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""
+    if isinstance(table, Table):
+        return table
+    try:
+        return catalog.load_table(table)
+    except NoSuchTableError:
+        try:
+            arrow = to_arrow_schema(df.schema, timezone="UTC")
+        except TypeError:  # pyspark 3.5 has no timezone argument and always uses UTC
+            arrow = to_arrow_schema(df.schema)
+        schema = pa.schema([f.with_nullable(True) for f in arrow])
+        logger.info("creating dead-letter table %s with the source's columns", table)
+        return create_table(catalog, table, schema)
+
+
+def _write_routed(
+    df: DataFrame,
+    routes: Routes,
+    *,
+    catalog: Catalog,
+    route_by: str,
+    dead_letter: Table | str | None,
+    job_id: str,
+    checkpoint_id: int,
+    branch: str,
+    target_file_size: int | None,
+    task_hook: TaskHook | None,
+    recommit: bool,
+    completeness: PartitionCompleteness | None,
+) -> RoutedCommitResult:
+    tables: dict[str, Table] = {}
+    for target in routes.values():
+        name = table_name(target)
+        if name not in tables:
+            tables[name] = catalog.load_table(name)
+    check_routed_frame(df, tables, route_by)
+    dead_name = None
+    if dead_letter is not None:
+        dead_name = table_name(dead_letter)
+        if dead_name in tables:
+            raise ValueError(f"the dead-letter table {dead_name} is also a route target")
+        tables[dead_name] = _dead_letter_table(catalog, dead_letter, df)
+    committers = {
+        name: GlobalCommitter(catalog, name, job_id=job_id, branch=branch, completeness=completeness) for name in tables
+    }
+    for committer in committers.values():
+        committer.recover()
+    results: dict[str, CommitResult] = {}
+    for name, committer in committers.items():
+        settled = _settled(committer, checkpoint_id, recommit)
+        if settled is not None:
+            results[name] = settled
+    pending = [name for name in tables if name not in results]
+    skipped: dict[str, int] = {}
+    if pending:
+        writer = RoutedSparkWriter(
+            {name: committers[name].load_table() for name in tables},
+            {route_key(value): table_name(target) for value, target in routes.items()},
+            route_by=route_by,
+            dead_letter=dead_name,
+            job_id=job_id,
+            target_file_size=target_file_size,
+            task_hook=task_hook,
+        )
+        written = writer.write(df, checkpoint_id, targets=pending)
+        _prepare_all(written, committers, checkpoint_id, route_by, tables)
+        for name in pending:
+            results[name] = committers[name].commit(checkpoint_id)
+        skipped = written.skipped_records
+        if skipped:
+            logger.info("checkpoint %d: rows of tables that already hold it, not written: %s", checkpoint_id, skipped)
+    return RoutedCommitResult(checkpoint_id, {name: results[name] for name in tables}, skipped)
+
+
+def _prepare_all(
+    written: RoutedWrite,
+    committers: Mapping[str, GlobalCommitter],
+    checkpoint_id: int,
+    route_by: str,
+    tables: Mapping[str, Table],
+) -> None:
+    """Validate every table's results before preparing any, so bad input leaves every
+    table as it was; then prepare each (a crash part-way is settled by the next run)."""
+    prepared: set[str] = set()
+    results = written.results
+    try:
+        if written.unrouted_records:
+            raise UnroutedRecordsError(
+                route_by, written.unrouted_records, list(written.unrouted_values), checkpoint_id=checkpoint_id
+            )
+        for name, task_results in results.items():
+            committers[name].validate(checkpoint_id, task_results)
+        for name, task_results in results.items():
+            committers[name].prepare(checkpoint_id, task_results)
+            prepared.add(name)
+    except (SchemaMismatchError, ValidationError):
+        removed = sum(
+            discard_unstaged(task_results, tables[name].io)
+            for name, task_results in results.items()
+            if name not in prepared
+        )
+        logger.warning("checkpoint %d refused; removed %d unstaged data files", checkpoint_id, removed)
+        raise

@@ -8,14 +8,15 @@ committed before a crash is committed by the recovery each batch starts with.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
-from icecommit.committer.committer import CommitResult
-from icecommit.pipeline import write
+from icecommit.committer.committer import CommitResult, RoutedCommitResult
+from icecommit.committer.completion import PartitionCompleteness
+from icecommit.pipeline import Routes, write
 
 logger = logging.getLogger(__name__)
 
@@ -23,21 +24,29 @@ BatchSink = Callable[[DataFrame, int], None]
 
 
 def streaming_sink(
-    table: Table | str,
+    table: Table | str | Routes,
     *,
     catalog: Catalog | None = None,
     job_id: str,
+    route_by: str | None = None,
+    dead_letter: Table | str | None = None,
     branch: str = "main",
     target_file_size: int | None = None,
-    on_commit: Callable[[CommitResult], None] | None = None,
+    completeness: PartitionCompleteness | None = None,
+    on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
     Args:
-        table: the target table.
+        table: the target table, or, with ``route_by``, a mapping of routing values to
+            tables (see :func:`icecommit.write`).
         catalog: its catalog (the default ``connect()`` when None).
         job_id: identifies the streaming query; keep it stable across restarts of the
             same query (its checkpoint location) and change it for a new query.
+        route_by / dead_letter: route rows to several tables by a column; rows with an
+            unknown route go to ``dead_letter``, or fail the batch when it is None.
+        completeness: when time partitions are published complete, and the callback to
+            tell a scheduler; every snapshot records the watermark the query reached.
         on_commit: called with each batch's commit result (committed, already committed
             or empty).
 
@@ -46,16 +55,35 @@ def streaming_sink(
     """
 
     def sink(batch: DataFrame, batch_id: int) -> None:
-        result = write(
-            batch,
-            table,
-            catalog=catalog,
-            job_id=job_id,
-            checkpoint_id=int(batch_id),
-            branch=branch,
-            target_file_size=target_file_size,
-        )
-        logger.info("batch %d of %s: %s (%d records)", batch_id, job_id, result.status, result.records)
+        result: CommitResult | RoutedCommitResult
+        if isinstance(table, Mapping):
+            if route_by is None:
+                raise ValueError("a mapping of tables needs route_by= (the column whose value picks the table)")
+            result = write(
+                batch,
+                table,
+                catalog=catalog,
+                job_id=job_id,
+                checkpoint_id=int(batch_id),
+                route_by=route_by,
+                dead_letter=dead_letter,
+                branch=branch,
+                target_file_size=target_file_size,
+                completeness=completeness,
+            )
+            logger.info("batch %d of %s: %d records routed", batch_id, job_id, result.records)
+        else:
+            result = write(
+                batch,
+                table,
+                catalog=catalog,
+                job_id=job_id,
+                checkpoint_id=int(batch_id),
+                branch=branch,
+                target_file_size=target_file_size,
+                completeness=completeness,
+            )
+            logger.info("batch %d of %s: %s (%d records)", batch_id, job_id, result.status, result.records)
         if on_commit is not None:
             on_commit(result)
 

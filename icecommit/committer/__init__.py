@@ -1,14 +1,17 @@
 """The global committer: validate, stage, and commit checkpoints exactly once."""
 
 from icecommit.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
-from icecommit.committer.committer import FAULT_POINTS, CommitResult, GlobalCommitter
+from icecommit.committer.committer import FAULT_POINTS, CommitResult, GlobalCommitter, RoutedCommitResult
+from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.retry import RetryPolicy
 
 __all__ = [
     "FAULT_POINTS",
     "CommitResult",
     "GlobalCommitter",
+    "PartitionCompleteness",
     "RetryPolicy",
+    "RoutedCommitResult",
     "committed_checkpoints",
     "find_checkpoint",
     "last_committed_checkpoint",

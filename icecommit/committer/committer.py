@@ -25,6 +25,7 @@ from tenacity import RetryCallState
 from icecommit import ancestry
 from icecommit.catalog.tables import table_name
 from icecommit.committer.attempt import single_attempt_table
+from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
@@ -48,6 +49,7 @@ from icecommit.metrics.checkpoints import (
     PublishCounters,
 )
 from icecommit.metrics.database import state_engine, state_uri
+from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +95,45 @@ class CommitResult:
         return self.status == "committed"
 
 
+@dataclass(frozen=True)
+class RoutedCommitResult:
+    """The outcome of committing one checkpoint into several tables (a routed write).
+
+    Attributes:
+        checkpoint_id: the checkpoint, the same in every table.
+        results: per table name, its commit result.
+        skipped_records: per table, rows of the source routed to a table whose checkpoint
+            was already committed or prepared before this call (not written again).
+    """
+
+    checkpoint_id: int
+    results: Mapping[str, CommitResult]
+    skipped_records: Mapping[str, int]
+
+    def __getitem__(self, table: str) -> CommitResult:
+        return self.results[table]
+
+    @property
+    def committed(self) -> bool:
+        """True when this call made a snapshot in at least one table."""
+        return any(r.committed for r in self.results.values())
+
+    @property
+    def records(self) -> int:
+        """Records of the checkpoint over every table."""
+        return sum(r.records for r in self.results.values())
+
+    @property
+    def files(self) -> int:
+        """Data files of the checkpoint over every table."""
+        return sum(r.files for r in self.results.values())
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of the checkpoint's data files over every table."""
+        return sum(r.bytes for r in self.results.values())
+
+
 def _no_fault(_point: str, _checkpoint_id: int) -> None:
     return None
 
@@ -110,6 +151,8 @@ class GlobalCommitter:
             ``ICECOMMIT_METRICS_URI``.
         sleep: used between retries; injected in tests.
         fault: called at each of :data:`FAULT_POINTS`; injected in tests.
+        completeness: when time partitions are published complete (after each commit)
+            and whom to tell; see :class:`PartitionCompleteness`.
     """
 
     def __init__(
@@ -123,6 +166,7 @@ class GlobalCommitter:
         store: CheckpointStore | None = None,
         sleep: Callable[[float], None] = time.sleep,
         fault: FaultHook | None = None,
+        completeness: PartitionCompleteness | None = None,
     ) -> None:
         if not job_id:
             raise ValueError("job_id must be a non-empty string")
@@ -132,6 +176,13 @@ class GlobalCommitter:
         self.branch = branch
         self._retry_policy = retry_policy
         self._store = store or CheckpointStore(state_engine(state_uri(catalog)))
+        self._completeness = completeness or PartitionCompleteness()
+        self._completion = CompletionPublisher(
+            PartitionStatusStore(self._store.engine, clock=self._store.clock),
+            self._table_name,
+            job_id,
+            self._completeness,
+        )
         self._sleep = sleep
         self._fault = fault or _no_fault
         self._recovered_by: str | None = None
@@ -154,6 +205,23 @@ class GlobalCommitter:
         return self._catalog.load_table(self._table_name)
 
     # -- phase 1 -----------------------------------------------------------------------
+
+    def validate(self, checkpoint_id: int, results: Sequence[WriteResult]) -> None:
+        """Run prepare's validation alone (nothing staged, nothing recorded).
+
+        Lets a caller that commits one checkpoint into several tables refuse bad input
+        before any of them is prepared.
+
+        Raises:
+            SchemaMismatchError, ValidationError: as :meth:`prepare`.
+        """
+        validate_results(
+            results,
+            metadata=self.load_table().metadata,
+            job_id=self.job_id,
+            checkpoint_id=checkpoint_id,
+            table_name=self._table_name,
+        )
 
     def prepare(self, checkpoint_id: int, results: Sequence[WriteResult]) -> CheckpointState:
         """Validate a checkpoint's write results and stage them durably.
@@ -196,6 +264,7 @@ class GlobalCommitter:
             max_event_time_us=validated.max_event_time_us,
             tasks=[(r.task_id, r.attempt) for r in results],
             samples=prepare_samples(results),
+            partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
         )
         if not inserted:
             return self._same_or_error(state, validated.digest, len(validated.data_files))
@@ -333,10 +402,21 @@ class GlobalCommitter:
             store=self._store,
             sleep=self._sleep,
             fault=self._fault,
+            completeness=self._completeness,
         )
         old._recovered_by = self.job_id
         logger.info("job %s takes over the prepared checkpoints of job %s", self.job_id, old_job_id)
         return old.recover()
+
+    def publish_complete_partitions(self) -> list[PartitionStatus]:
+        """Publish the time partitions the writers' watermarks have closed (the committer
+        does this after every commit; a scheduler may call it any time). Returns the
+        partitions published by this call."""
+        return self._completion.publish(self.load_table().metadata)
+
+    def partition_status(self) -> list[PartitionStatus]:
+        """Every time partition of the table published complete, with its late records."""
+        return self._completion.store.statuses(self._table_name)
 
     def last_committed_checkpoint(self) -> int | None:
         """The checkpoint id of the newest snapshot this job committed on the branch."""
@@ -438,6 +518,7 @@ class GlobalCommitter:
             counters=counters,
             samples=self._committed_samples(checkpoint_id),
         )
+        self._completion.publish((self._latest or table).metadata)
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
             "checkpoint %d of job %s %s as snapshot %s (%d attempts, %d retries; files "
@@ -522,6 +603,12 @@ class GlobalCommitter:
         }
         if state.max_event_time_us is not None:
             summary[ancestry.MAX_EVENT_TIME] = str(state.max_event_time_us)
+        watermark = self._completion.store.watermark_through(self.job_id, self._table_name, state.checkpoint_id)
+        if watermark is not None:
+            summary[ancestry.WATERMARK] = str(watermark)
+        late = self._completion.store.late_records_in(self.job_id, self._table_name, state.checkpoint_id)
+        if late:
+            summary[ancestry.LATE_RECORDS] = str(late)
         if self._recovered_by is not None:
             summary[ancestry.RECOVERED_BY] = self._recovered_by
         return summary

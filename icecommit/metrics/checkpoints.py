@@ -11,7 +11,13 @@ from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.models import ACCEPTED_ATTEMPT, CheckpointRow, CheckpointTaskRow, MetricRow
+from icecommit.metrics.models import (
+    ACCEPTED_ATTEMPT,
+    CheckpointPartitionRow,
+    CheckpointRow,
+    CheckpointTaskRow,
+    MetricRow,
+)
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -132,6 +138,16 @@ class CheckpointStore:
         self._engine = engine
         self._clock = clock
 
+    @property
+    def engine(self) -> Engine:
+        """The state database."""
+        return self._engine
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """The clock rows are stamped with."""
+        return self._clock
+
     def get(self, job_id: str, table_name: str, checkpoint_id: int) -> CheckpointState | None:
         """The row of one checkpoint, or None."""
         with Session(self._engine) as session:
@@ -173,9 +189,10 @@ class CheckpointStore:
         max_event_time_us: int | None,
         tasks: Sequence[tuple[int, int]] = (),
         samples: Sequence[MetricSample] = (),
+        partitions: Sequence[tuple[str, int, int]] = (),
     ) -> tuple[CheckpointState, bool]:
-        """Insert a ``prepared`` row, its accepted task attempts and its metrics, in one
-        transaction; returns (row, inserted).
+        """Insert a ``prepared`` row, its accepted task attempts, its metrics and its records
+        per time partition (field, value, records), in one transaction; returns (row, inserted).
 
         When the row already exists (a concurrent or repeated prepare), nothing is written
         and the existing row is returned with ``inserted=False`` for the caller to compare.
@@ -212,6 +229,17 @@ class CheckpointStore:
                     for t, a in tasks
                 )
                 session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+                session.add_all(
+                    CheckpointPartitionRow(
+                        job_id=job_id,
+                        table_name=table_name,
+                        checkpoint_id=checkpoint_id,
+                        partition_field=field,
+                        partition_value=value,
+                        records=records,
+                    )
+                    for field, value, records in partitions
+                )
                 state = _to_state(row)
             return state, True
         except IntegrityError:

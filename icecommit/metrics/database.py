@@ -71,6 +71,8 @@ def _create_schema(engine: Engine) -> None:
 #: Columns added after a table first shipped: version -> (table, column, SQL type and default).
 MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     2: [("icecommit_checkpoints", "unknown_outcomes", "INTEGER NOT NULL DEFAULT 0")],
+    # 3 added two tables (checkpoint partitions, partition status); create_all makes them
+    3: [],
 }
 
 

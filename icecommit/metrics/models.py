@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Base(DeclarativeBase):
@@ -102,6 +102,57 @@ class MetricRow(Base):
     bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     files: Mapped[int] = mapped_column(Integer, default=0)
     recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CheckpointPartitionRow(Base):
+    """Records a prepared checkpoint holds in one time partition of its table.
+
+    ``partition_value`` is the transform's ordinal (hours, days, months or years since
+    1970) of the time partition field ``partition_field``.
+    """
+
+    __tablename__ = "icecommit_checkpoint_partitions"
+    __table_args__ = (
+        Index("ix_icecommit_checkpoint_partitions", "table_name", "partition_field", "partition_value"),
+        Index("ix_icecommit_checkpoint_partitions_ckpt", "job_id", "table_name", "checkpoint_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(255))
+    table_name: Mapped[str] = mapped_column(String(512))
+    checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    partition_field: Mapped[str] = mapped_column(String(255))
+    partition_value: Mapped[int] = mapped_column(BigInteger)
+    records: Mapped[int] = mapped_column(BigInteger)
+
+
+class PartitionStatusRow(Base):
+    """A time partition published complete: once per (table, field, value).
+
+    ``records_at_completion`` counts the committed records when it was published; records
+    committed into it later are late. ``notified_at`` is set once the completion callback
+    returned (NULL: to be delivered).
+    """
+
+    __tablename__ = "icecommit_partition_status"
+    __table_args__ = (
+        UniqueConstraint("table_name", "partition_field", "partition_value", name="uq_icecommit_partition_status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    table_name: Mapped[str] = mapped_column(String(512))
+    partition_field: Mapped[str] = mapped_column(String(255))
+    partition_value: Mapped[int] = mapped_column(BigInteger)
+    label: Mapped[str] = mapped_column(String(255))
+    start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    watermark: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    lateness_s: Mapped[int] = mapped_column(BigInteger)
+    writers: Mapped[str] = mapped_column(Text)
+    records_at_completion: Mapped[int] = mapped_column(BigInteger)
+    completed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    completed_by: Mapped[str] = mapped_column(String(255))
+    notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class ReconcileRunRow(Base):

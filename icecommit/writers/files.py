@@ -144,6 +144,8 @@ class TaskFileWriter:
         self._event_time_name = (
             self._schema.find_column_name(self._event_time) if self._event_time is not None else None
         )
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
         self._buffers: dict[tuple[PartitionValue, ...], _Buffer] = {}
         self._buffered_bytes = 0
         self._open: dict[tuple[PartitionValue, ...], _OpenFile] = {}
@@ -158,21 +160,25 @@ class TaskFileWriter:
 
     def write_batches(self, batches: Iterable[pa.RecordBatch]) -> WriteResult:
         """Write every batch, close all files, and report what was written."""
-        pending: list[pa.RecordBatch] = []
-        pending_rows = 0
         for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            self._source_records += batch.num_rows
-            self._source_windows.update(minute_counts(self._event_times(batch), batch.num_rows))
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            if pending_rows >= PARTITION_CHUNK_ROWS:
-                self._accept(pa.Table.from_batches(pending))
-                pending, pending_rows = [], 0
-        if pending:
-            self._accept(pa.Table.from_batches(pending))
+            self.add(batch)
         return self.close()
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        """Take one batch of rows with the table's columns (files are written as buffers fill)."""
+        if batch.num_rows == 0:
+            return
+        self._source_records += batch.num_rows
+        self._source_windows.update(minute_counts(self._event_times(batch), batch.num_rows))
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= PARTITION_CHUNK_ROWS:
+            self._accept_pending()
+
+    def _accept_pending(self) -> None:
+        if self._pending:
+            self._accept(pa.Table.from_batches(self._pending))
+        self._pending, self._pending_rows = [], 0
 
     def _accept(self, table: pa.Table) -> None:
         if self._check_required(table):
@@ -312,6 +318,7 @@ class TaskFileWriter:
 
     def close(self) -> WriteResult:
         """Flush every buffer, close every file, and return the task's result."""
+        self._accept_pending()
         if not self._violations:
             for buffer in list(self._buffers.values()):
                 self._flush(buffer)

@@ -8,6 +8,8 @@ session time zone, so it is refused with a hint.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
@@ -170,9 +172,18 @@ def align_to_schema(df: DataFrame, schema: Schema, table: str) -> DataFrame:
         SchemaMismatchError: a required column is missing, a column is unknown, or a type
             cannot be written; the error names the column.
     """
+    return df.select(*aligned_columns(df, schema, table))
+
+
+def aligned_columns(df: DataFrame, schema: Schema, table: str, *, ignore: Collection[str] = ()) -> list[Column]:
+    """The expressions that project ``df`` onto the table's columns (see :func:`align_to_schema`).
+
+    Columns named in ``ignore`` may be in the DataFrame without being in the table (a
+    routing column, or a column another routed table takes); any other extra is an error.
+    """
     by_name = {f.name: f for f in df.schema.fields}
     known = {f.name for f in schema.fields}
-    extras = [name for name in by_name if name not in known]
+    extras = [name for name in by_name if name not in known and name not in ignore]
     if extras:
         raise SchemaMismatchError(
             extras[0],
@@ -193,4 +204,4 @@ def align_to_schema(df: DataFrame, schema: Schema, table: str) -> DataFrame:
         if source.dataType != wanted:
             column = column.cast(wanted)
         columns.append(column.alias(target.name))
-    return df.select(*columns)
+    return columns

@@ -1,0 +1,121 @@
+"""Publishing complete time partitions after commits, and delivering their callbacks.
+
+The decision is :func:`icecommit.completeness.newly_complete`; the record of it is the
+partition-status table. A status row is inserted once. The callback is delivered after the
+row exists and marked delivered when it returns, so a crash in between re-delivers it at
+the next commit: the callback is at least once across crashes and once otherwise, and it
+is never called before the partition is published.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from pyiceberg.table.metadata import TableMetadata
+from sqlalchemy.exc import SQLAlchemyError
+
+from icecommit.completeness import lateness, records_per_partition, time_partition
+from icecommit.datafiles import DataFileRecord
+from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
+
+logger = logging.getLogger(__name__)
+
+PartitionCallback = Callable[[PartitionStatus], None]
+
+
+@dataclass(frozen=True)
+class PartitionCompleteness:
+    """When the committer publishes a time partition complete, and whom it tells.
+
+    Attributes:
+        writers: the jobs whose watermarks must all have passed a partition; None means
+            the committing job alone. List every job that writes the table, so that a
+            partition is never published while one of them may still add to it.
+        lateness: how long after a partition's end to wait; None takes the table's
+            ``icecommit.partition-lateness`` property (zero when unset).
+        on_complete: called once per partition published complete (for example to
+            trigger a scheduler); an exception is logged and the call is retried after the
+            next commit.
+    """
+
+    writers: tuple[str, ...] | None = None
+    lateness: timedelta | None = None
+    on_complete: PartitionCallback | None = None
+
+
+class CompletionPublisher:
+    """Publishes one table's complete partitions for one job's committer."""
+
+    def __init__(
+        self, store: PartitionStatusStore, table_name: str, job_id: str, policy: PartitionCompleteness
+    ) -> None:
+        self._store = store
+        self._table_name = table_name
+        self._job_id = job_id
+        self._policy = policy
+
+    @property
+    def store(self) -> PartitionStatusStore:
+        """The partition-status table."""
+        return self._store
+
+    @staticmethod
+    def partition_records(metadata: TableMetadata, data_files: Sequence[DataFileRecord]) -> list[tuple[str, int, int]]:
+        """(field, value, records) per time partition of a checkpoint's data files."""
+        field = time_partition(metadata)
+        if field is None:
+            return []
+        totals = records_per_partition(((f.partition, f.record_count) for f in data_files), field)
+        return [(field.name, value, records) for value, records in sorted(totals.items())]
+
+    def publish(self, metadata: TableMetadata) -> list[PartitionStatus]:
+        """Publish what the watermarks have closed, then deliver pending callbacks.
+
+        A failure of the state database is logged, not raised: the commit it follows has
+        landed, and the next commit publishes again (publishing is derived from the
+        committed checkpoints, so nothing is lost by waiting).
+        """
+        field = time_partition(metadata)
+        if field is None:
+            return []
+        writers = self._policy.writers or (self._job_id,)
+        allowed = self._policy.lateness if self._policy.lateness is not None else lateness(metadata)
+        try:
+            published = self._store.publish(
+                self._table_name, field, writers=writers, lateness=allowed, completed_by=self._job_id
+            )
+        except SQLAlchemyError:
+            logger.exception(
+                "publishing complete partitions of %s failed; retried after the next commit", self._table_name
+            )
+            return []
+        for status in published:
+            logger.info(
+                "partition %s of %s is complete (%d records; watermark %s, lateness %s)",
+                status.label,
+                self._table_name,
+                status.records_at_completion,
+                status.watermark.isoformat(),
+                status.lateness,
+            )
+        self._deliver()
+        return published
+
+    def _deliver(self) -> None:
+        callback = self._policy.on_complete
+        if callback is None:
+            return
+        for status in self._store.undelivered(self._table_name):
+            try:
+                callback(status)
+            except Exception:  # a scheduler hiccup must not fail the commit that landed
+                logger.exception(
+                    "completion callback for %s of %s failed; retried after the next commit",
+                    status.label,
+                    self._table_name,
+                )
+                return
+            self._store.mark_notified(status)

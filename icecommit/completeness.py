@@ -1,0 +1,174 @@
+"""Partition completeness: when a time partition is closed (pure functions, no I/O).
+
+A table partitioned by ``hour``, ``day``, ``month`` or ``year`` of its event-time column
+has *time partitions*. A job's *watermark* is the largest event time it has committed.
+A time partition is complete once the watermark of every writer of the table has passed
+the partition's end by the allowed lateness: ``min(watermarks) >= end + lateness``.
+Records that arrive for a partition after it was published complete are still committed,
+and counted as late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
+
+from icecommit.eventtime import event_time_field_id
+
+#: Table property: how long after a partition's end its late records are still expected
+#: before it is published complete (a duration such as ``0s``, ``15m``, ``2h``, ``1d``).
+LATENESS_PROPERTY = "icecommit.partition-lateness"
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_HOUR_US = 3_600_000_000
+_DAY_US = 24 * _HOUR_US
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration such as ``90s``, ``30m``, ``12h``, ``3d`` or ``1w`` (``0`` is zero).
+
+    Raises:
+        ValueError: the text is not such a duration.
+    """
+    value = text.strip().lower()
+    if value == "0":
+        return timedelta(0)
+    if len(value) < 2 or value[-1] not in _UNITS or not value[:-1].isdigit():
+        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 3d or 1w")
+    return timedelta(seconds=int(value[:-1]) * _UNITS[value[-1]])
+
+
+def micros(value: datetime) -> int:
+    """Microseconds since the epoch (a naive datetime is taken as UTC)."""
+    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(value: int) -> datetime:
+    """The UTC datetime of microseconds since the epoch."""
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _month_start_us(months: int) -> int:
+    year, month = divmod(months, 12)
+    return micros(datetime(1970 + year, month + 1, 1, tzinfo=timezone.utc))
+
+
+@dataclass(frozen=True)
+class TimePartition:
+    """The table's time partition field: which spec field, and its granularity.
+
+    Attributes:
+        name: the partition field's name (``ts_day``).
+        position: its index in the partition spec (and in a data file's partition tuple).
+        granularity: ``hour``, ``day``, ``month`` or ``year``.
+        source_column: the event-time column it is derived from.
+    """
+
+    name: str
+    position: int
+    granularity: str
+    source_column: str
+
+    def bounds(self, value: int) -> tuple[int, int]:
+        """[start, end) of partition ``value`` in microseconds since the epoch."""
+        if self.granularity == "hour":
+            return value * _HOUR_US, (value + 1) * _HOUR_US
+        if self.granularity == "day":
+            return value * _DAY_US, (value + 1) * _DAY_US
+        if self.granularity == "month":
+            return _month_start_us(value), _month_start_us(value + 1)
+        return _month_start_us(value * 12), _month_start_us((value + 1) * 12)
+
+    def label(self, value: int) -> str:
+        """``name=start`` in the unit of the partition, e.g. ``ts_hour=2026-05-01-03``."""
+        start = from_micros(self.bounds(value)[0])
+        shown = {
+            "hour": start.strftime("%Y-%m-%d-%H"),
+            "day": start.strftime("%Y-%m-%d"),
+            "month": start.strftime("%Y-%m"),
+            "year": start.strftime("%Y"),
+        }[self.granularity]
+        return f"{self.name}={shown}"
+
+
+_GRANULARITY = {HourTransform: "hour", DayTransform: "day", MonthTransform: "month", YearTransform: "year"}
+
+
+def time_partition(metadata: TableMetadata) -> TimePartition | None:
+    """The first partition field that is a time transform of the event-time column."""
+    event_time = event_time_field_id(metadata)
+    if event_time is None:
+        return None
+    schema = metadata.schema()
+    for position, pf in enumerate(metadata.spec().fields):
+        granularity = _GRANULARITY.get(type(pf.transform))
+        if granularity is not None and pf.source_id == event_time:
+            return TimePartition(pf.name, position, granularity, schema.find_column_name(event_time) or "")
+    return None
+
+
+def lateness(metadata: TableMetadata) -> timedelta:
+    """The table's allowed lateness (``icecommit.partition-lateness``; zero when unset).
+
+    Raises:
+        ValueError: the property is not a duration.
+    """
+    value = metadata.properties.get(LATENESS_PROPERTY)
+    return parse_duration(value) if value else timedelta(0)
+
+
+def records_per_partition(partitions: Iterable[tuple[tuple[object, ...], int]], field: TimePartition) -> dict[int, int]:
+    """Records per time-partition value, from (partition tuple, record count) of data files.
+
+    Files whose time partition is null (rows without an event time) belong to no time
+    partition and are left out.
+    """
+    totals: dict[int, int] = {}
+    for partition, records in partitions:
+        value = partition[field.position]
+        if isinstance(value, int):
+            totals[value] = totals.get(value, 0) + records
+    return totals
+
+
+def table_watermark(watermarks: Mapping[str, int | None]) -> int | None:
+    """The watermark every writer has reached: the smallest, None while one has none."""
+    if not watermarks or any(w is None for w in watermarks.values()):
+        return None
+    return min(w for w in watermarks.values() if w is not None)
+
+
+def newly_complete(
+    field: TimePartition,
+    candidates: Iterable[int],
+    *,
+    watermark_us: int | None,
+    lateness_us: int,
+    published: Iterable[int] = (),
+) -> list[int]:
+    """The candidate partitions that the watermark has closed and that are not published yet."""
+    if watermark_us is None:
+        return []
+    done = set(published)
+    return sorted(v for v in set(candidates) - done if field.bounds(v)[1] + lateness_us <= watermark_us)
+
+
+__all__ = [
+    "LATENESS_PROPERTY",
+    "TimePartition",
+    "from_micros",
+    "lateness",
+    "micros",
+    "newly_complete",
+    "parse_duration",
+    "records_per_partition",
+    "table_watermark",
+    "time_partition",
+]

@@ -1,0 +1,262 @@
+"""RoutedSparkWriter: one read of a source, each row written into the table its route names.
+
+One Spark job reads the source once. Every task splits its Arrow batches by the routing
+column and feeds one :class:`~icecommit.writers.files.TaskFileWriter` per target table, so
+each table gets the same kind of :class:`~icecommit.datafiles.WriteResult` a plain
+:class:`~icecommit.writers.spark.SparkWriter` would give it. Rows whose routing value maps
+to no table go to the dead-letter table when there is one, and are otherwise counted (with
+a few sample values) so the driver can refuse the checkpoint: a row never vanishes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.io import load_file_io
+from pyiceberg.table import Table
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadataUtil
+from pyspark import TaskContext
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+
+from icecommit.datafiles import WriteResult
+from icecommit.errors import SchemaMismatchError
+from icecommit.writers.files import TaskFileWriter
+from icecommit.writers.schema import aligned_columns
+from icecommit.writers.spark import TaskAttempt, TaskHook
+
+logger = logging.getLogger(__name__)
+
+ROUTE_COLUMN = "__icecommit_route"
+#: The task output row that carries the counts of rows no table took.
+_UNROUTED = "__unrouted"
+#: Distinct unrouted values a task reports (enough to name the problem in an error).
+SAMPLE_VALUES = 5
+
+
+@dataclass(frozen=True)
+class RoutedWrite:
+    """What one routed Spark job wrote.
+
+    Attributes:
+        results: per target table name, the results of its successful task attempts.
+        unrouted_records: rows whose route maps to no table (only when there is no
+            dead-letter table); unrouted_values: a few of their routing values.
+        skipped_records: per table, rows routed to a table this job did not write
+            (its checkpoint was already committed or prepared).
+    """
+
+    results: dict[str, list[WriteResult]]
+    unrouted_records: int = 0
+    unrouted_values: tuple[str | None, ...] = ()
+    skipped_records: dict[str, int] = field(default_factory=dict)
+
+
+def route_key(value: object) -> str:
+    """The routing value as the routing column carries it (Spark casts it to a string)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class RoutedSparkWriter:
+    """Writes one DataFrame into several tables, routed by the value of one column.
+
+    Args:
+        tables: every target table by its dotted name (the dead-letter table included).
+        routes: routing value to target table name; several values may share a table.
+        route_by: the routing column; it is written into a table only if that table's
+            schema has a column of that name.
+        dead_letter: name of the table (in ``tables``) that takes rows with an unknown or
+            null route; None to count them so the caller can refuse the checkpoint.
+        job_id / target_file_size / task_hook: as for :class:`SparkWriter`.
+    """
+
+    def __init__(
+        self,
+        tables: Mapping[str, Table],
+        routes: Mapping[str, str],
+        *,
+        route_by: str,
+        dead_letter: str | None = None,
+        job_id: str | None = None,
+        target_file_size: int | None = None,
+        task_hook: TaskHook | None = None,
+    ) -> None:
+        unknown = sorted({name for name in routes.values() if name not in tables})
+        if dead_letter is not None and dead_letter not in tables:
+            unknown.append(dead_letter)
+        if unknown:
+            raise ValueError(f"routes name tables that were not given: {', '.join(unknown)}")
+        self._tables = dict(tables)
+        self._routes = {route_key(k): v for k, v in routes.items()}
+        self._route_by = route_by
+        self._dead_letter = dead_letter
+        self._job_id = job_id
+        self._target_file_size = target_file_size
+        self._task_hook = task_hook
+
+    def _projection(self, df: DataFrame) -> tuple[list[Column], dict[str, list[str]]]:
+        """One select for every target: the route, then each table's aligned columns."""
+        routed = {name: t for name, t in self._tables.items() if name != self._dead_letter}
+        check_routed_frame(df, routed, self._route_by)
+        shared = {self._route_by} | {c for t in routed.values() for c in t.schema().column_names}
+        columns = [F.col(f"`{self._route_by}`").cast("string").alias(ROUTE_COLUMN)]
+        names: dict[str, list[str]] = {}
+        for i, (name, table) in enumerate(self._tables.items()):
+            # the dead-letter table keeps what it has columns for and ignores the rest
+            ignore = df.columns if name == self._dead_letter else shared
+            aligned = aligned_columns(df, table.schema(), name, ignore=ignore)
+            names[name] = [f"__t{i}__{f.name}" for f in table.schema().fields]
+            columns.extend(c.alias(alias) for c, alias in zip(aligned, names[name], strict=True))
+        return columns, names
+
+    def write(self, df: DataFrame, checkpoint_id: int, *, targets: Collection[str] | None = None) -> RoutedWrite:
+        """Run one Spark job that routes and writes ``df``.
+
+        Args:
+            targets: the tables to write (all when None); rows routed to the others are
+                counted as skipped, not written.
+
+        Raises:
+            SchemaMismatchError: the DataFrame does not fit a table, or lacks the routing
+                column (before any task runs).
+        """
+        columns, names = self._projection(df)
+        projected = df.select(*columns)
+        wanted = set(self._tables) if targets is None else set(targets)
+        specs = {
+            name: (table.metadata.model_dump_json(), dict(table.io.properties), table.metadata.location)
+            for name, table in self._tables.items()
+            if name in wanted
+        }
+        keys_by_table: dict[str, list[str]] = {}
+        for key, name in self._routes.items():
+            keys_by_table.setdefault(name, []).append(key)
+        all_keys = pa.array(sorted(self._routes), pa.string())
+        dead_letter = self._dead_letter
+        job_id, target_size, hook = self._job_id, self._target_file_size, self._task_hook
+
+        def route_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            context = TaskContext.get()
+            attempt = TaskAttempt(
+                context.partitionId() if context else 0,
+                context.attemptNumber() if context else 0,
+                context.stageId() if context else 0,
+            )
+            writers = {}
+            for name, (metadata_json, io_properties, location) in specs.items():
+                metadata = TableMetadataUtil.parse_raw(metadata_json)
+                writers[name] = TaskFileWriter(
+                    metadata,
+                    load_file_io(io_properties, location),
+                    job_id=job_id,
+                    checkpoint_id=checkpoint_id,
+                    task_id=attempt.partition_id,
+                    attempt=attempt.attempt,
+                    location_provider=load_location_provider(metadata.location, metadata.properties),
+                    target_size=target_size,
+                )
+            unrouted = 0
+            samples: list[str | None] = []
+            skipped: Counter[str] = Counter()
+
+            def take(name: str, rows: pa.RecordBatch) -> None:
+                writer = writers.get(name)
+                if writer is None:
+                    skipped[name] += rows.num_rows
+                    return
+                wanted_columns = [rows.column(c) for c in names[name]]
+                plain = [c.split("__", 2)[2] for c in names[name]]
+                writer.add(pa.RecordBatch.from_arrays(wanted_columns, names=plain))
+
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                route = batch.column(ROUTE_COLUMN)
+                for name, keys in keys_by_table.items():
+                    mask = pc.fill_null(pc.is_in(route, value_set=pa.array(keys, pa.string())), False)
+                    rows = batch.filter(mask)
+                    if rows.num_rows:
+                        take(name, rows)
+                lost = pc.invert(pc.fill_null(pc.is_in(route, value_set=all_keys), False))
+                rows = batch.filter(lost)
+                if not rows.num_rows:
+                    continue
+                if dead_letter is not None:
+                    take(dead_letter, rows)
+                    continue
+                unrouted += rows.num_rows
+                for value in pc.unique(rows.column(ROUTE_COLUMN)).to_pylist():
+                    if len(samples) < SAMPLE_VALUES and value not in samples:
+                        samples.append(value)
+            out_targets, out_results = [], []
+            for name, writer in writers.items():
+                result = writer.close()
+                if hook is not None:
+                    hook(attempt, result)
+                out_targets.append(name)
+                out_results.append(result.to_json())
+            out_targets.append(_UNROUTED)
+            out_results.append(json.dumps({"records": unrouted, "values": samples, "skipped": dict(skipped)}))
+            yield pa.RecordBatch.from_pydict({"target": out_targets, "result": out_results})
+
+        rows = projected.mapInArrow(route_task, "target string, result string").collect()
+        return _gather(rows, specs)
+
+    @property
+    def tables(self) -> dict[str, Table]:
+        """The target tables by name."""
+        return dict(self._tables)
+
+
+def check_routed_frame(df: DataFrame, tables: Mapping[str, Table], route_by: str) -> None:
+    """Check, before anything runs, that ``df`` has the routing column and fits every
+    routed table; a column that no table has is refused as a likely typo.
+
+    Raises:
+        SchemaMismatchError: names the column (and the table) at fault.
+    """
+    if route_by not in df.columns:
+        raise SchemaMismatchError(route_by, "routing column is missing from the DataFrame")
+    shared = {route_by} | {c for t in tables.values() for c in t.schema().column_names}
+    for name, table in tables.items():
+        aligned_columns(df, table.schema(), name, ignore=shared)
+    unknown = [c for c in df.columns if c not in shared]
+    if unknown:
+        raise SchemaMismatchError(unknown[0], "no routed table has this column (and it is not the routing column)")
+
+
+def _gather(rows: Sequence[Row], written: Collection[str]) -> RoutedWrite:
+    results: dict[str, list[WriteResult]] = {name: [] for name in written}
+    unrouted = 0
+    values: list[str | None] = []
+    skipped: Counter[str] = Counter()
+    for row in rows:
+        target, text = row["target"], row["result"]
+        if target != _UNROUTED:
+            results[target].append(WriteResult.from_json(text))
+            continue
+        counts = json.loads(text)
+        unrouted += int(counts["records"])
+        values.extend(v for v in counts["values"] if v not in values)
+        skipped.update({k: int(v) for k, v in counts["skipped"].items()})
+    for name, task_results in results.items():
+        logger.info(
+            "routed write to %s: %d task(s), %d records in %d files",
+            name,
+            len(task_results),
+            sum(r.records for r in task_results),
+            sum(len(r.data_files) for r in task_results),
+        )
+    return RoutedWrite(results, unrouted, tuple(values[:SAMPLE_VALUES]), dict(skipped))
+
+
+__all__ = ["RoutedSparkWriter", "RoutedWrite", "check_routed_frame", "route_key"]

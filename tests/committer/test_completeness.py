@@ -1,0 +1,232 @@
+"""Event-time watermarks per snapshot and time-partition completeness."""
+
+from __future__ import annotations
+
+import datetime as dt
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+from sqlalchemy import text
+
+import icecommit as ic
+from icecommit.ancestry import LATE_RECORDS, WATERMARK, find_checkpoint
+from icecommit.committer import PartitionCompleteness
+from icecommit.completeness import (
+    TimePartition,
+    micros,
+    newly_complete,
+    parse_duration,
+    table_watermark,
+    time_partition,
+)
+from icecommit.metrics.database import state_engine, state_uri
+from icecommit.metrics.partitions import PartitionStatus
+from tests.conftest import unique_table
+from tests.helpers import EVENTS_SCHEMA, write_arrow
+
+T0 = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
+
+
+def at(*minutes: int, first_id: int = 0) -> pa.Table:
+    """One row per offset in minutes after T0 (ids from ``first_id``)."""
+    ids = list(range(first_id, first_id + len(minutes)))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([T0 + timedelta(minutes=m) for m in minutes], pa.timestamp("us", tz="UTC")),
+            "event": pa.array(["pv"] * len(ids)),
+            "score": pa.array([1.0] * len(ids)),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+
+
+def commit(catalog: SqlCatalog, table: Table, job: str, checkpoint: int, data: pa.Table, **kwargs: object) -> None:
+    committer = ic.GlobalCommitter(catalog, table, job_id=job, **kwargs)  # type: ignore[arg-type]
+    committer.prepare(checkpoint, [write_arrow(table, data, job_id=job, checkpoint_id=checkpoint)])
+    committer.commit(checkpoint)
+
+
+def hours(statuses: list[PartitionStatus]) -> dict[str, tuple[int, int]]:
+    """label -> (records at completion, late records)."""
+    return {s.label: (s.records_at_completion, s.late_records) for s in statuses}
+
+
+# -- pure decisions -----------------------------------------------------------------------
+
+
+def test_partition_bounds_and_labels_for_every_granularity() -> None:
+    day = 20574  # 2026-05-01
+    assert TimePartition("ts_day", 0, "day", "ts").bounds(day) == (
+        micros(T0),
+        micros(T0 + timedelta(days=1)),
+    )
+    assert TimePartition("ts_day", 0, "day", "ts").label(day) == "ts_day=2026-05-01"
+    hour = day * 24 + 3
+    assert TimePartition("ts_hour", 0, "hour", "ts").label(hour) == "ts_hour=2026-05-01-03"
+    month = (2026 - 1970) * 12 + 1  # February 2026: 28 days
+    start, end = TimePartition("ts_month", 0, "month", "ts").bounds(month)
+    assert end - start == 28 * 86_400_000_000
+    assert TimePartition("ts_month", 0, "month", "ts").label(month) == "ts_month=2026-02"
+    year = TimePartition("ts_year", 0, "year", "ts")
+    assert year.label(2024 - 1970) == "ts_year=2024"
+    assert year.bounds(2024 - 1970)[1] - year.bounds(2024 - 1970)[0] == 366 * 86_400_000_000
+    # before 1970: ordinals are negative
+    assert TimePartition("ts_day", 0, "day", "ts").label(-1) == "ts_day=1969-12-31"
+
+
+def test_a_partition_closes_when_the_slowest_writer_passes_its_end_plus_lateness() -> None:
+    field = TimePartition("ts_hour", 0, "hour", "ts")
+    h = micros(T0) // 3_600_000_000
+    end_of_first = micros(T0 + timedelta(hours=1))
+    assert newly_complete(field, [h, h + 1], watermark_us=end_of_first - 1, lateness_us=0) == []
+    assert newly_complete(field, [h, h + 1], watermark_us=end_of_first, lateness_us=0) == [h]
+    assert newly_complete(field, [h, h + 1], watermark_us=end_of_first, lateness_us=1) == []
+    assert newly_complete(field, [h], watermark_us=end_of_first, lateness_us=0, published=[h]) == []
+    assert newly_complete(field, [h], watermark_us=None, lateness_us=0) == []
+    assert table_watermark({"a": 5, "b": 3}) == 3
+    assert table_watermark({"a": 5, "b": None}) is None
+    assert table_watermark({}) is None
+
+
+def test_durations() -> None:
+    assert parse_duration("0") == timedelta(0)
+    assert parse_duration("15m") == timedelta(minutes=15)
+    assert parse_duration(" 2H ") == timedelta(hours=2)
+    with pytest.raises(ValueError, match="'soon' is not a duration"):
+        parse_duration("soon")
+
+
+def test_the_time_partition_is_the_time_transform_of_the_event_time_column(sqlite_catalog: SqlCatalog) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.t", EVENTS_SCHEMA, partition_by=["event", "day(ts)"])
+    assert time_partition(table.metadata) == TimePartition("ts_day", 1, "day", "ts")
+    plain = ic.create_table(sqlite_catalog, "ns.plain", EVENTS_SCHEMA, partition_by=["event"])
+    assert time_partition(plain.metadata) is None
+
+
+# -- through the committer, on SQLite and PostgreSQL ----------------------------------------
+
+
+def test_watermark_completion_once_and_late_records(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event", "hour(ts)"])
+    published: list[str] = []
+    policy = PartitionCompleteness(on_complete=lambda s: published.append(s.label))
+
+    commit(catalog, table, "job", 0, at(0, 10, 59, 70), completeness=policy)  # hours 0 and 1; watermark 01:10
+    assert published == ["ts_hour=2026-05-01-00"]
+    commit(catalog, table, "job", 1, at(80, 125, first_id=10), completeness=policy)  # watermark 02:05
+    assert published == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
+    # two late rows for hour 0 and one for hour 1 arrive after both were published
+    commit(catalog, table, "job", 2, at(5, 6, 61, 130, first_id=20), completeness=policy)
+    assert published == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"], "published once, never again"
+
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    assert hours(committer.partition_status()) == {
+        "ts_hour=2026-05-01-00": (3, 2),
+        "ts_hour=2026-05-01-01": (2, 1),
+    }
+    metadata = catalog.load_table(name).metadata
+    summaries = [find_checkpoint(metadata, "job", c).summary for c in range(3)]  # type: ignore[union-attr]
+    assert [int(s[WATERMARK]) for s in summaries] == [
+        micros(T0 + timedelta(minutes=70)),
+        micros(T0 + timedelta(minutes=125)),
+        micros(T0 + timedelta(minutes=130)),  # the watermark never goes back
+    ]
+    assert summaries[0].get(LATE_RECORDS) is None and summaries[1].get(LATE_RECORDS) is None
+    assert summaries[2][LATE_RECORDS] == "3"
+    # late rows are committed like any other: all 10 rows are in the table
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 10
+
+
+def test_lateness_delays_completion(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(
+        catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"], properties={"icecommit.partition-lateness": "30m"}
+    )
+    commit(catalog, table, "job", 0, at(10, 80))  # watermark 01:20 < 01:00 + 30m
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    assert committer.partition_status() == []
+    commit(catalog, table, "job", 1, at(20, 95, first_id=5))  # watermark 01:35: hour 0 closes, with the late-ish row
+    statuses = committer.partition_status()
+    assert hours(statuses) == {"ts_hour=2026-05-01-00": (2, 0)}
+    assert statuses[0].lateness == timedelta(minutes=30)
+    # an explicit lateness wins over the table property
+    commit(catalog, table, "job", 2, at(130, first_id=9), completeness=PartitionCompleteness(lateness=timedelta(0)))
+    assert "ts_hour=2026-05-01-01" in hours(committer.partition_status())
+
+
+def test_a_partition_waits_for_every_writer(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    both = PartitionCompleteness(writers=("fast", "slow"))
+    commit(catalog, table, "fast", 0, at(10, 200), completeness=both)
+    committer = ic.GlobalCommitter(catalog, name, job_id="fast", completeness=both)
+    assert committer.partition_status() == [], "the slow writer has committed nothing yet"
+    commit(catalog, table, "slow", 0, at(20, 70, first_id=100), completeness=both)  # slow reaches 01:10
+    assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (2, 0)}
+    commit(catalog, table, "slow", 1, at(250, first_id=200), completeness=both)  # slow reaches 04:10
+    # hour 3 holds fast's row at 03:20; it waits for fast, whose watermark is 03:20
+    assert sorted(hours(committer.partition_status())) == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
+    commit(catalog, table, "fast", 1, at(245, first_id=300), completeness=both)  # fast reaches 04:05
+    # hour 2 holds no data, so there is nothing to publish for it
+    assert sorted(hours(committer.partition_status())) == [
+        "ts_hour=2026-05-01-00",
+        "ts_hour=2026-05-01-01",
+        "ts_hour=2026-05-01-03",
+    ]
+    statuses = committer.partition_status()
+    assert statuses[0].writers == ("fast", "slow")
+
+
+def test_a_failed_callback_is_delivered_again_after_the_next_commit(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    calls: list[str] = []
+
+    def flaky(status: PartitionStatus) -> None:
+        calls.append(status.label)
+        if len(calls) == 1:
+            raise ConnectionError("scheduler unreachable")
+
+    policy = PartitionCompleteness(on_complete=flaky)
+    commit(catalog, table, "job", 0, at(0, 70), completeness=policy)  # the commit lands; the call failed
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 2
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    assert [s.notified_at for s in committer.partition_status()] == [None]
+    commit(catalog, table, "job", 1, at(75, first_id=5), completeness=policy)
+    assert calls == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-00"]
+    assert committer.partition_status()[0].notified_at is not None
+    commit(catalog, table, "job", 2, at(80, first_id=6), completeness=policy)
+    assert len(calls) == 2, "delivered once it succeeded, never again"
+
+
+def test_completion_survives_a_crash_between_commit_and_publication(catalog: SqlCatalog) -> None:
+    """The status is derived from committed checkpoints: a committer that died before
+    publishing leaves it to the next commit, or to an explicit publish."""
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    commit(catalog, table, "job", 0, at(0, 70))
+    engine = state_engine(state_uri(catalog))
+    with engine.begin() as conn:  # as if the process died right after marking the commit
+        conn.execute(text("DELETE FROM icecommit_partition_status WHERE table_name = :t"), {"t": name})
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    assert committer.partition_status() == []
+    assert [s.label for s in committer.publish_complete_partitions()] == ["ts_hour=2026-05-01-00"]
+    assert committer.publish_complete_partitions() == []
+    assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (1, 0)}
+
+
+def test_rows_without_event_time_belong_to_no_time_partition(sqlite_catalog: SqlCatalog) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.t", EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    data = at(0, 70)
+    nulls = pa.table(
+        {"id": [50], "ts": pa.array([None], pa.timestamp("us", tz="UTC")), "event": ["pv"], "score": [1.0]},
+        schema=EVENTS_SCHEMA,
+    )
+    commit(sqlite_catalog, table, "job", 0, pa.concat_tables([data, nulls]))
+    committer = ic.GlobalCommitter(sqlite_catalog, "ns.t", job_id="job")
+    assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (1, 0)}

@@ -1,0 +1,200 @@
+"""One read, many tables: ``ic.write`` and the streaming sink with a routing column."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+import icecommit as ic
+from icecommit.committer import committed_checkpoints
+from icecommit.errors import SchemaMismatchError, UnroutedRecordsError
+from icecommit.writers.routing import RoutedSparkWriter
+from tests.conftest import unique_table
+
+pytestmark = pytest.mark.spark
+
+CLICKS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("x", pa.int32()),
+    ]
+)
+VIEWS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("page", pa.string()),
+    ]
+)
+SOURCE = "id BIGINT, ts TIMESTAMP, kind STRING, x INT, page STRING"
+KINDS = ("click", "tap", "view", "scroll", None)
+
+
+def source(spark: SparkSession, start: int, end: int) -> DataFrame:
+    """Rows whose kind cycles click, tap, view, scroll (unknown), null."""
+    return spark.range(start, end).selectExpr(
+        "id",
+        "TIMESTAMP '2026-05-01 00:00:00' + make_interval(0, 0, 0, 0, 0, CAST(id % 240 AS INT), 0) AS ts",
+        "element_at(array('click', 'tap', 'view', 'scroll', NULL), CAST(id % 5 AS INT) + 1) AS kind",
+        "CAST(id % 7 AS INT) AS x",
+        "concat('/p/', CAST(id % 3 AS STRING)) AS page",
+    )
+
+
+def ids(catalog: SqlCatalog, name: str) -> list[int]:
+    return sorted(catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
+
+
+def expected(start: int, end: int, *kinds: str | None) -> list[int]:
+    return [i for i in range(start, end) if KINDS[i % 5] in kinds]
+
+
+@pytest.fixture
+def tables(catalog: SqlCatalog) -> tuple[str, str, str]:
+    clicks, views, dead = unique_table("clicks"), unique_table("views"), unique_table("unrouted")
+    ic.create_table(catalog, clicks, CLICKS, partition_by=["hour(ts)"])
+    ic.create_table(catalog, views, VIEWS, partition_by=["page"])
+    return clicks, views, dead
+
+
+def test_rows_go_to_their_tables_once_with_the_same_checkpoint(
+    spark: SparkSession, catalog: SqlCatalog, tables: tuple[str, str, str]
+) -> None:
+    clicks, views, dead = tables
+    routes = {"click": clicks, "tap": clicks, "view": views}
+    df = source(spark, 0, 500)
+    result = ic.write(df, routes, catalog=catalog, job_id="router", checkpoint_id=4, route_by="kind", dead_letter=dead)
+    assert result.committed and result.records == 500
+    assert ids(catalog, clicks) == expected(0, 500, "click", "tap")
+    assert ids(catalog, views) == expected(0, 500, "view")
+    # unknown and null routes are kept, with every source column, in the dead-letter table
+    letters = catalog.load_table(dead).scan().to_arrow()
+    assert sorted(letters.column("id").to_pylist()) == expected(0, 500, "scroll", None)
+    assert Counter(letters.column("kind").to_pylist()) == {"scroll": 100, None: 100}
+    for name in (clicks, views, dead):
+        found = committed_checkpoints(catalog.load_table(name).metadata, job_id="router")
+        assert [c.checkpoint_id for c in found] == [4], name
+        assert result[name].status == "committed"
+    # tables hold only their own columns (the routing column is not written into them)
+    assert catalog.load_table(views).scan().to_arrow().column_names == ["id", "ts", "page"]
+
+    again = ic.write(df, routes, catalog=catalog, job_id="router", checkpoint_id=4, route_by="kind", dead_letter=dead)
+    assert not again.committed
+    assert {r.status for r in again.results.values()} == {"already-committed"}
+    assert ids(catalog, clicks) == expected(0, 500, "click", "tap")
+    report = ic.reconcile(catalog, clicks, job_id="router", deep=True)
+    assert report.ok, report.to_markdown()
+
+
+def test_unknown_routes_without_a_dead_letter_table_fail_and_commit_nothing(
+    spark: SparkSession, catalog: SqlCatalog, tables: tuple[str, str, str]
+) -> None:
+    clicks, views, _ = tables
+    with pytest.raises(UnroutedRecordsError) as raised:
+        ic.write(
+            source(spark, 0, 100),
+            {"click": clicks, "tap": clicks, "view": views},
+            catalog=catalog,
+            job_id="router",
+            checkpoint_id=0,
+            route_by="kind",
+        )
+    assert raised.value.records == 40 and raised.value.column == "kind"
+    assert set(raised.value.values) == {"scroll", None}
+    assert "40 row(s)" in str(raised.value) and "'scroll'" in str(raised.value)
+    for name in (clicks, views):
+        table = catalog.load_table(name)
+        assert table.current_snapshot() is None
+        assert ic.GlobalCommitter(catalog, name, job_id="router").store.get("router", name, 0) is None
+        data_dir = Path(table.metadata.location.removeprefix("file://")) / "data"
+        assert not list(data_dir.rglob("*.parquet")), "the refused checkpoint's files are removed"
+
+
+def test_a_table_that_does_not_fit_refuses_the_whole_checkpoint(
+    spark: SparkSession, catalog: SqlCatalog, tables: tuple[str, str, str]
+) -> None:
+    clicks, views, dead = tables
+    df = source(spark, 0, 50).withColumn("x", F.col("page"))  # x is now a string
+    with pytest.raises(SchemaMismatchError) as raised:
+        ic.write(df, {"click": clicks, "view": views}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="kind")
+    assert raised.value.column == "x" and raised.value.table == clicks
+    with pytest.raises(SchemaMismatchError, match="routing column is missing"):
+        ic.write(df, {"click": clicks}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="type")
+    bad = source(spark, 0, 50).withColumnRenamed("page", "pgae")
+    with pytest.raises(SchemaMismatchError, match="pgae"):  # a column no table has is a typo, not a route
+        ic.write(
+            bad, {"click": clicks}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="kind", dead_letter=dead
+        )
+    assert not catalog.table_exists(dead), "refused input creates no dead-letter table"
+    assert catalog.load_table(clicks).current_snapshot() is None
+    assert catalog.load_table(views).current_snapshot() is None
+
+
+def test_after_a_crash_between_tables_a_rerun_completes_each_table_once(
+    spark: SparkSession, catalog: SqlCatalog, tables: tuple[str, str, str]
+) -> None:
+    """The driver died after the checkpoint was committed to clicks and only prepared for
+    views, and before anything reached the dead-letter table."""
+    clicks, views, dead = tables
+    routes = {"click": clicks, "tap": clicks, "view": views}
+    df = source(spark, 0, 300)
+    ic.create_table(catalog, dead, pa.schema([pa.field("id", pa.int64()), pa.field("kind", pa.string())]))
+    loaded = {name: catalog.load_table(name) for name in (clicks, views, dead)}
+    written = RoutedSparkWriter(loaded, routes, route_by="kind", dead_letter=dead, job_id="router").write(df, 9)
+    first = ic.GlobalCommitter(catalog, clicks, job_id="router")
+    first.prepare(9, written.results[clicks])
+    first.commit(9)
+    ic.GlobalCommitter(catalog, views, job_id="router").prepare(9, written.results[views])
+    # ... crash: the dead-letter table's results are lost with the driver
+
+    rerun = ic.write(df, routes, catalog=catalog, job_id="router", checkpoint_id=9, route_by="kind", dead_letter=dead)
+    assert rerun[clicks].status == "already-committed"
+    # views: committed by the recovery the rerun starts with, from its prepared files
+    assert rerun[views].status == "already-committed"
+    assert rerun[dead].status == "committed"
+    assert rerun.skipped_records == {clicks: 120, views: 60}
+    assert ids(catalog, clicks) == expected(0, 300, "click", "tap")
+    assert ids(catalog, views) == expected(0, 300, "view")
+    assert ids(catalog, dead) == expected(0, 300, "scroll", None)
+    assert catalog.load_table(dead).scan().to_arrow().column_names == ["id", "kind"]
+    for name in (clicks, views, dead):
+        assert ic.reconcile(catalog, name, job_id="router", deep=True).ok, name
+
+
+def test_integer_routes_and_the_streaming_sink(spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path) -> None:
+    a, b = "ns.a", "ns.b"
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dept", pa.int32())])
+    ic.create_table(sqlite_catalog, a, schema)
+    ic.create_table(sqlite_catalog, b, schema)
+    folder, checkpoints = tmp_path / "in", tmp_path / "chk"
+    folder.mkdir()
+    for n in range(3):
+        rows = [json.dumps({"id": i, "dept": i % 3}) for i in range(n * 30, n * 30 + 30)]
+        (folder / f"{n}.json").write_text("\n".join(rows) + "\n")
+    results: list[object] = []
+    sink = ic.streaming_sink(
+        {1: a, 2: b},
+        catalog=sqlite_catalog,
+        job_id="depts",
+        route_by="dept",
+        dead_letter="ns.dead",
+        on_commit=results.append,
+    )
+    stream = spark.readStream.schema("id BIGINT, dept INT").option("maxFilesPerTrigger", 1).json(str(folder))
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
+    query.trigger(availableNow=True).start().awaitTermination(300)
+    assert len(results) == 3
+    assert ids(sqlite_catalog, a) == [i for i in range(90) if i % 3 == 1]
+    assert ids(sqlite_catalog, b) == [i for i in range(90) if i % 3 == 2]
+    assert ids(sqlite_catalog, "ns.dead") == [i for i in range(90) if i % 3 == 0]
+    for name in (a, b, "ns.dead"):
+        found = committed_checkpoints(sqlite_catalog.load_table(name).metadata, job_id="depts")
+        assert sorted(c.checkpoint_id for c in found) == [0, 1, 2]
