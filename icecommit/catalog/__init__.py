@@ -2,7 +2,13 @@
 expiry, orphan sweep), each returning typed results."""
 
 from icecommit.catalog.connect import connect
-from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo, list_checkpoints, list_snapshots
+from icecommit.catalog.inspect import (
+    CheckpointInfo,
+    SnapshotInfo,
+    list_checkpoints,
+    list_snapshots,
+    partition_status,
+)
 from icecommit.catalog.maintenance import (
     ExpirePlan,
     OrphanFile,
@@ -31,6 +37,7 @@ __all__ = [
     "list_checkpoints",
     "list_snapshots",
     "parse_transform",
+    "partition_status",
     "plan_expire",
     "plan_rollback",
     "resolve_table",

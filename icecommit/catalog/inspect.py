@@ -12,6 +12,7 @@ from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table, table_name
 from icecommit.metrics.checkpoints import CheckpointStore
 from icecommit.metrics.database import state_engine, state_uri
+from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
 
 
 @dataclass(frozen=True)
@@ -118,3 +119,14 @@ def list_checkpoints(
             committed_at=datetime.fromtimestamp(landed.timestamp_ms / 1000, tz=timezone.utc),
         )
     return [rows[k] for k in sorted(rows)]
+
+
+def partition_status(catalog: Catalog, table: Table | str) -> list[PartitionStatus]:
+    """Time partitions of a table published complete, oldest first, each with the records
+    committed when it was published and the late records committed into it since.
+
+    Raises:
+        NoSuchTableError: the table does not exist.
+    """
+    resolve_table(catalog, table)
+    return PartitionStatusStore(state_engine(state_uri(catalog))).statuses(table_name(table))

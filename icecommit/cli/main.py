@@ -18,7 +18,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from icecommit.catalog.connect import connect
-from icecommit.catalog.inspect import list_checkpoints, list_snapshots
+from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partition_status
 from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
@@ -158,6 +158,23 @@ def checkpoints(ctx: Context, table: str, job: str | None) -> None:
       icecommit checkpoints demo.clickstream --job clickstream-demo
     """
     _run(ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job)))
+
+
+@cli.command()
+@click.argument("table")
+@click.pass_obj
+def partitions(ctx: Context, table: str) -> None:
+    """List the time partitions published complete, with the late records committed since.
+
+    A partition (an hour or a day of the event-time column, per the table's spec) is
+    complete once every writer's watermark passed its end plus the allowed lateness
+    (table property icecommit.partition-lateness).
+
+    \b
+    Example:
+      icecommit partitions demo.clickstream
+    """
+    _run(ctx, lambda: ctx.output.partitions(table, partition_status(ctx.catalog(), table)))
 
 
 class _Instant(click.ParamType):  # type: ignore[type-arg]

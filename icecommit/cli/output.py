@@ -20,6 +20,7 @@ from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
 from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
 from icecommit.catalog.rollback import RollbackPlan
 from icecommit.demo.report import DemoReport
+from icecommit.metrics.partitions import PartitionStatus
 from icecommit.metrics.report_model import ReconciliationReport
 
 
@@ -29,6 +30,8 @@ class Output(Protocol):
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None: ...
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None: ...
+
+    def partitions(self, table: str, rows: list[PartitionStatus]) -> None: ...
 
     def demo(self, report: DemoReport) -> None: ...
 
@@ -67,6 +70,15 @@ class JsonOutput:
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         self._emit({"table": table, "checkpoints": _plain(rows)})
+
+    def partitions(self, table: str, rows: list[PartitionStatus]) -> None:
+        documents = []
+        for row in rows:
+            document = _plain(row)
+            document["lateness"] = row.lateness.total_seconds()
+            document["late_records"] = row.late_records
+            documents.append(document)
+        self._emit({"table": table, "partitions": documents})
 
     def demo(self, report: DemoReport) -> None:
         self._emit(_plain(report))
@@ -143,6 +155,32 @@ class TextOutput:
                 f"{row.records:,}",
                 str(row.files),
                 "yes" if row.in_ancestry else "no",
+            )
+        self.console.print(view)
+
+    def partitions(self, table: str, rows: list[PartitionStatus]) -> None:
+        view = Table(title=f"complete time partitions of {table}")
+        for column in (
+            "partition",
+            "records when complete",
+            "late records",
+            "completed at (UTC)",
+            "watermark",
+            "lateness",
+            "writers",
+            "notified",
+        ):
+            view.add_column(column)
+        for row in rows:
+            view.add_row(
+                row.label,
+                f"{row.records_at_completion:,}",
+                f"{row.late_records:,}",
+                _time(row.completed_at),
+                _time(row.watermark),
+                str(row.lateness),
+                ", ".join(row.writers),
+                _time(row.notified_at) or "no callback yet",
             )
         self.console.print(view)
 

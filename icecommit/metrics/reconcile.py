@@ -37,10 +37,12 @@ from icecommit.metrics.checkpoints import (
 )
 from icecommit.metrics.database import state_engine, state_uri
 from icecommit.metrics.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
+from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
     Lag,
+    PartitionLine,
     Problem,
     ReconciliationReport,
     Thresholds,
@@ -84,6 +86,8 @@ class Facts:
     ancestry_counts: Counter[Key]
     missing_paths: list[str]
     deep_counts: dict[Key, dict[Window, int]] | None = None
+    # time partitions published complete (their late records are reported, not errors)
+    partitions: list[PartitionStatus] = field(default_factory=list)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -225,6 +229,14 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                     "they are left out of every count", job_id, checkpoint_id, severity="warning")
         )  # fmt: skip
 
+    for published in facts.partitions:
+        if published.late_records:
+            problems.append(
+                Problem("late-records", f"{published.late_records:,} record(s) committed into {published.label} "
+                        f"after it was published complete at {published.completed_at.isoformat()} with "
+                        f"{published.records_at_completion:,} (they are in the table)", severity="info")
+            )  # fmt: skip
+
     health = CommitHealth(
         checkpoints=len(lines),
         attempts=sum(s.attempts for s in facts.checkpoints),
@@ -251,6 +263,10 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         problems=tuple(problems),
         health=health,
         lag=lag,
+        partitions=tuple(
+            PartitionLine(p.label, p.end, p.completed_at, p.records_at_completion, p.records, p.late_records)
+            for p in facts.partitions
+        ),
     )
 
 
@@ -439,6 +455,7 @@ def reconcile(
         ),
         missing_paths=_missing(sorted({f.path for f in live}), loaded.io),
         deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time) if deep else None,
+        partitions=[p for p in PartitionStatusStore(engine).statuses(name) if since is None or p.end >= _utc(since)],
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))

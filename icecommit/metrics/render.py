@@ -64,6 +64,19 @@ def markdown(report: ReconciliationReport) -> str:
         f"{h.files_missing} files missing at commit. Lag from event time to commit: p50 {p50}, p99 {p99}.",
         "",
     ]
+    if report.partitions:
+        lines += [
+            "## Complete time partitions",
+            "",
+            "| partition | completed at | records then | records now | late |",
+            "|---|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {p.label} | {p.completed_at.strftime('%Y-%m-%d %H:%M:%S')} | {_n(p.records_at_completion)} | "
+            f"{_n(p.records)} | {_n(p.late_records)} |"
+            for p in report.partitions
+        ]
+        lines.append("")
     return "\n".join(lines)
 
 

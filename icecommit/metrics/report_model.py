@@ -15,7 +15,8 @@ JSON schema (``schema_version`` 1) — stable; fields are only ever added:
                "readable": int|null, "loss_pct", "duplication_pct", "ok"}],
   "problems": [{"kind", "message", "job_id", "checkpoint_id", "path", "severity"}],
   "health": {"checkpoints", "attempts", "retries", "conflicts", "unknown_outcomes", "files_missing"},
-  "lag": {"p50_seconds": float|null, "p99_seconds": float|null}
+  "lag": {"p50_seconds": float|null, "p99_seconds": float|null},
+  "partitions": [{"label", "end", "completed_at", "records_at_completion", "records", "late_records"}]
 }
 ```
 """
@@ -107,6 +108,18 @@ class Lag:
     p99_seconds: float | None
 
 
+@dataclass(frozen=True)
+class PartitionLine:
+    """A time partition published complete, and the records committed into it since."""
+
+    label: str
+    end: datetime
+    completed_at: datetime
+    records_at_completion: int
+    records: int
+    late_records: int
+
+
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
@@ -135,6 +148,7 @@ class ReconciliationReport:
     problems: tuple[Problem, ...]
     health: CommitHealth
     lag: Lag
+    partitions: tuple[PartitionLine, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as a dict (see the module docstring for the schema)."""

@@ -63,7 +63,7 @@ def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
 
 
 def test_every_command_help_has_an_example(tmp_path: Path) -> None:
-    for command in ("demo", "snapshots", "checkpoints"):
+    for command in ("demo", "snapshots", "checkpoints", "partitions"):
         result = run(tmp_path, command, "--help")
         assert result.returncode == 0 and "Example:" in result.stdout
 

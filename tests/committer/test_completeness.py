@@ -140,6 +140,18 @@ def test_watermark_completion_once_and_late_records(catalog: SqlCatalog) -> None
     assert summaries[2][LATE_RECORDS] == "3"
     # late rows are committed like any other: all 10 rows are in the table
     assert catalog.load_table(name).scan().to_arrow().num_rows == 10
+    # ... and reconciliation reports them as late, not as a mismatch
+    report = ic.reconcile(catalog, name, job_id="job", deep=True)
+    assert report.ok, report.to_markdown()
+    late = [p for p in report.problems if p.kind == "late-records"]
+    assert [p.severity for p in late] == ["info", "info"]
+    assert "2 record(s) committed into ts_hour=2026-05-01-00 after it was published complete" in late[0].message
+    assert [(p.label, p.late_records) for p in report.partitions] == [
+        ("ts_hour=2026-05-01-00", 2),
+        ("ts_hour=2026-05-01-01", 1),
+    ]
+    assert report.to_dict()["partitions"][0]["records_at_completion"] == 3
+    assert "| ts_hour=2026-05-01-00 |" in report.to_markdown()
 
 
 def test_lateness_delays_completion(catalog: SqlCatalog) -> None:
