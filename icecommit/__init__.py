@@ -6,7 +6,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from icecommit.catalog import connect, create_table
-from icecommit.committer import CommitResult, GlobalCommitter, RetryPolicy
+from icecommit.committer import (
+    CommitResult,
+    GlobalCommitter,
+    PartitionCompleteness,
+    RetryPolicy,
+    RoutedCommitResult,
+)
 from icecommit.datafiles import DataFileRecord, WriteResult
 from icecommit.errors import (
     CheckpointNotFoundError,
@@ -17,6 +23,7 @@ from icecommit.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
     TableSpecError,
+    UnroutedRecordsError,
     ValidationError,
 )
 from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
@@ -48,12 +55,15 @@ __all__ = [
     "DataFileRecord",
     "GlobalCommitter",
     "IcecommitError",
+    "PartitionCompleteness",
     "ReconciliationReport",
     "RetryPolicy",
+    "RoutedCommitResult",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "TableSpecError",
     "Thresholds",
+    "UnroutedRecordsError",
     "ValidationError",
     "WriteResult",
     "__version__",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -75,3 +76,46 @@ def test_a_batch_prepared_before_a_crash_is_committed_when_the_query_restarts(
     sink(spark.range(10, 15).selectExpr("id", "CAST(NULL AS TIMESTAMP) AS ts"), 1)
     ids = sorted(sqlite_catalog.load_table("ns.stream").scan().to_arrow().column("id").to_pylist())
     assert ids == list(range(15))
+
+
+def test_the_stream_publishes_each_hour_once_after_all_its_writers_closed_it(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """Each file is one micro-batch, read by two tasks; file c holds hour c and a few rows
+    of hour c + 1, and the last file brings late rows for hour 0."""
+    lateness = {"icecommit.partition-lateness": "10m"}
+    ic.create_table(sqlite_catalog, "ns.stream", SCHEMA, partition_by=["hour(ts)"], properties=lateness)
+    source, checkpoints = tmp_path / "in", tmp_path / "chk"
+    source.mkdir()
+
+    def drop(name: str, rows: list[tuple[int, str]]) -> None:
+        (source / name).write_text("".join(json.dumps({"id": i, "ts": ts}) + "\n" for i, ts in rows))
+
+    drop("0.json", [(i, f"2026-05-01T00:{i % 60:02d}:00Z") for i in range(0, 100)] + [(100, "2026-05-01T01:05:00Z")])
+    drop("1.json", [(i, f"2026-05-01T01:{i % 60:02d}:00Z") for i in range(101, 200)] + [(200, "2026-05-01T02:20:00Z")])
+    drop("2.json", [(201, "2026-05-01T00:30:00Z"), (202, "2026-05-01T00:31:00Z"), (203, "2026-05-01T02:21:00Z")])
+    completed: list[tuple[str, int]] = []
+    sink = ic.streaming_sink(
+        "ns.stream",
+        catalog=sqlite_catalog,
+        job_id="stream",
+        completeness=ic.PartitionCompleteness(on_complete=lambda s: completed.append((s.label, s.records))),
+    )
+    stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
+    query.trigger(availableNow=True).start().awaitTermination(300)
+
+    # batch 0 reaches 01:05, short of 01:00 + 10m; batch 1 reaches 02:20 and closes hours 0 and 1,
+    # hour 1 with the rows both batches wrote into it
+    assert completed == [("ts_hour=2026-05-01-00", 100), ("ts_hour=2026-05-01-01", 100)]
+    statuses = ic.catalog.partition_status(sqlite_catalog, "ns.stream")
+    assert [(s.label, s.records_at_completion, s.late_records) for s in statuses] == [
+        ("ts_hour=2026-05-01-00", 100, 2),
+        ("ts_hour=2026-05-01-01", 100, 0),
+    ]
+    table = sqlite_catalog.load_table("ns.stream")
+    assert table.scan().to_arrow().num_rows == 204, "late rows are committed too"
+    summary = table.current_snapshot().summary  # type: ignore[union-attr]
+    assert summary.get("icecommit.late-records") == "2"
+    watermark = datetime(2026, 5, 1, 2, 21, tzinfo=timezone.utc)
+    assert summary.get("icecommit.watermark-us") == str(int(watermark.timestamp()) * 1_000_000)
