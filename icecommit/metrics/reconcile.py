@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -364,15 +364,28 @@ def _path_in_filesystem(path: str) -> str:
 
 
 def _deep_counts(
-    table: Table, live: Sequence[LiveFile], snapshot_keys: Mapping[int, Key], event_time: str | None
+    table: Table,
+    live: Sequence[LiveFile],
+    snapshot_keys: Mapping[int, Key],
+    event_time: str | None,
+    missing: Collection[str] = (),
 ) -> dict[Key, dict[Window, int]]:
+    """Readable rows per checkpoint and window, from the data. Files found missing count
+    zero rows (they are reported as missing), as does a file that vanishes mid-read."""
     counts: dict[Key, dict[Window, int]] = defaultdict(lambda: defaultdict(int))
+    gone = set(missing)
 
     def read(file: LiveFile) -> tuple[Key | None, Counter[Window]]:
         key = snapshot_keys.get(file.snapshot_id)
         windows: Counter[Window] = Counter()
-        with table.io.new_input(file.path).open() as stream:
-            data = pq.read_table(stream, columns=[event_time] if event_time else [])
+        if file.path in gone:
+            return key, windows
+        try:
+            with table.io.new_input(file.path).open() as stream:
+                data = pq.read_table(stream, columns=[event_time] if event_time else [])
+        except FileNotFoundError:
+            logger.warning("data file vanished while reading it: %s", file.path)
+            return key, windows
         if event_time is None:
             windows[None] += data.num_rows
             return key, windows
@@ -438,6 +451,7 @@ def reconcile(
     }
     live = _live_files(loaded)
     event_time = event_time_column(loaded.metadata)
+    missing = _missing(sorted({f.path for f in live}), loaded.io)
     facts = Facts(
         table=name,
         job_id=job_id,
@@ -453,8 +467,8 @@ def reconcile(
         ancestry_counts=Counter(
             (c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch)
         ),
-        missing_paths=_missing(sorted({f.path for f in live}), loaded.io),
-        deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time) if deep else None,
+        missing_paths=missing,
+        deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time, missing) if deep else None,
         partitions=[p for p in PartitionStatusStore(engine).statuses(name) if since is None or p.end >= _utc(since)],
     )
     report = judge(facts, thresholds or Thresholds())

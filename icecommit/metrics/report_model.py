@@ -24,6 +24,7 @@ JSON schema (``schema_version`` 1) — stable; fields are only ever added:
 from __future__ import annotations
 
 import dataclasses
+import html as html_escape
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -169,3 +170,9 @@ class ReconciliationReport:
     def to_html(self) -> str:
         """A self-contained HTML page with a chart of records per window per stage."""
         return render.html(self)
+
+    def _repr_html_(self) -> str:
+        """The page inside an ``iframe``, so that a notebook shows it (chart included) with
+        its styles and element ids kept apart from the notebook's and other reports'."""
+        page = html_escape.escape(self.to_html(), quote=True)
+        return f'<div><iframe srcdoc="{page}" width="100%" height="820" style="border:0"></iframe></div>'

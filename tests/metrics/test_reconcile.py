@@ -4,6 +4,7 @@ sabotage is detected and named."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,8 @@ def test_a_clean_pipeline_reconciles(catalog: SqlCatalog) -> None:
     assert report.lag.p50_seconds is not None and report.lag.p50_seconds > 0
     deep = ic.reconcile(catalog, table, job_id=JOB, deep=True)
     assert deep.ok and all(w.readable == w.committed for w in deep.windows)
+    shown = deep._repr_html_()  # what a notebook displays: the page, isolated in an iframe
+    assert shown.startswith("<div><iframe srcdoc=") and html.unescape(shown).count('<svg id="chart"') == 1
 
 
 def test_a_deleted_data_file_is_named(catalog: SqlCatalog) -> None:
@@ -69,6 +72,11 @@ def test_a_deleted_data_file_is_named(catalog: SqlCatalog) -> None:
     report = ic.reconcile(catalog, table, job_id=JOB)
     assert not report.ok
     assert any(p.kind == "missing-file" and p.path == victim for p in report.problems)
+    # the deep scan reads the data: the missing file counts zero readable rows, and is named
+    deep = ic.reconcile(catalog, table, job_id=JOB, deep=True)
+    assert not deep.ok
+    assert any(p.kind == "missing-file" and p.path == victim for p in deep.problems)
+    assert sum(c.readable for c in deep.checkpoints) < sum(c.committed for c in deep.checkpoints)
 
 
 def test_a_rollback_that_hides_committed_rows_is_loss(catalog: SqlCatalog) -> None:
