@@ -222,11 +222,14 @@ def _kill_and_restart(args: list[str], logs: Path, kills: int, rng: random.Rando
 
 
 @pytest.mark.parametrize(("backend", "kills"), [("sqlite", 5), pytest.param("postgres", 3, marks=pytest.mark.postgres)])
-def test_stream_killed_and_restarted_lands_every_record_once(backend: str, kills: int, tmp_path: Path) -> None:
+def test_stream_killed_and_restarted_lands_every_record_once(
+    backend: str, kills: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     seed = int(os.environ.get("ICECOMMIT_STREAM_KILL_SEED") or random.SystemRandom().randrange(2**32))
     print(f"seed {seed} (replay with ICECOMMIT_STREAM_KILL_SEED={seed})")
     rng = random.Random(seed)
     catalog: SqlCatalog = make_catalog(backend, tmp_path)
+    request.addfinalizer(catalog.engine.dispose)  # no pooled connection outlives the test
     table = f"{catalog.name}.stream"
     ic.create_table(catalog, table, SCHEMA, partition_by=["hour(ts)"])
     source, staging, checkpoints = tmp_path / "in", tmp_path / "staging", tmp_path / "chk"
