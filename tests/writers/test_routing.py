@@ -198,3 +198,28 @@ def test_integer_routes_and_the_streaming_sink(spark: SparkSession, sqlite_catal
     for name in (a, b, "ns.dead"):
         found = committed_checkpoints(sqlite_catalog.load_table(name).metadata, job_id="depts")
         assert sorted(c.checkpoint_id for c in found) == [0, 1, 2]
+
+
+def test_the_source_is_read_once_by_one_spark_job(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
+    for name, schema in (("ns.clicks", CLICKS), ("ns.views", VIEWS)):
+        ic.create_table(sqlite_catalog, name, schema)
+    context = spark.sparkContext
+    context.setJobGroup("icecommit-routed-once", "one routed checkpoint")
+    try:
+        ic.write(
+            source(spark, 0, 1000),
+            {"click": "ns.clicks", "tap": "ns.clicks", "view": "ns.views"},
+            catalog=sqlite_catalog,
+            job_id="router",
+            checkpoint_id=0,
+            route_by="kind",
+            dead_letter="ns.unrouted",
+        )
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+    tracker = context.statusTracker()
+    jobs = tracker.getJobIdsForGroup("icecommit-routed-once")
+    assert len(jobs) == 1, f"{len(jobs)} Spark jobs for one routed checkpoint"
+    info = tracker.getJobInfo(jobs[0])
+    assert info is not None and len(info.stageIds) == 1, "one stage: the source is scanned once, no shuffle"
+    assert sum(len(ids(sqlite_catalog, n)) for n in ("ns.clicks", "ns.views", "ns.unrouted")) == 1000
