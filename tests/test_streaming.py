@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -89,7 +90,11 @@ def test_the_stream_publishes_each_hour_once_after_all_its_writers_closed_it(
     source.mkdir()
 
     def drop(name: str, rows: list[tuple[int, str]]) -> None:
-        (source / name).write_text("".join(json.dumps({"id": i, "ts": ts}) + "\n" for i, ts in rows))
+        path = source / name
+        path.write_text("".join(json.dumps({"id": i, "ts": ts}) + "\n" for i, ts in rows))
+        # the file source takes files oldest first (by modification time, not by name)
+        stamp = 1_700_000_000 + 60 * int(path.stem)
+        os.utime(path, (stamp, stamp))
 
     drop("0.json", [(i, f"2026-05-01T00:{i % 60:02d}:00Z") for i in range(0, 100)] + [(100, "2026-05-01T01:05:00Z")])
     drop("1.json", [(i, f"2026-05-01T01:{i % 60:02d}:00Z") for i in range(101, 200)] + [(200, "2026-05-01T02:20:00Z")])
