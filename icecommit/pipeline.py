@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import overload
+from typing import Any, overload
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -27,7 +27,7 @@ from icecommit.writers.spark import SparkWriter, TaskHook
 logger = logging.getLogger(__name__)
 
 #: Where rows go, by the value of the routing column.
-Routes = Mapping[object, Table | str]
+Routes = Mapping[Any, Table | str]
 
 
 def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
@@ -99,6 +99,24 @@ def write(
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
 ) -> RoutedCommitResult: ...
+
+
+@overload
+def write(
+    df: DataFrame,
+    table: Table | str | Routes,
+    *,
+    catalog: Catalog | None = None,
+    job_id: str,
+    checkpoint_id: int,
+    route_by: str | None = None,
+    dead_letter: Table | str | None = None,
+    branch: str = "main",
+    target_file_size: int | None = None,
+    task_hook: TaskHook | None = None,
+    recommit: bool = False,
+    completeness: PartitionCompleteness | None = None,
+) -> CommitResult | RoutedCommitResult: ...
 
 
 def write(

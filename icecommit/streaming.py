@@ -8,7 +8,7 @@ committed before a crash is committed by the recovery each batch starts with.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -55,35 +55,20 @@ def streaming_sink(
     """
 
     def sink(batch: DataFrame, batch_id: int) -> None:
-        result: CommitResult | RoutedCommitResult
-        if isinstance(table, Mapping):
-            if route_by is None:
-                raise ValueError("a mapping of tables needs route_by= (the column whose value picks the table)")
-            result = write(
-                batch,
-                table,
-                catalog=catalog,
-                job_id=job_id,
-                checkpoint_id=int(batch_id),
-                route_by=route_by,
-                dead_letter=dead_letter,
-                branch=branch,
-                target_file_size=target_file_size,
-                completeness=completeness,
-            )
-            logger.info("batch %d of %s: %d records routed", batch_id, job_id, result.records)
-        else:
-            result = write(
-                batch,
-                table,
-                catalog=catalog,
-                job_id=job_id,
-                checkpoint_id=int(batch_id),
-                branch=branch,
-                target_file_size=target_file_size,
-                completeness=completeness,
-            )
-            logger.info("batch %d of %s: %s (%d records)", batch_id, job_id, result.status, result.records)
+        result = write(
+            batch,
+            table,
+            catalog=catalog,
+            job_id=job_id,
+            checkpoint_id=int(batch_id),
+            route_by=route_by,
+            dead_letter=dead_letter,
+            branch=branch,
+            target_file_size=target_file_size,
+            completeness=completeness,
+        )
+        outcome = "committed" if result.committed else "nothing new to commit"
+        logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)
         if on_commit is not None:
             on_commit(result)
 

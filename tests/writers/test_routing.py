@@ -223,3 +223,15 @@ def test_the_source_is_read_once_by_one_spark_job(spark: SparkSession, sqlite_ca
     info = tracker.getJobInfo(jobs[0])
     assert info is not None and len(info.stageIds) == 1, "one stage: the source is scanned once, no shuffle"
     assert sum(len(ids(sqlite_catalog, n)) for n in ("ns.clicks", "ns.views", "ns.unrouted")) == 1000
+
+
+def test_routing_arguments_go_together(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
+    df = source(spark, 0, 10)
+    with pytest.raises(ValueError, match="needs route_by="):
+        ic.write(df, {"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r", checkpoint_id=0)
+    with pytest.raises(ValueError, match="need a mapping"):
+        ic.write(df, "ns.clicks", catalog=sqlite_catalog, job_id="r", checkpoint_id=0, route_by="kind")
+    sink = ic.streaming_sink({"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r")
+    with pytest.raises(ValueError, match="needs route_by="):
+        sink(df, 0)
+    assert not sqlite_catalog.table_exists("ns.clicks")
