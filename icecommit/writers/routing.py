@@ -18,19 +18,14 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.io import load_file_io
 from pyiceberg.table import Table
-from pyiceberg.table.locations import load_location_provider
-from pyiceberg.table.metadata import TableMetadataUtil
-from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from icecommit.datafiles import WriteResult
 from icecommit.errors import SchemaMismatchError
-from icecommit.writers.files import TaskFileWriter
 from icecommit.writers.schema import aligned_columns
-from icecommit.writers.spark import TaskAttempt, TaskHook
+from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
 
 logger = logging.getLogger(__name__)
 
@@ -132,11 +127,7 @@ class RoutedSparkWriter:
         columns, names = self._projection(df)
         projected = df.select(*columns)
         wanted = set(self._tables) if targets is None else set(targets)
-        specs = {
-            name: (table.metadata.model_dump_json(), dict(table.io.properties), table.metadata.location)
-            for name, table in self._tables.items()
-            if name in wanted
-        }
+        specs = {name: ShippedTable.of(table) for name, table in self._tables.items() if name in wanted}
         keys_by_table: dict[str, list[str]] = {}
         for key, name in self._routes.items():
             keys_by_table.setdefault(name, []).append(key)
@@ -145,25 +136,13 @@ class RoutedSparkWriter:
         job_id, target_size, hook = self._job_id, self._target_file_size, self._task_hook
 
         def route_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            context = TaskContext.get()
-            attempt = TaskAttempt(
-                context.partitionId() if context else 0,
-                context.attemptNumber() if context else 0,
-                context.stageId() if context else 0,
-            )
-            writers = {}
-            for name, (metadata_json, io_properties, location) in specs.items():
-                metadata = TableMetadataUtil.parse_raw(metadata_json)
-                writers[name] = TaskFileWriter(
-                    metadata,
-                    load_file_io(io_properties, location),
-                    job_id=job_id,
-                    checkpoint_id=checkpoint_id,
-                    task_id=attempt.partition_id,
-                    attempt=attempt.attempt,
-                    location_provider=load_location_provider(metadata.location, metadata.properties),
-                    target_size=target_size,
+            attempt = current_attempt()
+            writers = {
+                name: shipped.file_writer(
+                    job_id=job_id, checkpoint_id=checkpoint_id, attempt=attempt, target_size=target_size
                 )
+                for name, shipped in specs.items()
+            }
             unrouted = 0
             samples: list[str | None] = []
             skipped: Counter[str] = Counter()

@@ -38,6 +38,44 @@ class TaskAttempt:
     stage_id: int
 
 
+def current_attempt() -> TaskAttempt:
+    """The Spark task attempt this code runs in (zeros outside a task)."""
+    context = TaskContext.get()
+    if context is None:
+        return TaskAttempt(0, 0, 0)
+    return TaskAttempt(context.partitionId(), context.attemptNumber(), context.stageId())
+
+
+@dataclass(frozen=True)
+class ShippedTable:
+    """What a task needs of a table to write its data files, as plain values."""
+
+    metadata_json: str
+    io_properties: dict[str, str]
+    location: str
+
+    @classmethod
+    def of(cls, table: Table) -> ShippedTable:
+        """The table's current metadata, FileIO properties and location."""
+        return cls(table.metadata.model_dump_json(), dict(table.io.properties), table.metadata.location)
+
+    def file_writer(
+        self, *, job_id: str | None, checkpoint_id: int, attempt: TaskAttempt, target_size: int | None
+    ) -> TaskFileWriter:
+        """A task file writer for this table, in the task (parses the metadata there)."""
+        metadata = TableMetadataUtil.parse_raw(self.metadata_json)
+        return TaskFileWriter(
+            metadata,
+            load_file_io(self.io_properties, self.location),
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            task_id=attempt.partition_id,
+            attempt=attempt.attempt,
+            location_provider=load_location_provider(metadata.location, metadata.properties),
+            target_size=target_size,
+        )
+
+
 #: Called in each task after its files are closed and before its result is returned;
 #: tests use it to fail an attempt after it has written files.
 TaskHook = Callable[[TaskAttempt, WriteResult], None]
@@ -85,31 +123,19 @@ class SparkWriter:
             SchemaMismatchError: the DataFrame does not fit the table (before any task runs).
         """
         aligned = self.prepare_frame(df)
-        metadata_json = self._table.metadata.model_dump_json()
-        io_properties = dict(self._table.io.properties)
-        location = self._table.metadata.location
+        shipped = ShippedTable.of(self._table)
         job_id = self._job_id
         target_size = self._target_file_size
         hook = self._task_hook
 
         def write_task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            context = TaskContext.get()
-            partition_id = context.partitionId() if context else 0
-            attempt = context.attemptNumber() if context else 0
-            metadata = TableMetadataUtil.parse_raw(metadata_json)
-            writer = TaskFileWriter(
-                metadata,
-                load_file_io(io_properties, location),
-                job_id=job_id,
-                checkpoint_id=checkpoint_id,
-                task_id=partition_id,
-                attempt=attempt,
-                location_provider=load_location_provider(metadata.location, metadata.properties),
-                target_size=target_size,
+            attempt = current_attempt()
+            writer = shipped.file_writer(
+                job_id=job_id, checkpoint_id=checkpoint_id, attempt=attempt, target_size=target_size
             )
             result = writer.write_batches(batches)
             if hook is not None:
-                hook(TaskAttempt(partition_id, attempt, context.stageId() if context else 0), result)
+                hook(attempt, result)
             yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
 
         rows = aligned.mapInArrow(write_task, "result string").collect()
