@@ -36,10 +36,10 @@ from sqlalchemy import insert
 
 import icecommit as ic
 from bench.databases import PG_URI, postgres_available
-from icecommit.committer.staging import to_data_file
-from icecommit.metrics import state_engine, state_uri
-from icecommit.metrics.database import dispose_state_engines
-from icecommit.metrics.models import CheckpointRow, CheckpointTaskRow, MetricRow
+from icecommit.state import state_engine, state_uri
+from icecommit.state.database import dispose_state_engines
+from icecommit.state.manifests import to_data_file
+from icecommit.state.models import CheckpointRow, CheckpointTaskRow, MetricRow
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events
 

@@ -31,8 +31,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from bench.databases import PG_URI, postgres_available
 from icecommit.committer import committed_checkpoints
-from icecommit.metrics import CheckpointStore, state_engine
-from icecommit.metrics.database import dispose_state_engines
+from icecommit.state import CheckpointStore, state_engine
+from icecommit.state.database import dispose_state_engines
 from tests.committer.crash_driver import CRASH_EXIT_CODE, CRASH_POINTS, checkpoint_rows, run_job
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -16,11 +16,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecommit.catalog.connect import connect
-from icecommit.catalog.tables import create_table, table_name
+from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import CommitResult, GlobalCommitter, RoutedCommitResult
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.datafiles import WriteResult
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
+from icecommit.identifiers import table_name
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 

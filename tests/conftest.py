@@ -10,26 +10,43 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
-from sqlalchemy import create_engine, text
 
-from icecommit.metrics.database import dispose_state_engines
+from icecommit.state.database import dispose_state_engines
 from icecommit.writers.session import local_session
+from tests import postgres
 
-PG_URI = os.environ.get("ICECOMMIT_TEST_PG_URI", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
-
-
-def _postgres_reason() -> str | None:
-    try:
-        engine = create_engine(PG_URI)
-        with engine.connect() as conn:
-            conn.execute(text("select 1"))
-        engine.dispose()
-        return None
-    except Exception as e:  # the server is truly absent or refuses us
-        return f"PostgreSQL is not reachable at {PG_URI}: {e.__class__.__name__}: {str(e).splitlines()[0]}"
+_PG_UNAVAILABLE: str | None = "PostgreSQL was not probed (the test session did not start)"
+_PG_DATABASE: postgres.SessionDatabase | None = None
 
 
-_PG_UNAVAILABLE = _postgres_reason()
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Probe PostgreSQL once (a few seconds at most) and give this session a database of
+    its own; under CI an unreachable server ends the run instead of skipping its tests."""
+    global _PG_UNAVAILABLE, _PG_DATABASE
+    _PG_UNAVAILABLE = postgres.unreachable_reason()
+    if _PG_UNAVAILABLE is not None:
+        if postgres.required():
+            pytest.exit(
+                f"{_PG_UNAVAILABLE}\nPostgreSQL is required here (CI=true or ICECOMMIT_REQUIRE_POSTGRES=1): "
+                "start it or point ICECOMMIT_TEST_PG_URI at one",
+                returncode=3,
+            )
+        return
+    _PG_DATABASE = postgres.SessionDatabase()
+    _PG_DATABASE.create()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _PG_DATABASE is not None:
+        dispose_state_engines()
+        _PG_DATABASE.drop()
+
+
+def pg_uri() -> str:
+    """This session's PostgreSQL database; skips the calling test where the server is absent."""
+    if _PG_UNAVAILABLE is not None or _PG_DATABASE is None:
+        pytest.skip(_PG_UNAVAILABLE or "PostgreSQL unavailable")
+    return _PG_DATABASE.uri
 
 
 @pytest.fixture(autouse=True)
@@ -46,12 +63,7 @@ def make_catalog(backend: str, tmp_path: Path) -> SqlCatalog:
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir(exist_ok=True)
     name = f"t{uuid.uuid4().hex[:12]}"
-    if backend == "sqlite":
-        uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    else:
-        if _PG_UNAVAILABLE:
-            pytest.skip(_PG_UNAVAILABLE)
-        uri = PG_URI
+    uri = f"sqlite:///{tmp_path / 'catalog.db'}" if backend == "sqlite" else pg_uri()
     return SqlCatalog(name, uri=uri, warehouse=warehouse.as_uri())
 
 
@@ -83,5 +95,5 @@ def spark() -> Iterator[SparkSession]:
 
 
 def unique_table(prefix: str = "t") -> str:
-    """A table name no other test uses (catalog databases are shared on PostgreSQL)."""
+    """A table name no other test of this session uses (one PostgreSQL database serves the session)."""
     return f"ns_{uuid.uuid4().hex[:8]}.{prefix}"

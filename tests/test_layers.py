@@ -73,6 +73,19 @@ def test_metrics_do_not_commit_data() -> None:
     assert not any(m.startswith(("icecommit.committer", "icecommit.writers")) for m in reachable("icecommit.metrics"))
 
 
+def test_the_state_layer_imports_nothing_above_it() -> None:
+    above = ("icecommit.committer", "icecommit.catalog", "icecommit.metrics", "icecommit.writers", "icecommit.cli")
+    reached = reachable("icecommit.state")
+    assert not any(m.startswith(above) for m in reached), sorted(m for m in reached if m.startswith(above))
+    assert "pyspark" not in reached
+
+
+def test_the_committer_does_not_import_the_catalog_operations() -> None:
+    # catalog/ (rollback, expire, orphans) sits above the committer; the committer reaches
+    # the state it shares with them through icecommit.state
+    assert not any(m.startswith("icecommit.catalog") for m in reachable("icecommit.committer"))
+
+
 def test_the_walk_does_see_spark_where_it_is_used() -> None:
     assert "pyspark" in reachable("icecommit.writers")
 

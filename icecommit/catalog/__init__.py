@@ -18,7 +18,8 @@ from icecommit.catalog.maintenance import (
     plan_expire,
 )
 from icecommit.catalog.rollback import RollbackPlan, apply_rollback, plan_rollback
-from icecommit.catalog.tables import create_table, parse_transform, resolve_table, table_name
+from icecommit.catalog.tables import create_table, parse_transform, resolve_table
+from icecommit.identifiers import table_name
 from icecommit.settings import icecommit_home
 
 __all__ = [

@@ -9,10 +9,11 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecommit import ancestry
-from icecommit.catalog.tables import resolve_table, table_name
-from icecommit.metrics.checkpoints import CheckpointStore
-from icecommit.metrics.database import state_engine, state_uri
-from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.catalog.tables import resolve_table
+from icecommit.identifiers import table_name
+from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.database import state_engine, state_uri
+from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,11 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
-from icecommit.catalog.tables import resolve_table, table_name
-from icecommit.committer.staging import read_staged_manifest
-from icecommit.metrics.checkpoints import CheckpointStore
-from icecommit.metrics.database import state_engine, state_uri
+from icecommit.catalog.tables import resolve_table
+from icecommit.identifiers import table_name
+from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.database import state_engine, state_uri
+from icecommit.state.manifests import read_staged_manifest
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
-from icecommit.catalog.tables import resolve_table, table_name
+from icecommit.catalog.tables import resolve_table
 from icecommit.errors import SnapshotNotFoundError, TableSpecError
+from icecommit.identifiers import table_name
 
 logger = logging.getLogger(__name__)
 

@@ -197,8 +197,3 @@ def resolve_table(catalog: Catalog, table: Table | str) -> Table:
     """A pyiceberg Table from a Table or a name; a Table is reloaded from ``catalog``."""
     identifier = table if isinstance(table, str) else ".".join(table.name())
     return catalog.load_table(identifier)
-
-
-def table_name(table: Table | str) -> str:
-    """The dotted identifier of a table."""
-    return table if isinstance(table, str) else ".".join(table.name())

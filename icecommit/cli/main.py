@@ -24,8 +24,9 @@ from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
 from icecommit.committer.committer import CommitResult
 from icecommit.errors import CommitStateUnknownError, IcecommitError
-from icecommit.metrics import Thresholds, last_successful_run, record_run, state_engine, state_uri
+from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
+from icecommit.state import state_engine, state_uri
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 

@@ -20,8 +20,8 @@ from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
 from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
 from icecommit.catalog.rollback import RollbackPlan
 from icecommit.demo.report import DemoReport
-from icecommit.metrics.partitions import PartitionStatus
 from icecommit.metrics.report_model import ReconciliationReport
+from icecommit.state.partitions import PartitionStatus
 
 
 class Output(Protocol):

@@ -23,12 +23,10 @@ from pyiceberg.table import Table
 from tenacity import RetryCallState
 
 from icecommit import ancestry
-from icecommit.catalog.tables import table_name
 from icecommit.committer.attempt import single_attempt_table
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.samples import minute_start, prepare_samples
-from icecommit.committer.staging import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.datafiles import WriteResult
 from icecommit.errors import (
@@ -38,7 +36,8 @@ from icecommit.errors import (
     CommitStateUnknownError,
     ValidationError,
 )
-from icecommit.metrics.checkpoints import (
+from icecommit.identifiers import table_name
+from icecommit.state.checkpoints import (
     PREPARED,
     SOURCE,
     STAGE_COMMITTED,
@@ -48,8 +47,9 @@ from icecommit.metrics.checkpoints import (
     MetricSample,
     PublishCounters,
 )
-from icecommit.metrics.database import state_engine, state_uri
-from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.state.database import state_engine, state_uri
+from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
+from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.completeness import lateness, records_per_partition, time_partition
 from icecommit.datafiles import DataFileRecord
-from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 

@@ -1,14 +1,5 @@
-"""Checkpoint state, checkpoint-tagged metrics, and reconciliation reports (SQLAlchemy)."""
+"""Checkpoint-tagged metrics read from the committer's state, and reconciliation reports."""
 
-from icecommit.metrics.checkpoints import (
-    COMMITTED,
-    PREPARED,
-    CheckpointState,
-    CheckpointStore,
-    MetricSample,
-    PublishCounters,
-)
-from icecommit.metrics.database import state_engine, state_uri
 from icecommit.metrics.reconcile import reconcile
 from icecommit.metrics.report_model import (
     CheckpointLine,
@@ -22,16 +13,10 @@ from icecommit.metrics.report_model import (
 from icecommit.metrics.runs import ReconcileRun, last_successful_run, record_run
 
 __all__ = [
-    "COMMITTED",
-    "PREPARED",
     "CheckpointLine",
-    "CheckpointState",
-    "CheckpointStore",
     "CommitHealth",
     "Lag",
-    "MetricSample",
     "Problem",
-    "PublishCounters",
     "ReconcileRun",
     "ReconciliationReport",
     "Thresholds",
@@ -39,6 +24,4 @@ __all__ = [
     "last_successful_run",
     "reconcile",
     "record_run",
-    "state_engine",
-    "state_uri",
 ]

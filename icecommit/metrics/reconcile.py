@@ -27,17 +27,6 @@ from sqlalchemy.orm import Session
 from icecommit import ancestry
 from icecommit.errors import InvalidRangeError
 from icecommit.eventtime import event_time_column
-from icecommit.metrics.checkpoints import (
-    SOURCE,
-    STAGE_COMMITTED,
-    WRITTEN,
-    CheckpointState,
-    CheckpointStore,
-    as_utc,
-)
-from icecommit.metrics.database import state_engine, state_uri
-from icecommit.metrics.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
-from icecommit.metrics.partitions import PartitionStatus, PartitionStatusStore
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -48,6 +37,17 @@ from icecommit.metrics.report_model import (
     Thresholds,
     WindowLine,
 )
+from icecommit.state.checkpoints import (
+    SOURCE,
+    STAGE_COMMITTED,
+    WRITTEN,
+    CheckpointState,
+    CheckpointStore,
+    as_utc,
+)
+from icecommit.state.database import state_engine, state_uri
+from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
+from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 

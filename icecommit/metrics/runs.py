@@ -9,9 +9,9 @@ from datetime import datetime
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.checkpoints import as_utc
-from icecommit.metrics.models import ReconcileRunRow
 from icecommit.metrics.report_model import ReconciliationReport
+from icecommit.state.checkpoints import as_utc
+from icecommit.state.models import ReconcileRunRow
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from icecommit.completeness import (
     table_watermark,
     time_partition,
 )
-from icecommit.metrics.database import state_engine, state_uri
-from icecommit.metrics.partitions import PartitionStatus
+from icecommit.state.database import state_engine, state_uri
+from icecommit.state.partitions import PartitionStatus
 from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, write_arrow
 

@@ -14,7 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
-from icecommit.metrics import CheckpointStore, state_engine
+from icecommit.state import CheckpointStore, state_engine
 from tests.committer.crash_driver import (
     CRASH_EXIT_CODE,
     CRASH_POINTS,

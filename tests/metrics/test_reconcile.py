@@ -13,8 +13,8 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-from icecommit.metrics import state_engine, state_uri
-from icecommit.metrics.models import MetricRow
+from icecommit.state import state_engine, state_uri
+from icecommit.state.models import MetricRow
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 JOB = "ingest"

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 
 import icecommit as ic
 from icecommit.committer import CommitResult
-from icecommit.metrics import PREPARED
+from icecommit.state import PREPARED
 from icecommit.writers.session import local_session
 
 PREFIX = "@@stream "

@@ -30,7 +30,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
-from icecommit.metrics import COMMITTED
+from icecommit.state import COMMITTED
 from tests.conftest import make_catalog
 from tests.streaming.stream_driver import PREFIX, spark_committed_batches
 

@@ -18,8 +18,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from icecommit.completeness import TimePartition, from_micros, newly_complete, table_watermark
-from icecommit.metrics.checkpoints import COMMITTED, as_utc, utc_now
-from icecommit.metrics.models import CheckpointPartitionRow, CheckpointRow, PartitionStatusRow
+from icecommit.state.checkpoints import COMMITTED, as_utc, utc_now
+from icecommit.state.models import CheckpointPartitionRow, CheckpointRow, PartitionStatusRow
 
 
 @dataclass(frozen=True)

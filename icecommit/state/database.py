@@ -11,8 +11,8 @@ from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.models import SCHEMA_VERSION, Base, SchemaVersionRow
 from icecommit.settings import ENV_METRICS_URI, icecommit_home
+from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow
 
 _engines: dict[str, Engine] = {}
 _lock = threading.Lock()

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.models import (
+from icecommit.state.models import (
     ACCEPTED_ATTEMPT,
     CheckpointPartitionRow,
     CheckpointRow,
@@ -130,7 +130,7 @@ class CheckpointStore:
     """Reads and writes checkpoint rows. Every write is its own transaction.
 
     Args:
-        engine: the state database (see :func:`icecommit.metrics.database.state_engine`).
+        engine: the state database (see :func:`icecommit.state.database.state_engine`).
         clock: returns the current time; injected in tests.
     """
 

@@ -1,0 +1,93 @@
+"""The suite's PostgreSQL: required under CI (an unreachable server fails the run within
+seconds), one database per test session, dropped at the end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from tests import postgres
+from tests.conftest import make_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+ONE_TEST = "tests/catalog/test_connect.py::test_postgres_uri"
+NOWHERE = "postgresql+psycopg://postgres@127.0.0.1:1/test"
+
+
+def _pytest(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    base = {k: v for k, v in os.environ.items() if k not in ("CI", "ICECOMMIT_REQUIRE_POSTGRES")}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args],
+        cwd=ROOT, env={**base, **env}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    return done, time.monotonic() - started
+
+
+def _session_databases() -> set[str]:
+    engine = postgres._admin_engine()
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("select datname from pg_database where datname like 'icecommit_test_%%'")
+            return {r[0] for r in rows}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("switch", [{"CI": "true"}, {"ICECOMMIT_REQUIRE_POSTGRES": "1"}])
+def test_an_unreachable_server_fails_the_run_where_it_is_required(switch: dict[str, str]) -> None:
+    done, elapsed = _pytest({**switch, "ICECOMMIT_TEST_PG_URI": NOWHERE}, ONE_TEST)
+    output = done.stdout + done.stderr
+    assert done.returncode == 3, output
+    assert "PostgreSQL is not reachable at" in output and "127.0.0.1:1" in output
+    assert "is required here" in output
+    assert elapsed < 60, f"the probe took {elapsed:.1f}s"
+
+
+def test_elsewhere_an_unreachable_server_skips_with_its_reason() -> None:
+    done, _ = _pytest({"ICECOMMIT_TEST_PG_URI": NOWHERE}, ONE_TEST)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "1 passed, 1 skipped" in output
+    assert "SKIPPED" in output and "PostgreSQL is not reachable at" in output
+
+
+@pytest.mark.postgres
+def test_each_session_has_a_database_of_its_own_and_drops_it(tmp_path: Path) -> None:
+    catalog = make_catalog("postgres", tmp_path)
+    url = make_url(str(catalog.properties["uri"]))
+    catalog.engine.dispose()
+    assert url.database is not None and url.database.startswith("icecommit_test_")
+    assert url.database != make_url(postgres.ADMIN_URI).database
+    before = _session_databases()
+    assert url.database in before
+    done, _ = _pytest({"CI": "true"}, ONE_TEST)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    assert _session_databases() == before, "the inner session left its database behind"
+
+
+def test_a_database_left_by_a_killed_session_is_dropped_by_the_next(tmp_path: Path) -> None:
+    reason = postgres.unreachable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = f"icecommit_test_{dead.stdout.strip()}_deadbeef"
+    engine = postgres._admin_engine()
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f'create database "{orphan}"')
+    engine.dispose()
+    fresh = postgres.SessionDatabase()
+    fresh.create()
+    try:
+        assert orphan not in _session_databases()
+        assert fresh.exists()
+    finally:
+        fresh.drop()
+    assert not fresh.exists()
