@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.table import Table
@@ -10,6 +12,9 @@ from pyiceberg.table.locations import load_location_provider
 
 from icecommit.datafiles import WriteResult
 from icecommit.writers.files import TaskFileWriter
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 EVENTS_SCHEMA = pa.schema(
     [
@@ -77,3 +82,26 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, key: str = "id") -> N
     right = _normalised(expected.sort_by(key).to_pylist())
     for position, (a, b) in enumerate(zip(left, right, strict=True)):
         assert a == b, f"row {position} differs: {a} != {b}"
+
+
+def run_to_end(query: StreamingQuery, timeout_s: float = 300.0) -> None:
+    """Wait for a query started with ``availableNow`` to finish; fail if it is still
+    running after ``timeout_s`` (stopping it) or if it failed."""
+    if not query.awaitTermination(timeout_s):
+        query.stop()
+        raise AssertionError(f"streaming query {query.id} still running after {timeout_s:.0f}s")
+    assert query.exception() is None, f"streaming query {query.id} failed: {query.exception()}"
+
+
+class DistinctMillis:
+    """A stand-in for the ``time`` module of ``pyiceberg.table.snapshots``: wall-clock time
+    that moves forward by at least a millisecond per call, so snapshots made one after the
+    other get distinct timestamps without sleeping (install with monkeypatch)."""
+
+    def __init__(self) -> None:
+        self._last_ms = 0
+
+    def time(self) -> float:
+        now_ms = max(int(time.time() * 1000), self._last_ms + 1)
+        self._last_ms = now_ms
+        return (now_ms + 0.5) / 1000

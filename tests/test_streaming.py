@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
+from tests.helpers import run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -32,7 +33,7 @@ def _run_query(spark: SparkSession, source: Path, checkpoints: Path, catalog: Sq
     )
     stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
-    query.trigger(availableNow=True).start().awaitTermination(300)
+    run_to_end(query.trigger(availableNow=True).start())
 
 
 def test_each_batch_is_committed_once_across_restarts(
@@ -108,7 +109,7 @@ def test_the_stream_publishes_each_hour_once_after_all_its_writers_closed_it(
     )
     stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
-    query.trigger(availableNow=True).start().awaitTermination(300)
+    run_to_end(query.trigger(availableNow=True).start())
 
     # batch 0 reaches 01:05, short of 01:00 + 10m; batch 1 reaches 02:20 and closes hours 0 and 1,
     # hour 1 with the rows both batches wrote into it

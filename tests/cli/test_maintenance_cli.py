@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyiceberg.table.snapshots
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -19,7 +20,7 @@ import icecommit as ic
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from icecommit.committer import committed_checkpoints
 from tests.committer.crash_driver import run_job
-from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+from tests.helpers import EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
 ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
 TABLE = "ns.events"
@@ -44,10 +45,11 @@ def catalog_of(home: Path) -> SqlCatalog:
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Three checkpoints of job 'job', checkpoint c holding events in hour c of BASE."""
     home = tmp_path / "home"
     home.mkdir()
+    monkeypatch.setattr(pyiceberg.table.snapshots, "time", DistinctMillis())  # distinct commit timestamps
     catalog = catalog_of(home)
     table = ic.create_table(
         catalog, TABLE, EVENTS_SCHEMA, partition_by=["event"], properties={"icecommit.event-time-column": "ts"}
@@ -61,7 +63,6 @@ def home(tmp_path: Path) -> Path:
         results = [write_arrow(committer.load_table(), rows, job_id="job", checkpoint_id=checkpoint_id)]
         committer.prepare(checkpoint_id, results)
         committer.commit(checkpoint_id)
-        time.sleep(0.01)  # distinct commit timestamps
     catalog.engine.dispose()
     return home
 

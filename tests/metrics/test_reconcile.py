@@ -13,11 +13,14 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-from icecommit.state import state_engine, state_uri
+from icecommit.errors import InvalidRangeError
+from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.models import MetricRow
-from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+from tests.helpers import DAY0, EVENTS_SCHEMA, events, write_arrow
 
 JOB = "ingest"
+#: The committer's clock: a day after the last event time of ``events`` (three days from DAY0).
+COMMIT_CLOCK = DAY0 + dt.timedelta(days=4)
 
 
 def _pipeline(
@@ -30,7 +33,8 @@ def _pipeline(
         partition_by=["event"],
         properties={"icecommit.event-time-column": "ts"},
     )
-    committer = ic.GlobalCommitter(catalog, table, job_id=JOB)
+    store = CheckpointStore(state_engine(state_uri(catalog)), clock=lambda: COMMIT_CLOCK)
+    committer = ic.GlobalCommitter(catalog, table, job_id=JOB, store=store)
     for checkpoint_id in range(1, checkpoints + 1):
         loaded = committer.load_table()
         rows = events(checkpoint_id * 1000, checkpoint_id * 1000 + 300)
@@ -58,7 +62,9 @@ def test_a_clean_pipeline_reconciles(catalog: SqlCatalog) -> None:
     assert sum(w.source for w in report.windows) == 900
     assert all(w.window_start is None or w.window_start.second == 0 for w in report.windows)
     assert report.health.attempts == 3 and report.health.unknown_outcomes == 0
-    assert report.lag.p50_seconds is not None and report.lag.p50_seconds > 0
+    # every window waited between one and four days for its commit (the injected clock)
+    assert report.lag.p50_seconds is not None and report.lag.p99_seconds is not None
+    assert 86_400 <= report.lag.p50_seconds <= report.lag.p99_seconds <= 4 * 86_400
     deep = ic.reconcile(catalog, table, job_id=JOB, deep=True)
     assert deep.ok and all(w.readable == w.committed for w in deep.windows)
     shown = deep._repr_html_()  # what a notebook displays: the page, isolated in an iframe
@@ -183,10 +189,11 @@ def test_outputs(catalog: SqlCatalog) -> None:
 
 def test_since_and_until_select_checkpoints_by_prepare_time(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog, checkpoints=2)
-    future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    future = COMMIT_CLOCK + dt.timedelta(hours=1)  # both were prepared at COMMIT_CLOCK
     later = future + dt.timedelta(hours=1)
     assert ic.reconcile(catalog, table, job_id=JOB, since=future, until=later).checkpoints == ()
-    past = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)
-    assert len(ic.reconcile(catalog, table, job_id=JOB, since=past).checkpoints) == 2
-    with pytest.raises(ic.IcecommitError):
+    past = COMMIT_CLOCK - dt.timedelta(hours=1)
+    assert len(ic.reconcile(catalog, table, job_id=JOB, since=past, until=future).checkpoints) == 2
+    assert ic.reconcile(catalog, table, job_id=JOB, since=past, until=COMMIT_CLOCK).checkpoints == ()
+    with pytest.raises(InvalidRangeError):
         ic.reconcile(catalog, table, job_id=JOB, since=future, until=past)

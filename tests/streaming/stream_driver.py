@@ -8,7 +8,11 @@ It prints one line per event on stdout, ``@@stream {json}``, flushed at once:
   prepared in the checkpoint table and not committed (the sink's recovery commits them);
 - ``started``: the query is running;
 - ``start`` / ``done``: a micro-batch entered the sink / its commit result;
-- ``finished``: the query stopped by itself (``--drain``: trigger availableNow).
+- ``finished``: the query stopped by itself (``--drain``: trigger availableNow);
+- ``kill``: with ``--kill-at POINT``, the driver is about to SIGKILL its own process group
+  (JVM included) at POINT of the first batch that reaches it: ``sink-entry`` (the batch
+  entered the sink, nothing written), ``after-prepare`` (staged and recorded as prepared,
+  not committed) or ``after-commit`` (in the table, not yet in Spark's commit log).
 
     python -m tests.streaming.stream_driver --uri URI --warehouse WH --catalog-name NAME \
         --table NS.T --job J --source DIR --checkpoint-location DIR [--drain]
@@ -19,6 +23,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -28,7 +34,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import DataFrame
 
 import icecommit as ic
-from icecommit.committer import CommitResult
+from icecommit.committer import CommitResult, GlobalCommitter
 from icecommit.state import PREPARED
 from icecommit.writers.session import local_session
 
@@ -63,6 +69,26 @@ def spark_committed_batches(checkpoint_location: Path) -> list[int]:
     return sorted(_batch_ids(checkpoint_location / "commits"))
 
 
+KILL_POINTS = ("sink-entry", "after-prepare", "after-commit")
+
+
+def kill_here(point: str, batch: int) -> None:
+    """Say where, then SIGKILL this process group: the Python driver, its JVM, its workers."""
+    emit("kill", point=point, batch=batch)
+    os.killpg(0, signal.SIGKILL)
+
+
+def _kill_after_prepare() -> None:
+    prepare = GlobalCommitter.prepare
+
+    def prepare_then_die(self: GlobalCommitter, checkpoint_id: int, results: Any) -> Any:
+        state = prepare(self, checkpoint_id, results)
+        kill_here("after-prepare", checkpoint_id)
+        return state
+
+    GlobalCommitter.prepare = prepare_then_die  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uri", required=True)
@@ -74,6 +100,7 @@ def main() -> None:
     parser.add_argument("--checkpoint-location", type=Path, required=True)
     parser.add_argument("--spark-local-dir", type=Path)
     parser.add_argument("--drain", action="store_true", help="process what is there (availableNow), then exit")
+    parser.add_argument("--kill-at", choices=KILL_POINTS, help="die at this point of the first batch reaching it")
     parser.add_argument("--max-seconds", type=float, default=600.0, help="stop waiting after this long")
     args = parser.parse_args()
     logging.basicConfig(
@@ -97,13 +124,20 @@ def main() -> None:
     spark = local_session("icecommit-stream-kills", master="local[2]", config=config)
     emit("spark")
 
+    if args.kill_at == "after-prepare":
+        _kill_after_prepare()
+
     def on_commit(result: CommitResult) -> None:
         emit("done", batch=result.checkpoint_id, status=result.status, records=result.records)
+        if args.kill_at == "after-commit":
+            kill_here("after-commit", result.checkpoint_id)
 
     sink = ic.streaming_sink(args.table, catalog=catalog, job_id=args.job, on_commit=on_commit)
 
     def traced_sink(batch: DataFrame, batch_id: int) -> None:
         emit("start", batch=batch_id)
+        if args.kill_at == "sink-entry":
+            kill_here("sink-entry", batch_id)
         sink(batch, batch_id)
 
     stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(args.source))

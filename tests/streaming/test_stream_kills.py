@@ -1,10 +1,16 @@
 """``ic.streaming_sink`` under whole-process kills: a streaming query over a folder that
-keeps receiving JSON files is SIGKILLed (JVM included) at random moments and restarted
-from its checkpoint location; at the end every input record is in the table exactly once.
+keeps receiving JSON files is SIGKILLed (JVM included) and restarted from its checkpoint
+location; at the end every input record is in the table exactly once.
 
-The kill moments and the data come from a seeded ``random.Random``; the seed is printed
-first (pytest shows it with a failure) and named in the final assertions. Replay a run
-with ``ICECOMMIT_STREAM_KILL_SEED=<seed>`` (Spark's own timing still varies).
+Each run dies in one of two ways. A *planned* kill: the driver kills its own process group
+at a fixed point of a batch (entering the sink, after prepare, after commit), so the test
+knows exactly what the restart must find and asserts it. A *timed* kill: the test kills the
+group at a random moment after some progress, to find what nobody planned; where it lands
+is recorded and checked, but not required to be anywhere in particular.
+
+The plan and the data come from a ``random.Random`` with a fixed seed, so CI runs the same
+plan every time (Spark's own timing still varies; no assertion depends on it). The seed is
+printed first; ``ICECOMMIT_STREAM_KILL_SEED=<n>`` replays another, ``=random`` draws one.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ FEED_INTERVAL_S = (0.2, 1.0)
 PROGRESS_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 300.0
 DAY0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
+SEED = 20261123
+PLANNED = ("sink-entry", "after-prepare", "after-commit")
 
 Event = dict[str, Any]
 
@@ -100,6 +108,15 @@ class DriverRun:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=60)
         self._reader.join(timeout=60)
+
+    def wait_killed_itself(self) -> Event:
+        """Wait for a planned kill: the driver announces it, then its process group dies."""
+        self.wait_for(lambda events: any(e["event"] == "kill" for e in events), "a planned kill")
+        code = self.wait(PROGRESS_TIMEOUT_S)
+        assert code == -signal.SIGKILL, f"the driver exited {code}, not by SIGKILL\n{self.stderr_tail()}"
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        return next(e for e in self.events if e["event"] == "kill")
 
     def wait(self, timeout: float) -> int:
         try:
@@ -170,36 +187,40 @@ def _progress_lines(n: int) -> Callable[[list[Event]], bool]:
     return lambda events: sum(e["event"] in ("start", "done") for e in events) >= n
 
 
-def _batch_started(events: list[Event]) -> bool:
-    return any(e["event"] == "start" for e in events)
+def kill_plan(kills: int, rng: random.Random) -> list[str]:
+    """One entry per run: a planned point (each at least once) or ``timed``, shuffled."""
+    plan = [*PLANNED, *["timed"] * max(0, kills - len(PLANNED))][:kills]
+    rng.shuffle(plan)
+    return plan
 
 
-def _kill_and_restart(args: list[str], logs: Path, kills: int, rng: random.Random, feeder: Feeder) -> list[DriverRun]:
-    """Start the query, SIGKILL it at a random moment, ``kills`` times; then drain it.
-
-    The last kill falls inside the sink for sure when no earlier one did.
-    """
+def _kill_and_restart(
+    args: list[str], logs: Path, plan: list[str], rng: random.Random, feeder: Feeder
+) -> tuple[list[DriverRun], list[Event | None]]:
+    """Start the query and kill it as ``plan`` says, run by run; then drain it. Returns the
+    runs and, per killed run, its planned kill event (None for a timed kill)."""
     runs: list[DriverRun] = []
+    planned: list[Event | None] = []
     began = time.monotonic()
     try:
-        for number in range(kills):
-            run = DriverRun(args, logs / f"driver-{number}.log")
+        for number, how in enumerate(plan):
+            extra = [] if how == "timed" else ["--kill-at", how]
+            run = DriverRun([*args, *extra], logs / f"driver-{number}.log")
             runs.append(run)
             if number == 0:
                 feeder.start()
-            forced = number == kills - 1 and all(_in_sink(r.events) is None for r in runs[:-1])
-            plan = "forced-in-sink" if forced else rng.choice(("first-batch", "after-progress", "after-progress"))
-            if plan == "after-progress":
+            if how == "timed":
                 lines = rng.randint(1, 6)
                 run.wait_for(_progress_lines(lines), f"{lines} progress lines")
+                delay = rng.uniform(0.0, 1.5)
+                time.sleep(delay)  # the random kill moment itself, not a synchronisation
+                run.kill()
+                planned.append(None)
+                what = f"timed, {lines} lines +{delay:.2f} s"
             else:
-                run.wait_for(_batch_started, "a batch start")
-            delay = 0.0 if forced else rng.uniform(0.0, 1.5)
-            time.sleep(delay)  # the random kill moment itself, not a synchronisation
-            run.kill()
-            print(
-                f"[{time.monotonic() - began:5.1f} s] kill {number + 1}/{kills} ({plan}, +{delay:.2f} s): {run.events}"
-            )
+                planned.append(run.wait_killed_itself())
+                what = f"planned {how}"
+            print(f"[{time.monotonic() - began:5.1f} s] kill {number + 1}/{len(plan)} ({what}): {run.events}")
 
         feeder.join(timeout=120)
         assert not feeder.is_alive(), "the feeder did not finish"
@@ -210,7 +231,7 @@ def _kill_and_restart(args: list[str], logs: Path, kills: int, rng: random.Rando
         print(f"[{time.monotonic() - began:5.1f} s] drain: exit {code}; {drain.events}")
         assert code == 0, f"the drain run failed:\n{drain.stderr_tail()}"
         assert drain.events[-1]["event"] == "finished"
-        return runs
+        return runs, planned
     finally:
         feeder.stop.set()
         for run in runs:
@@ -225,9 +246,11 @@ def _kill_and_restart(args: list[str], logs: Path, kills: int, rng: random.Rando
 def test_stream_killed_and_restarted_lands_every_record_once(
     backend: str, kills: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    seed = int(os.environ.get("ICECOMMIT_STREAM_KILL_SEED") or random.SystemRandom().randrange(2**32))
+    chosen = os.environ.get("ICECOMMIT_STREAM_KILL_SEED") or str(SEED)
+    seed = random.SystemRandom().randrange(2**32) if chosen == "random" else int(chosen)
     print(f"seed {seed} (replay with ICECOMMIT_STREAM_KILL_SEED={seed})")
     rng = random.Random(seed)
+    plan = kill_plan(kills, rng)
     catalog: SqlCatalog = make_catalog(backend, tmp_path)
     request.addfinalizer(catalog.engine.dispose)  # no pooled connection outlives the test
     table = f"{catalog.name}.stream"
@@ -244,12 +267,12 @@ def test_stream_killed_and_restarted_lands_every_record_once(
     feeder.drop()
     feeder.drop()
     print(f"driver logs in {tmp_path}")
-    runs = _kill_and_restart(args, tmp_path, kills, rng, feeder)
+    runs, planned = _kill_and_restart(args, tmp_path, plan, rng, feeder)
 
     resumes = [next(e for e in run.events if e["event"] == "resume") for run in runs[1:]]
     landed = [_where_it_landed(run.events, resumed) for run, resumed in zip(runs, resumes, strict=False)]
     done = [e for run in runs for e in run.events if e["event"] == "done"]
-    context = f"seed {seed}; kills landed {landed}; driver logs in {tmp_path}"
+    context = f"seed {seed}; plan {plan}; kills landed {landed}; driver logs in {tmp_path}"
     print(
         f"kills landed: {dict(Counter(landed))}; Spark replayed batches "
         f"{[b for r in resumes for b in r['spark_pending']]}; prepared checkpoints found by a restart "
@@ -278,13 +301,26 @@ def test_stream_killed_and_restarted_lands_every_record_once(
     assert [b for b, n in committed_by_sink.items() if n > 1] == [], context
     assert sorted({e["batch"] for e in done}) == batches, context
 
+    # each planned kill left what it had to leave, and the restart settled it: a batch killed
+    # on entering the sink or after its commit is replayed by Spark; one killed after
+    # prepare is found prepared and committed by the restart's recovery
+    for kill, resumed in zip(planned, resumes, strict=True):
+        if kill is None:
+            continue
+        batch = kill["batch"]
+        if kill["point"] == "after-prepare":
+            assert batch in resumed["prepared"], f"{context}: {kill}, restart found {resumed}"
+        elif kill["point"] == "after-commit":
+            assert batch not in resumed["prepared"], f"{context}: {kill}, restart found {resumed}"
+        assert batch in resumed["spark_pending"], f"{context}: {kill}, restart found {resumed}"
+
     # the kills interrupted work and the restarts finished it: a batch the sink was inside of
     # is replayed by Spark; a replayed batch that had reached the table (committed by the
     # sink, or prepared and committed by the restart's recovery) is recognised, not re-added
-    assert "in-sink" in landed, context
     for number, (run, resumed, where) in enumerate(zip(runs, resumes, landed, strict=False)):
         progress = [e for e in run.events if e["event"] in ("start", "done")]
         reached_table = set(resumed["prepared"])
+
         if where == "in-sink":
             assert progress[-1]["batch"] in resumed["spark_pending"], context
         if where == "after-sink":

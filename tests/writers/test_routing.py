@@ -17,6 +17,7 @@ from icecommit.committer import committed_checkpoints
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError
 from icecommit.writers.routing import RoutedSparkWriter
 from tests.conftest import unique_table
+from tests.helpers import run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -190,7 +191,7 @@ def test_integer_routes_and_the_streaming_sink(spark: SparkSession, sqlite_catal
     )
     stream = spark.readStream.schema("id BIGINT, dept INT").option("maxFilesPerTrigger", 1).json(str(folder))
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
-    query.trigger(availableNow=True).start().awaitTermination(300)
+    run_to_end(query.trigger(availableNow=True).start())
     assert len(results) == 3
     assert ids(sqlite_catalog, a) == [i for i in range(90) if i % 3 == 1]
     assert ids(sqlite_catalog, b) == [i for i in range(90) if i % 3 == 2]
