@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
+from icecommit.decision import TableView
+
 JOB_ID = "icecommit.job-id"
 CHECKPOINT_ID = "icecommit.checkpoint-id"
 RECORDS = "icecommit.records"
@@ -24,6 +26,28 @@ RECOVERED_BY = "icecommit.recovered-by"
 WATERMARK = "icecommit.watermark-us"
 #: Records of this snapshot that fall into time partitions already published complete.
 LATE_RECORDS = "icecommit.late-records"
+#: Table property prefix: ``icecommit.job.<job id>.checkpoint`` holds the job's highest
+#: committed checkpoint id. It is set in the same catalog commit as every append, so it
+#: is exact whenever the append is, and no snapshot expiry (icecommit's or another
+#: engine's) removes it.
+JOB_PROPERTY_PREFIX = "icecommit.job."
+JOB_PROPERTY_SUFFIX = ".checkpoint"
+
+
+def job_checkpoint_property(job_id: str) -> str:
+    """The table property holding ``job_id``'s highest committed checkpoint id."""
+    return f"{JOB_PROPERTY_PREFIX}{job_id}{JOB_PROPERTY_SUFFIX}"
+
+
+def recorded_highest_checkpoints(properties: dict[str, str]) -> dict[str, int]:
+    """Every job's highest committed checkpoint id, from the table's properties."""
+    found = {}
+    for key, value in properties.items():
+        if key.startswith(JOB_PROPERTY_PREFIX) and key.endswith(JOB_PROPERTY_SUFFIX):
+            job = key[len(JOB_PROPERTY_PREFIX) : -len(JOB_PROPERTY_SUFFIX)]
+            if job and value.lstrip("-").isdigit():
+                found[job] = int(value)
+    return found
 
 
 @dataclass(frozen=True)
@@ -41,8 +65,13 @@ def branch_ancestry(metadata: TableMetadata, branch: str = "main") -> Iterator[S
     ref = metadata.refs.get(branch)
     if ref is None:
         return
+    yield from ancestors_of(metadata, ref.snapshot_id)
+
+
+def ancestors_of(metadata: TableMetadata, snapshot_id: int) -> Iterator[Snapshot]:
+    """A snapshot and its ancestors still in the metadata, newest first."""
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
-    snapshot = by_id.get(ref.snapshot_id)
+    snapshot = by_id.get(snapshot_id)
     while snapshot is not None:
         yield snapshot
         parent = snapshot.parent_snapshot_id
@@ -89,3 +118,48 @@ def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str 
         if key is not None and key[0] == job_id:
             return key[1]
     return None
+
+
+def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = "main") -> int | None:
+    """The job's highest committed checkpoint id: the table property, or, for checkpoints
+    committed before the property existed, the ancestry; the larger of the two."""
+    recorded = metadata.properties.get(job_checkpoint_property(job_id))
+    candidates = [int(recorded)] if recorded is not None and recorded.lstrip("-").isdigit() else []
+    in_ancestry = last_committed_checkpoint(metadata, job_id, branch)
+    if in_ancestry is not None:
+        candidates.append(in_ancestry)
+    return max(candidates) if candidates else None
+
+
+def lineage_complete(metadata: TableMetadata, branch: str = "main") -> bool:
+    """True when the branch's ancestry provably reaches the table's first snapshot (no
+    ancestor was expired), so a snapshot missing from it was never an ancestor or was
+    taken off by a rollback.
+
+    Proof is the oldest ancestor having no parent *and* sequence number 1: pyiceberg's
+    expiry clears the parent id of a snapshot whose parent it removes, so a missing
+    parent alone proves nothing. Format-version 1 tables have no sequence numbers and are
+    never taken as complete.
+    """
+    last = None
+    for snapshot in branch_ancestry(metadata, branch):
+        last = snapshot
+    if last is None:
+        return True
+    return last.parent_snapshot_id is None and last.sequence_number == 1
+
+
+def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> TableView:
+    """What the table shows about one (job, checkpoint), for :func:`icecommit.decision.decide`."""
+    landed = find_checkpoint(metadata, job_id, checkpoint_id, branch)
+    off_branch = None
+    if landed is None:
+        off_branch = next(
+            (s.snapshot_id for s in metadata.snapshots if checkpoint_of(s) == (job_id, checkpoint_id)), None
+        )
+    return TableView(
+        landed_snapshot_id=landed.snapshot_id if landed is not None else None,
+        off_branch_snapshot_id=off_branch,
+        highest_committed=highest_committed_checkpoint(metadata, job_id, branch),
+        lineage_complete=lineage_complete(metadata, branch),
+    )

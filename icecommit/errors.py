@@ -122,14 +122,40 @@ class CheckpointRolledBackError(IcecommitError):
     (``GlobalCommitter.recommit`` or ``ic.write(..., recommit=True)``), or leave it out.
     """
 
-    def __init__(self, job_id: str, checkpoint_id: int, snapshot_id: int, table: str) -> None:
+    def __init__(self, job_id: str, checkpoint_id: int, snapshot_id: int | None, table: str) -> None:
         self.job_id = job_id
         self.checkpoint_id = checkpoint_id
         self.snapshot_id = snapshot_id
         self.table = table
+        landed = f" as snapshot {snapshot_id}" if snapshot_id is not None else ""
         super().__init__(
-            f"checkpoint {checkpoint_id} of job {job_id!r} was committed as snapshot {snapshot_id} of {table}, "
-            "which a rollback removed from the branch; re-commit it explicitly (recommit=True) or leave it out"
+            f"checkpoint {checkpoint_id} of job {job_id!r} was committed{landed} to {table}, and a rollback "
+            "removed it from the branch; re-commit it explicitly (recommit=True) or leave it out"
+        )
+
+
+class CheckpointOutOfOrderError(ValidationError):
+    """A checkpoint id at or below the job's highest committed one, which the table does
+    not hold: checkpoint ids grow within a job, so committing it would either duplicate a
+    replay or slip old data in behind newer data. Nothing was written or committed.
+
+    Attributes:
+        job_id / table: the job and the table.
+        checkpoint_id: the refused id.
+        highest_committed: the job's highest committed checkpoint id in the table.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, highest_committed: int, table: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.highest_committed = highest_committed
+        super().__init__(
+            f"job {job_id!r} has already committed checkpoint {highest_committed} to {table}, and checkpoint ids "
+            "must grow within a job; this one was never committed there. If this is a new query or a job whose "
+            "counter was reset, give it a new job_id",
+            checkpoint_id=checkpoint_id,
+            expected=f"> {highest_committed}",
+            actual=checkpoint_id,
         )
 
 
@@ -163,6 +189,7 @@ class InvalidRangeError(IcecommitError):
 
 __all__ = [
     "CheckpointNotFoundError",
+    "CheckpointOutOfOrderError",
     "CheckpointRolledBackError",
     "CommitConflictError",
     "CommitStateUnknownError",

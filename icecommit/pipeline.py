@@ -20,6 +20,7 @@ from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import CommitResult, GlobalCommitter, RoutedCommitResult
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.datafiles import WriteResult
+from icecommit.decision import Action
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
 from icecommit.identifiers import table_name
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
@@ -48,22 +49,24 @@ def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
 
 
 def _settled(committer: GlobalCommitter, checkpoint_id: int, recommit: bool) -> CommitResult | None:
-    """The checkpoint's result when it needs no new data files (committed, or committed
-    and rolled back), after the committer's recovery; None when it must be written."""
-    if committer.is_committed(checkpoint_id):
-        logger.info(
-            "checkpoint %d of job %s is already in %s; nothing to write",
-            checkpoint_id,
-            committer.job_id,
-            committer.table_name,
-        )
-        return committer.commit(checkpoint_id)
-    prepared = committer.store.get(committer.job_id, committer.table_name, checkpoint_id)
-    if prepared is not None and prepared.committed:
-        if recommit and prepared.snapshot_id is not None:
-            return committer.recommit(checkpoint_id)
-        return committer.commit(checkpoint_id)
-    return None
+    """The checkpoint's result when it needs no new data files (in the table, empty,
+    abandoned, or re-committed from its staged files), after the committer's recovery;
+    None when it must be written. Refusals (rolled back, out of order) raise here, before
+    any Spark job runs."""
+    decision = committer.decide(checkpoint_id, recommit=recommit)
+    if decision.action is Action.WRITE:
+        return None
+    if decision.action is Action.RECOMMIT:
+        return committer.recommit(checkpoint_id)
+    logger.info(
+        "checkpoint %d of job %s in %s: %s (%s); nothing to write",
+        checkpoint_id,
+        committer.job_id,
+        committer.table_name,
+        decision.action.value,
+        decision.reason,
+    )
+    return committer.commit(checkpoint_id)
 
 
 @overload
@@ -164,6 +167,8 @@ def write(
             is one.
         CheckpointRolledBackError: the checkpoint was committed and a rollback removed it;
             pass ``recommit=True`` to commit its staged files again (nothing is rewritten).
+        CheckpointOutOfOrderError: the table does not hold the checkpoint and the job has
+            committed a higher one (checkpoint ids grow within a job); nothing is written.
         CommitConflictError, CommitStateUnknownError: see ``GlobalCommitter.commit``.
     """
     catalog = catalog or connect()

@@ -37,7 +37,9 @@ class ExpirePlan:
 
     table: str
     expired_snapshot_ids: tuple[int, ...]
-    kept_for_jobs: tuple[tuple[str, int], ...]  # (job, snapshot) kept: the job's latest checkpoint
+    #: (job, checkpoint) of expiring snapshots that a rollback had already taken off the
+    #: branch: recorded as rolled back in the state before their snapshots go.
+    rolled_back_checkpoints: tuple[tuple[str, int], ...]
     files_to_delete: tuple[str, ...]
     applied: bool = False
     deleted_files: int = 0
@@ -103,8 +105,10 @@ def plan_expire(
     """Which snapshots expire and which files go with them; changes nothing.
 
     Kept: snapshots younger than ``older_than``, the newest ``retain_last`` of the main
-    branch, every branch and tag head, and for each job the snapshot of its latest
-    committed checkpoint (the committer reads it to resume).
+    branch, and every branch and tag head. No snapshot is kept for a job's sake: the
+    committer finds what a job committed in the table property every commit sets
+    (``icecommit.job.<job>.checkpoint``), which expiry does not touch, so a retired job
+    pins nothing.
     """
     if retain_last < 1:
         raise ValueError("retain_last must be at least 1")
@@ -115,20 +119,18 @@ def plan_expire(
     lineage = list(ancestry.branch_ancestry(loaded.metadata))
     keep = {s.snapshot_id for s in lineage[:retain_last]}
     keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
-    kept_for_jobs: dict[str, int] = {}
-    for snapshot in lineage:
-        key = ancestry.checkpoint_of(snapshot)
-        if key is not None and key[0] not in kept_for_jobs:
-            kept_for_jobs[key[0]] = snapshot.snapshot_id
-    keep |= set(kept_for_jobs.values())
     expired = [s for s in loaded.metadata.snapshots if s.snapshot_id not in keep and s.timestamp_ms < cutoff_ms]
+    on_branch = {s.snapshot_id for s in lineage}
+    rolled_back = tuple(
+        key for s in expired if s.snapshot_id not in on_branch and (key := ancestry.checkpoint_of(s)) is not None
+    )
     retained = [s for s in loaded.metadata.snapshots if s not in expired]
     still_needed = _union(loaded, retained) | checkpoint_files(catalog, loaded)
     doomed = sorted(_union(loaded, expired) - still_needed)
     return ExpirePlan(
         table=name,
         expired_snapshot_ids=tuple(s.snapshot_id for s in expired),
-        kept_for_jobs=tuple(sorted(kept_for_jobs.items())),
+        rolled_back_checkpoints=rolled_back,
         files_to_delete=tuple(doomed),
     )
 
@@ -136,10 +138,15 @@ def plan_expire(
 def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """Expire the plan's snapshots, then delete the files only they referenced.
 
-    Files are deleted only after the catalog accepted the expiry; if that commit fails,
-    nothing is deleted.
+    Checkpoints whose snapshots a rollback had taken off the branch are first recorded as
+    rolled back in the state, so that once their snapshots are gone no committer takes
+    them for expired-but-live. Files are deleted only after the catalog accepted the
+    expiry; if that commit fails, nothing is deleted.
     """
     loaded = catalog.load_table(plan.table)
+    if plan.rolled_back_checkpoints:
+        store = CheckpointStore(state_engine(state_uri(catalog)))
+        store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints)
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]
     if ids:

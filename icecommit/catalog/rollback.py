@@ -19,6 +19,7 @@ from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import SnapshotNotFoundError, TableSpecError
 from icecommit.identifiers import table_name
+from icecommit.state import CheckpointStore, state_engine, state_uri
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +139,11 @@ def plan_rollback(
         raise TableSpecError(
             name, f"snapshot {target.snapshot_id} is not an ancestor of the current snapshot (use --allow-non-ancestor)"
         )
-    hidden = lineage[: ids.index(target.snapshot_id)] if is_ancestor else lineage
+    if is_ancestor:
+        hidden = lineage[: ids.index(target.snapshot_id)]
+    else:  # what the current branch holds and the target's own lineage does not
+        kept = {s.snapshot_id for s in ancestry.ancestors_of(loaded.metadata, target.snapshot_id)}
+        hidden = [s for s in lineage if s.snapshot_id not in kept]
     records = sum(int(s.summary.get("added-records") or 0) for s in hidden if s.summary)
     checkpoints = tuple(key for s in hidden if (key := ancestry.checkpoint_of(s)) is not None)
     current = loaded.metadata.refs.get(branch)
@@ -155,7 +160,11 @@ def plan_rollback(
 
 
 def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
-    """Make the plan's target the current snapshot (a compare-and-swap on the catalog).
+    """Make the plan's target the current snapshot (a compare-and-swap on the catalog),
+    then record every checkpoint it hid, of every job, as rolled back in the committer's
+    state: no committer commits them again unless a user re-commits them. A crash between
+    the two leaves the hidden snapshots off the branch, which committers also read as a
+    rollback (and ``expire`` records before it removes them).
 
     Raises:
         TableSpecError: the table changed since the plan was made.
@@ -169,6 +178,8 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
     else:
         manage.set_current_snapshot(plan.target_snapshot_id).commit()
+    if plan.hidden_checkpoints:
+        CheckpointStore(state_engine(state_uri(catalog))).mark_rolled_back(plan.table, plan.hidden_checkpoints)
     logger.warning(
         "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",
         plan.table, plan.target_snapshot_id, plan.selector, len(plan.hidden_snapshot_ids), plan.hidden_records,

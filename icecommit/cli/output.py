@@ -221,8 +221,11 @@ class TextOutput:
             f"{'deleted' if plan.applied else 'to delete'}",
             highlight=False,
         )
-        for job, snapshot_id in plan.kept_for_jobs:
-            self.console.print(f"  kept {snapshot_id}: latest checkpoint of job {job}", highlight=False)
+        for job, checkpoint_id in plan.rolled_back_checkpoints:
+            self.console.print(
+                f"  checkpoint {checkpoint_id} of job {job}: rolled back earlier; recorded as rolled back",
+                highlight=False,
+            )
         for path in plan.files_to_delete:
             self.console.print(f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False)
 

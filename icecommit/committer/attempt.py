@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO, InputFile, OutputFile
@@ -37,7 +38,29 @@ class RetainingFileIO(FileIO):
         self.retained.append(path)
 
 
-def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -> Table:
+class AttemptNotSentError(Exception):
+    """A commit attempt failed before it reached the catalog, so it cannot have landed
+    (for example its base table was stale and a file it read had been expired). Retried
+    on a fresh copy of the table, like a lost compare-and-swap."""
+
+
+class SendingCatalog:
+    """Passes everything to a catalog and notes whether ``commit_table`` was called: an
+    attempt that failed before that call is known not to have landed."""
+
+    def __init__(self, inner: Catalog) -> None:
+        self._inner = inner
+        self.sent = False
+
+    def commit_table(self, *args: Any, **kwargs: Any) -> Any:
+        self.sent = True
+        return self._inner.commit_table(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def single_attempt_table(table: Table, catalog: Catalog | SendingCatalog, branch: str = "main") -> Table:
     """The table as one commit attempt needs it.
 
     - pyiceberg's own retry loop and cleanup are off: icecommit retries itself, so that the
@@ -69,4 +92,4 @@ def single_attempt_table(table: Table, catalog: Catalog, branch: str = "main") -
             "metadata_log": [],
         }
     )
-    return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)
+    return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)  # type: ignore[arg-type]

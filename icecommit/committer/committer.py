@@ -20,17 +20,20 @@ from typing import Literal
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from tenacity import RetryCallState
 
 from icecommit import ancestry
-from icecommit.committer.attempt import single_attempt_table
+from icecommit.committer.attempt import AttemptNotSentError, SendingCatalog, single_attempt_table
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.datafiles import WriteResult
+from icecommit.decision import Action, Decision, StateView, decide
 from icecommit.errors import (
     CheckpointNotFoundError,
+    CheckpointOutOfOrderError,
     CheckpointRolledBackError,
     CommitConflictError,
     CommitStateUnknownError,
@@ -53,7 +56,7 @@ from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 
-CommitStatus = Literal["committed", "already-committed", "empty"]
+CommitStatus = Literal["committed", "already-committed", "empty", "rolled-back", "abandoned"]
 
 #: Step boundaries at which a fault hook is called (tests inject crashes there).
 FAULT_POINTS = (
@@ -72,8 +75,10 @@ class CommitResult:
 
     Attributes:
         status: ``committed`` (this call made the snapshot), ``already-committed`` (the
-            checkpoint was in the ancestry; nothing written twice), or ``empty`` (the
-            checkpoint had no data files, so no snapshot was made).
+            checkpoint was in the table; nothing written twice), ``empty`` (the
+            checkpoint had no data files, so no snapshot was made), ``rolled-back``
+            (``recover`` found that a rollback removed it: recorded, not committed again)
+            or ``abandoned`` (an operator gave it up: a recorded no-op).
         snapshot_id: the snapshot holding the checkpoint, None when empty.
         attempts / retries: commit attempts made by this call, and how many were retries.
     """
@@ -244,7 +249,10 @@ class GlobalCommitter:
         existing = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if existing is not None:
             return self._same_or_error(existing, validated.digest, len(validated.data_files))
-        self._refuse_reused_checkpoint(table, checkpoint_id, {f.path for f in validated.data_files})
+        decision = self._decide(checkpoint_id, None, table.metadata)
+        self._refuse(checkpoint_id, decision)
+        if decision.action is Action.ALREADY_IN:
+            self._refuse_reused_checkpoint(table, checkpoint_id, {f.path for f in validated.data_files})
         require_files_present(validated.data_files, table.io, checkpoint_id)
         manifest_path = None
         if validated.data_files:
@@ -316,70 +324,88 @@ class GlobalCommitter:
 
         Returns:
             The result for ``checkpoint_id``; ``already-committed`` when it was committed
-            before this call.
+            before this call (even if its snapshot has been expired since).
 
         Raises:
             CheckpointNotFoundError: the checkpoint was never prepared nor committed.
+            CheckpointRolledBackError: a rollback removed it (see :meth:`recommit`).
+            CheckpointOutOfOrderError: never prepared, and at or below the job's highest
+                committed checkpoint.
             CommitConflictError: concurrent commits won until the retry policy gave up.
             CommitStateUnknownError: an attempt failed without proof that it did not land
                 and the ancestry did not show it; ``recover()`` resolves it.
             ValidationError: a staged data file is missing from storage.
         """
-        target = self._store.get(self.job_id, self._table_name, checkpoint_id)
-        if target is None:
-            return self._committed_without_state(checkpoint_id)
-        if target.snapshot_id is not None and self._rolled_back(target):
-            raise CheckpointRolledBackError(self.job_id, checkpoint_id, target.snapshot_id, self._table_name)
-        pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id)
         outcome: CommitResult | None = None
-        for state in pending:
+        for state in self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id):
             result = self._commit_prepared(state)
             if state.checkpoint_id == checkpoint_id:
                 outcome = result
-        if outcome is None:
+        target = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        if outcome is not None and outcome.status != "rolled-back":
+            return outcome
+        decision = self.decide(checkpoint_id)
+        self._refuse(checkpoint_id, decision)
+        if decision.action is Action.ALREADY_IN:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
-            return _result_from_state(target, "already-committed" if target.snapshot_id else "empty")
-        return outcome
+            if target is None:
+                return self._committed_without_state(checkpoint_id, decision.snapshot_id)
+            return _result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
+        if decision.action in (Action.EMPTY, Action.ABANDONED) and target is not None:
+            return _result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
+        raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
 
-    def _rolled_back(self, state: CheckpointState) -> bool:
-        """Committed, and its snapshot is still in the metadata but off the branch.
+    def decide(self, checkpoint_id: int, *, recommit: bool = False) -> Decision:
+        """What the committer would do with ``checkpoint_id`` now (see
+        :func:`icecommit.decision.decide`); reads the state and the table, changes nothing."""
+        state = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        return self._decide(checkpoint_id, state, self.load_table().metadata, recommit=recommit)
 
-        A snapshot gone from the metadata was expired: its data live on in later snapshots,
-        so the checkpoint stays committed.
-        """
-        if not state.committed or state.snapshot_id is None:
-            return False
-        metadata = self.load_table().metadata
-        if ancestry.find_checkpoint(metadata, self.job_id, state.checkpoint_id, self.branch) is not None:
-            return False
-        return metadata.snapshot_by_id(state.snapshot_id) is not None
+    def _decide(
+        self, checkpoint_id: int, state: CheckpointState | None, metadata: TableMetadata, *, recommit: bool = False
+    ) -> Decision:
+        view = ancestry.table_view(metadata, self.job_id, checkpoint_id, self.branch)
+        row = StateView(state.status, state.snapshot_id) if state is not None else StateView()  # type: ignore[arg-type]
+        return decide(checkpoint_id, row, view, recommit=recommit)
+
+    def _refuse(self, checkpoint_id: int, decision: Decision) -> None:
+        """Raise the error of a decision that refuses the checkpoint."""
+        if decision.action is Action.ROLLED_BACK:
+            raise CheckpointRolledBackError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
+        if decision.action is Action.OUT_OF_ORDER:
+            highest = ancestry.highest_committed_checkpoint(self.load_table().metadata, self.job_id, self.branch)
+            raise CheckpointOutOfOrderError(self.job_id, checkpoint_id, highest or 0, self._table_name)
 
     def recommit(self, checkpoint_id: int) -> CommitResult:
-        """Commit again a checkpoint whose snapshot a rollback removed from the branch.
+        """Commit again a checkpoint that a rollback removed from the branch.
 
         Uses the checkpoint's staged manifest; its data files must still exist.
 
         Raises:
             CheckpointNotFoundError: the checkpoint was never prepared here.
-            ValidationError: it is not rolled back (still in the ancestry, or never
+            ValidationError: it is not rolled back (still in the table, or never
                 committed), or its staged files are gone.
         """
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if state is None:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
-        if not self._rolled_back(state):
+        decision = self._decide(checkpoint_id, state, self.load_table().metadata, recommit=True)
+        if decision.action is not Action.RECOMMIT:
             raise ValidationError(
-                "only a committed checkpoint that a rollback removed from the branch can be re-committed",
+                f"only a checkpoint that a rollback removed from the branch can be re-committed; this one is "
+                f"{decision.action.value} ({decision.reason})",
                 checkpoint_id=checkpoint_id,
             )
-        self._store.reopen(self.job_id, self._table_name, checkpoint_id)
+        self._store.clear_committed_metrics(self.job_id, self._table_name, checkpoint_id)
         logger.warning("re-committing checkpoint %d of job %s after a rollback", checkpoint_id, self.job_id)
-        return self._commit_prepared(self._store.get(self.job_id, self._table_name, checkpoint_id) or state)
+        return self._commit_prepared(state, recommit=True)
 
     def recover(self) -> list[CommitResult]:
         """Commit, in order, every checkpoint of this job that was prepared and not committed.
 
-        Never deletes a file; running it twice gives the same table.
+        A prepared checkpoint that a rollback removed (it had landed before the job died)
+        is recorded as rolled back, not committed again. Never deletes a file; running it
+        twice gives the same table.
         """
         pending = self._store.list(self._table_name, job_id=self.job_id, status=PREPARED)
         if pending:
@@ -419,18 +445,19 @@ class GlobalCommitter:
         return self._completion.store.statuses(self._table_name)
 
     def last_committed_checkpoint(self) -> int | None:
-        """The checkpoint id of the newest snapshot this job committed on the branch."""
-        return ancestry.last_committed_checkpoint(self.load_table().metadata, self.job_id, self.branch)
+        """This job's highest committed checkpoint id: the table property every commit
+        sets (it survives snapshot expiry), or the snapshot summaries of the branch."""
+        return ancestry.highest_committed_checkpoint(self.load_table().metadata, self.job_id, self.branch)
 
     def is_committed(self, checkpoint_id: int) -> bool:
-        """True when the branch's ancestry holds (job id, checkpoint id)."""
-        metadata = self.load_table().metadata
-        return ancestry.find_checkpoint(metadata, self.job_id, checkpoint_id, self.branch) is not None
+        """True when the table holds (job id, checkpoint id), even if its snapshot was
+        expired since (its rows live on in later snapshots)."""
+        return self.decide(checkpoint_id).action in (Action.ALREADY_IN, Action.EMPTY)
 
     # -- internals ---------------------------------------------------------------------
 
-    def _committed_without_state(self, checkpoint_id: int) -> CommitResult:
-        snapshot = ancestry.find_checkpoint(self.load_table().metadata, self.job_id, checkpoint_id, self.branch)
+    def _committed_without_state(self, checkpoint_id: int, snapshot_id: int | None) -> CommitResult:
+        snapshot = self.load_table().metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
         if snapshot is None:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
         summary = snapshot.summary
@@ -450,9 +477,20 @@ class GlobalCommitter:
             0,
         )
 
-    def _commit_prepared(self, state: CheckpointState) -> CommitResult:
+    def _commit_prepared(self, state: CheckpointState, *, recommit: bool = False) -> CommitResult:
         checkpoint_id = state.checkpoint_id
         table = self._latest or self.load_table()
+        first = self._decide(checkpoint_id, state, table.metadata, recommit=recommit)
+        if first.action is Action.ROLLED_BACK:
+            self._store.mark_rolled_back(self._table_name, [(self.job_id, checkpoint_id)])
+            logger.warning(
+                "checkpoint %d of job %s was prepared and had landed, but %s: recorded as rolled back, "
+                "not committed again",
+                checkpoint_id,
+                self.job_id,
+                first.reason,
+            )
+            return _result_from_state(state, "rolled-back", snapshot_id=first.snapshot_id)
         if state.manifest_path is None:
             self._store.mark_committed(
                 self.job_id,
@@ -484,15 +522,20 @@ class GlobalCommitter:
                 with attempt:
                     if attempts > 0:
                         table = self.load_table()
-                    found = ancestry.find_checkpoint(table.metadata, self.job_id, checkpoint_id, self.branch)
-                    if found is not None:
-                        landed_before, snapshot_id = True, found.snapshot_id
+                    decision = self._decide(checkpoint_id, state, table.metadata, recommit=recommit)
+                    if decision.action is Action.ALREADY_IN:
+                        landed_before = True
+                        snapshot_id = decision.snapshot_id or self._snapshot_that_added(table, data_files)
+                    elif decision.action not in (Action.COMMIT, Action.RECOMMIT):
+                        raise CheckpointRolledBackError(
+                            self.job_id, checkpoint_id, decision.snapshot_id, self._table_name
+                        )
                     else:
                         self._require_present(data_files, table, checkpoint_id)
                         attempts += 1
                         self._fault("before-commit-attempt", checkpoint_id)
                         snapshot_id = self._append(table, data_files, summary, checkpoint_id)
-        except ValidationError:
+        except (ValidationError, CheckpointRolledBackError):
             self._latest = None
             raise
         except Exception as e:
@@ -561,6 +604,20 @@ class GlobalCommitter:
         ]
         self._store.record_samples(self.job_id, self._table_name, checkpoint_id, samples)
 
+    def _snapshot_that_added(self, table: Table, data_files: list[DataFile]) -> int | None:
+        """The snapshot that added a checkpoint's files, read from the current manifests
+        (their entries keep it after the snapshot itself was expired); None when no live
+        entry holds one of the files."""
+        paths = {f.file_path for f in data_files}
+        current = table.current_snapshot()
+        if current is None:
+            return None
+        for manifest in current.manifests(table.io):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                if entry.data_file.file_path in paths and entry.snapshot_id is not None:
+                    return entry.snapshot_id
+        return None
+
     def _resolve_unknown(self, checkpoint_id: int, cause: Exception) -> int:
         """After an error that does not prove failure, ask the ancestry. Deletes nothing."""
         logger.warning("commit of checkpoint %d: outcome unknown (%r); checking ancestry", checkpoint_id, cause)
@@ -615,13 +672,24 @@ class GlobalCommitter:
 
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
         """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
-        single = single_attempt_table(table, self._catalog, self.branch)
-        with (
-            single.transaction() as tx,
-            tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append,
-        ):
-            for data_file in data_files:
-                append.append_data_file(data_file)
+        catalog = SendingCatalog(self._catalog)
+        single = single_attempt_table(table, catalog, self.branch)
+        highest = ancestry.highest_committed_checkpoint(table.metadata, self.job_id, self.branch)
+        try:
+            with single.transaction() as tx:
+                if highest is None or checkpoint_id > highest:
+                    # the job's high-water mark, in the same catalog commit as the append
+                    tx.set_properties({ancestry.job_checkpoint_property(self.job_id): str(checkpoint_id)})
+                with tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append:
+                    for data_file in data_files:
+                        append.append_data_file(data_file)
+        except Exception as e:
+            if not catalog.sent and not is_commit_conflict(e):
+                logger.warning(
+                    "commit attempt of checkpoint %d failed before reaching the catalog: %r", checkpoint_id, e
+                )
+                raise AttemptNotSentError(f"checkpoint {checkpoint_id}: {e!r}") from e
+            raise
         found = ancestry.find_checkpoint(single.metadata, self.job_id, checkpoint_id, self.branch)
         if found is None:
             raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
@@ -629,13 +697,13 @@ class GlobalCommitter:
         return found.snapshot_id
 
 
-def _result_from_state(state: CheckpointState, status: CommitStatus) -> CommitResult:
+def _result_from_state(state: CheckpointState, status: CommitStatus, *, snapshot_id: int | None = None) -> CommitResult:
     return CommitResult(
         state.job_id,
         state.table_name,
         state.checkpoint_id,
         status,
-        state.snapshot_id,
+        snapshot_id if snapshot_id is not None else state.snapshot_id,
         state.records,
         state.files,
         state.bytes,

@@ -19,16 +19,19 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from icecommit.committer.attempt import AttemptNotSentError
+
 logger = logging.getLogger(__name__)
 
 
 def is_commit_conflict(error: BaseException) -> bool:
     """True for errors that prove an attempt did not land and another may succeed.
 
-    A lost compare-and-swap (``CommitFailedException``), and SQLite's "database is
+    A lost compare-and-swap (``CommitFailedException``), an attempt that failed before
+    it reached the catalog (:class:`AttemptNotSentError`), and SQLite's "database is
     locked" (the statement did not run; SQLite serialises writers across processes).
     """
-    if isinstance(error, CommitFailedException):
+    if isinstance(error, (CommitFailedException, AttemptNotSentError)):
         return True
     return isinstance(error, OperationalError) and "database is locked" in str(error)
 

@@ -21,6 +21,11 @@ from icecommit.state.models import (
 
 PREPARED = "prepared"
 COMMITTED = "committed"
+#: A rollback removed the checkpoint's snapshot from the branch; never committed again
+#: unless a user re-commits it.
+ROLLED_BACK = "rolled-back"
+#: An operator gave the checkpoint up; its replays are recorded no-ops.
+ABANDONED = "abandoned"
 
 SOURCE = "source"
 WRITTEN = "written"
@@ -292,14 +297,23 @@ class CheckpointStore:
                 (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
             }
 
-    def reopen(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
-        """Set a committed checkpoint back to prepared (after a rollback, to re-commit it),
-        dropping its committed-stage metrics so nothing counts twice."""
+    def mark_rolled_back(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
+        """Record that a rollback removed these (job, checkpoint) pairs from the branch,
+        whether their rows said committed or still prepared (a job that died between the
+        catalog's commit and its state update). Returns how many rows changed."""
+        changed = 0
         with Session(self._engine) as session, session.begin():
-            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
-            row.status = PREPARED
-            row.snapshot_id = None
-            row.committed_at = None
+            for job_id, checkpoint_id in checkpoints:
+                row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
+                if row is not None and row.status in (PREPARED, COMMITTED):
+                    row.status = ROLLED_BACK
+                    changed += 1
+        return changed
+
+    def clear_committed_metrics(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
+        """Drop a rolled-back checkpoint's committed-stage metrics before it is committed
+        again, so that nothing counts twice (its status stays until the commit records it)."""
+        with Session(self._engine) as session, session.begin():
             session.execute(
                 delete(MetricRow).where(
                     MetricRow.job_id == job_id,

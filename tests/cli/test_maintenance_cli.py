@@ -148,29 +148,31 @@ def test_rolled_back_checkpoints_are_neither_skipped_nor_duplicated(home: Path) 
     catalog.engine.dispose()
 
 
-def test_expire_keeps_what_jobs_need_and_leaves_the_table_readable(home: Path) -> None:
+def test_expire_pins_no_job_and_leaves_the_table_readable(home: Path) -> None:
     catalog = catalog_of(home)
-    # a second job commits last; the first job's latest checkpoint must survive expiry too
+    # a second job commits last; the first job keeps no snapshot alive for its own sake
     run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "other", 1, catalog_name=DEFAULT_CATALOG_NAME)
     first, second, third, other = snapshot_ids(home)
     before = {p for p in (home / "ns" / "events" / "metadata").iterdir()}
 
     plan = js(home, "expire", TABLE, "--older-than", "0s")
-    assert plan["applied"] is False and set(plan["expired_snapshot_ids"]) == {first, second}
-    assert {tuple(k) for k in plan["kept_for_jobs"]} == {("job", third), ("other", other)}
+    assert plan["applied"] is False and set(plan["expired_snapshot_ids"]) == {first, second, third}
+    assert plan["rolled_back_checkpoints"] == []
     assert {p for p in (home / "ns" / "events" / "metadata").iterdir()} == before  # dry run deleted nothing
 
     done = js(home, "expire", TABLE, "--older-than", "0s", "--no-dry-run")
     assert done["applied"] is True and done["deleted_files"] == len(plan["files_to_delete"]) > 0
-    assert snapshot_ids(home) == [third, other]
+    assert snapshot_ids(home) == [other]
     assert rows(home) == 160
     # time travel to a retained snapshot still reads
-    assert catalog.load_table(TABLE).scan(snapshot_id=third).to_arrow().num_rows == 120
+    assert catalog.load_table(TABLE).scan(snapshot_id=other).to_arrow().num_rows == 160
     text = run(home, "expire", TABLE, "--older-than", "0s")
     assert text.returncode == 0 and "would expire" in text.stdout
-    # an expired checkpoint is still committed: a replay neither fails nor duplicates
+    # expired checkpoints are still committed: replays neither fail nor duplicate, and the
+    # job resumes after its highest checkpoint, which the table property keeps
     committer = ic.GlobalCommitter(catalog, TABLE, job_id="job")
-    assert committer.commit(1).status == "already-committed"
+    assert [committer.commit(c).status for c in (1, 2, 3)] == ["already-committed"] * 3
+    assert committer.last_committed_checkpoint() == 3
     assert rows(home) == 160
     catalog.engine.dispose()
 

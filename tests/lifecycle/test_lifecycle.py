@@ -1,0 +1,215 @@
+"""Exactly once over a table's whole life: expiry, rollback (icecommit's and another
+tool's), out-of-order checkpoint ids. Each test is one of the reproductions of the
+lifecycle issue, on the real SqlCatalog (SQLite and PostgreSQL), without Spark."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+import icecommit as ic
+from icecommit import ancestry
+from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
+from icecommit.committer import RetryPolicy
+from icecommit.errors import CheckpointOutOfOrderError
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
+ROWS = 10
+
+
+class Crash(Exception):
+    """The committer's process dies here (raised from a fault hook)."""
+
+
+def _crash_at(point: str, at: int) -> ic.committer.committer.FaultHook:
+    def fault(where: str, checkpoint_id: int) -> None:
+        if where == point and checkpoint_id == at:
+            raise Crash(f"{where} of checkpoint {checkpoint_id}")
+
+    return fault
+
+
+def _table(catalog: SqlCatalog) -> Table:
+    return ic.create_table(catalog, f"{catalog.name}.events", EVENTS_SCHEMA, partition_by=["event"])
+
+
+def _rows_of(job: str, checkpoint_id: int) -> pa.Table:
+    base = (sum(map(ord, job)) % 50) * 100_000 + checkpoint_id * 1_000
+    return events(base, base + ROWS)
+
+
+def _committer(catalog: SqlCatalog, job: str, **kwargs: object) -> ic.GlobalCommitter:
+    return ic.GlobalCommitter(catalog, f"{catalog.name}.events", job_id=job, retry_policy=FAST, **kwargs)  # type: ignore[arg-type]
+
+
+def _land(committer: ic.GlobalCommitter, checkpoint_id: int) -> ic.CommitResult:
+    table = committer.load_table()
+    results = [write_arrow(table, _rows_of(committer.job_id, checkpoint_id), job_id=committer.job_id,
+                           checkpoint_id=checkpoint_id)]  # fmt: skip
+    committer.prepare(checkpoint_id, results)
+    return committer.commit(checkpoint_id)
+
+
+def _ids(catalog: SqlCatalog) -> Counter[int]:
+    data = catalog.load_table(f"{catalog.name}.events").scan(selected_fields=("id",)).to_arrow()
+    return Counter(data.column("id").to_pylist())
+
+
+def _expected(*checkpoints: tuple[str, int]) -> Counter[int]:
+    return Counter(i for job, c in checkpoints for i in _rows_of(job, c).column("id").to_pylist())
+
+
+def _expire_all_but_head(catalog: SqlCatalog) -> None:
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1)
+    apply_expire(catalog, plan)
+
+
+def test_expiry_never_makes_a_landed_checkpoint_commit_again(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    crashed = _committer(catalog, "A", fault=_crash_at("after-commit", 7))
+    with pytest.raises(Crash):  # the catalog took checkpoint 7; the state row still says prepared
+        _land(crashed, 7)
+    other = _committer(catalog, "B")
+    for c in range(1, 14):
+        _land(other, c)
+    _expire_all_but_head(catalog)
+    assert ancestry.find_checkpoint(catalog.load_table(f"{catalog.name}.events").metadata, "A", 7) is None
+
+    restarted = _committer(catalog, "A")
+    [result] = restarted.recover()
+    assert result.status == "already-committed"
+    assert restarted.store.get("A", restarted.table_name, 7).status == "committed"  # type: ignore[union-attr]
+    assert restarted.commit(7).status == "already-committed"
+    # a replay of an expired checkpoint of the other job is recognised too, not refused
+    assert other.commit(3).status == "already-committed"
+    assert _ids(catalog) == _expected(("A", 7), *(("B", c) for c in range(1, 14)))
+
+
+def test_a_rollback_sticks_for_a_checkpoint_the_job_never_recorded(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    _land(_committer(catalog, "A"), 1)
+    with pytest.raises(Crash):
+        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 2)), 2)
+    plan = plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=1, job_id="A")
+    assert plan.hidden_checkpoints == (("A", 2),)
+    apply_rollback(catalog, plan)
+
+    restarted = _committer(catalog, "A")
+    # the rollback recorded it: recovery has nothing to commit
+    assert restarted.store.get("A", restarted.table_name, 2).status == "rolled-back"  # type: ignore[union-attr]
+    assert restarted.recover() == []
+    with pytest.raises(ic.CheckpointRolledBackError) as refused:
+        restarted.commit(2)
+    assert (refused.value.job_id, refused.value.checkpoint_id) == ("A", 2)
+    assert _ids(catalog) == _expected(("A", 1))
+    # only an explicit re-commit brings it back, once
+    assert restarted.recommit(2).status == "committed"
+    assert restarted.commit(2).status == "already-committed"
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2))
+
+
+def test_a_rollback_to_one_jobs_checkpoint_removes_the_later_checkpoints_of_every_job(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    a, b = _committer(catalog, "A"), _committer(catalog, "B")
+    _land(a, 1)
+    _land(b, 1)
+    _land(a, 2)
+    plan = plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=1, job_id="A")
+    assert sorted(plan.hidden_checkpoints) == [("A", 2), ("B", 1)]
+    apply_rollback(catalog, plan)
+    _expire_all_but_head(catalog)  # the hidden snapshots are gone from the metadata too
+    for committer, checkpoint_id in ((b, 1), (a, 2)):
+        with pytest.raises(ic.CheckpointRolledBackError):
+            committer.commit(checkpoint_id)
+    assert _ids(catalog) == _expected(("A", 1))
+    # the jobs go on with new checkpoints
+    assert _land(b, 2).status == "committed" and _land(a, 3).status == "committed"
+    assert _ids(catalog) == _expected(("A", 1), ("B", 2), ("A", 3))
+
+
+def test_another_tools_rollback_is_detected_before_and_after_expiry(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    first = _land(committer, 1)
+    _land(committer, 2)
+    with pytest.raises(Crash):
+        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 3)), 3)
+    # pyiceberg (or Spark, or Java) rolls the table back; icecommit's state knows nothing of it
+    loaded = catalog.load_table(f"{catalog.name}.events")
+    assert first.snapshot_id is not None
+    loaded.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()
+
+    with pytest.raises(ic.CheckpointRolledBackError):  # committed, its snapshot now off the branch
+        committer.commit(2)
+    # 3 landed but its row says prepared: recovery finds it off the branch and records it
+    [recovered] = _committer(catalog, "A").recover()
+    assert (recovered.checkpoint_id, recovered.status) == (3, "rolled-back")
+    assert committer.store.get("A", committer.table_name, 3).status == "rolled-back"  # type: ignore[union-attr]
+    # icecommit's expiry records what it removes of a rollback before removing it
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1)
+    assert sorted(plan.rolled_back_checkpoints) == [("A", 2), ("A", 3)]
+    apply_expire(catalog, plan)
+    assert committer.store.get("A", committer.table_name, 2).status == "rolled-back"  # type: ignore[union-attr]
+    restarted = _committer(catalog, "A")
+    assert restarted.recover() == []
+    for checkpoint_id in (2, 3):
+        with pytest.raises(ic.CheckpointRolledBackError):
+            restarted.commit(checkpoint_id)
+    assert _ids(catalog) == _expected(("A", 1))
+
+
+def test_after_rollback_and_expiry_a_replay_is_refused_not_reported_committed(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    for c in (1, 2, 3, 4):
+        _land(committer, c)
+    apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=2, job_id="A"))
+    _expire_all_but_head(catalog)
+    with pytest.raises(ic.CheckpointRolledBackError):
+        committer.commit(3)
+    assert not committer.is_committed(3)
+    assert committer.is_committed(1)  # expired, its rows still in the table
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2))
+
+
+def test_checkpoint_ids_grow_and_out_of_order_is_refused_before_anything_is_staged(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    batch = _committer(catalog, "events-ingest")
+    _land(batch, 7)
+    # the README's two snippets: a stream with the same job id starts at batch 0
+    stream = _committer(catalog, "events-ingest")
+    table = stream.load_table()
+    results = [write_arrow(table, _rows_of("stream", 0), job_id="events-ingest", checkpoint_id=0)]
+    with pytest.raises(CheckpointOutOfOrderError) as refused:
+        stream.prepare(0, results)
+    error = refused.value
+    assert (error.job_id, error.checkpoint_id, error.highest_committed) == ("events-ingest", 0, 7)
+    assert isinstance(error, ic.ValidationError)
+    assert stream.store.get("events-ingest", stream.table_name, 0) is None
+    with pytest.raises(CheckpointOutOfOrderError):
+        stream.commit(0)
+    # a replay of 7 itself is recognised; 8 goes on
+    assert stream.commit(7).status == "already-committed"
+    assert _land(stream, 8).status == "committed"
+    assert _ids(catalog) == _expected(("events-ingest", 7), ("events-ingest", 8))
+
+
+def test_the_job_high_water_mark_is_set_in_the_same_commit_as_the_append(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    result = _land(committer, 5)
+    loaded = catalog.load_table(f"{catalog.name}.events")
+    assert loaded.metadata.properties[ancestry.job_checkpoint_property("A")] == "5"
+    # one metadata file for the append and the property: the same catalog commit
+    previous = loaded.metadata.metadata_log[-1].metadata_file
+    before = catalog.load_table(f"{catalog.name}.events")
+    assert before.metadata.current_snapshot_id == result.snapshot_id
+    assert previous != loaded.metadata_location
+    assert _land(committer, 6).status == "committed"
+    assert ancestry.recorded_highest_checkpoints(catalog.load_table(f"{catalog.name}.events").properties) == {"A": 6}

@@ -1,0 +1,49 @@
+"""The checkpoint decision as a table of cases: no Spark, no catalog, no database."""
+
+from __future__ import annotations
+
+import pytest
+
+from icecommit.decision import Action, StateView, TableView, decide
+
+IN = TableView(landed_snapshot_id=11, highest_committed=7)
+OFF = TableView(off_branch_snapshot_id=12, highest_committed=7)
+EXPIRED = TableView(highest_committed=7, lineage_complete=False)  # job committed up to 7, gaps in the lineage
+COMPLETE = TableView(highest_committed=7, lineage_complete=True)  # nothing expired: absence is proof
+NEW_TABLE = TableView()
+
+CASES = [
+    # (checkpoint, state, table, recommit) -> action
+    ("in the ancestry", 7, StateView("committed", 11), IN, False, Action.ALREADY_IN),
+    ("landed, job died before recording it", 7, StateView("prepared"), IN, False, Action.ALREADY_IN),
+    ("in the ancestry beats a stale rolled-back row", 7, StateView("rolled-back", 11), IN, False, Action.ALREADY_IN),
+    ("abandoned", 9, StateView("abandoned"), NEW_TABLE, False, Action.ABANDONED),
+    ("abandoned, even if asked to recommit", 5, StateView("abandoned"), EXPIRED, True, Action.ABANDONED),
+    ("committed empty", 5, StateView("committed", None), COMPLETE, False, Action.EMPTY),
+    ("recorded rolled back", 5, StateView("rolled-back", 10), EXPIRED, False, Action.ROLLED_BACK),
+    ("recorded rolled back, recommit asked", 5, StateView("rolled-back", 10), EXPIRED, True, Action.RECOMMIT),
+    ("off the branch (another tool's rollback)", 7, StateView("committed", 12), OFF, False, Action.ROLLED_BACK),
+    ("off the branch, state lost", 7, StateView(), OFF, False, Action.ROLLED_BACK),
+    ("off the branch, state lost, recommit asked", 7, StateView(), OFF, True, Action.ROLLED_BACK),
+    ("committed, snapshot expired", 3, StateView("committed", 10), EXPIRED, False, Action.ALREADY_IN),
+    ("prepared at or below the mark, expired", 7, StateView("prepared"), EXPIRED, False, Action.ALREADY_IN),
+    ("committed, complete lineage lacks it", 3, StateView("committed", 10), COMPLETE, False, Action.ROLLED_BACK),
+    ("prepared below the mark, complete lineage", 6, StateView("prepared"), COMPLETE, False, Action.ROLLED_BACK),
+    ("prepared above the mark", 8, StateView("prepared"), EXPIRED, False, Action.COMMIT),
+    ("prepared, first checkpoint of the job", 0, StateView("prepared"), NEW_TABLE, False, Action.COMMIT),
+    ("new, above the mark", 8, StateView(), COMPLETE, False, Action.WRITE),
+    ("new, on a new table", 0, StateView(), NEW_TABLE, False, Action.WRITE),
+    ("new, at the mark", 7, StateView(), EXPIRED, False, Action.OUT_OF_ORDER),
+    ("new, below the mark (a reused job id)", 0, StateView(), COMPLETE, False, Action.OUT_OF_ORDER),
+]
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "state", "table", "recommit", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_decide(checkpoint: int, state: StateView, table: TableView, recommit: bool, expected: Action) -> None:
+    assert decide(checkpoint, state, table, recommit=recommit).action is expected
+
+
+def test_every_action_is_reachable() -> None:
+    assert {c[-1] for c in CASES} == set(Action)
