@@ -11,7 +11,7 @@ from pyiceberg.table import Table
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
@@ -34,7 +34,20 @@ class SnapshotInfo:
 
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """One checkpoint of a job: committed (with its snapshot) or prepared and pending."""
+    """One checkpoint of a job and what became of it.
+
+    Attributes:
+        status: ``prepared`` (pending), ``committed``, ``rolled-back`` (a rollback, by
+            icecommit or another tool, removed it) or ``abandoned``.
+        in_ancestry: the branch's ancestry holds its snapshot (False after expiry too).
+        files_created / files_committed / files_skipped / files_missing: the publishing
+            counters: files its writers made, files its commit added, files found already
+            committed (a replay after a lost response or failover), files missing from
+            storage at the last commit try. None where no state row exists (a checkpoint
+            known only from the table).
+        attempts / retries / unknown_outcomes: commit attempts, how many were retries
+            after a conflict, and how many ended with an unknown outcome.
+    """
 
     job_id: str
     checkpoint_id: int
@@ -45,6 +58,13 @@ class CheckpointInfo:
     in_ancestry: bool
     prepared_at: datetime | None
     committed_at: datetime | None
+    files_created: int | None = None
+    files_committed: int | None = None
+    files_skipped: int | None = None
+    files_missing: int | None = None
+    attempts: int | None = None
+    retries: int | None = None
+    unknown_outcomes: int | None = None
 
 
 def _micros_to_datetime(value: str | None) -> datetime | None:
@@ -88,20 +108,34 @@ def list_checkpoints(
     in_ancestry = {
         (c.job_id, c.checkpoint_id): c for c in ancestry.committed_checkpoints(loaded.metadata, branch, job_id)
     }
+    off_branch = {
+        key
+        for snapshot in loaded.metadata.snapshots
+        if (key := ancestry.checkpoint_of(snapshot)) is not None and key not in in_ancestry
+    }
     store = CheckpointStore(state_engine(state_uri(catalog)))
     rows: dict[tuple[str, int], CheckpointInfo] = {}
     for state in store.list(name, job_id=job_id):
-        landed = in_ancestry.get((state.job_id, state.checkpoint_id))
-        rows[(state.job_id, state.checkpoint_id)] = CheckpointInfo(
+        key = (state.job_id, state.checkpoint_id)
+        landed = in_ancestry.get(key)
+        status = ROLLED_BACK if landed is None and key in off_branch and state.committed else state.status
+        rows[key] = CheckpointInfo(
             job_id=state.job_id,
             checkpoint_id=state.checkpoint_id,
-            status=state.status,
+            status=status,
             snapshot_id=landed.snapshot_id if landed else state.snapshot_id,
             records=state.records,
             files=state.files,
             in_ancestry=landed is not None,
             prepared_at=state.prepared_at,
             committed_at=state.committed_at,
+            files_created=state.counters.created,
+            files_committed=state.counters.committed,
+            files_skipped=state.counters.skipped,
+            files_missing=state.counters.missing,
+            attempts=state.attempts,
+            retries=state.retries,
+            unknown_outcomes=state.unknown_outcomes,
         )
     for key, landed in in_ancestry.items():
         if key in rows:

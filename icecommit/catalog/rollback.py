@@ -46,6 +46,8 @@ class RollbackPlan:
     hidden_records: int
     hidden_checkpoints: tuple[tuple[str, int], ...]
     applied: bool = False
+    #: (job, checkpoint) pairs that a rollback to a snapshot off the branch brings back.
+    restored_checkpoints: tuple[tuple[str, int], ...] = ()
 
 
 def _millis(value: datetime) -> int:
@@ -139,11 +141,16 @@ def plan_rollback(
         raise TableSpecError(
             name, f"snapshot {target.snapshot_id} is not an ancestor of the current snapshot (use --allow-non-ancestor)"
         )
+    restored: tuple[tuple[str, int], ...] = ()
     if is_ancestor:
         hidden = lineage[: ids.index(target.snapshot_id)]
-    else:  # what the current branch holds and the target's own lineage does not
-        kept = {s.snapshot_id for s in ancestry.ancestors_of(loaded.metadata, target.snapshot_id)}
+    else:  # what the current branch holds and the target's own lineage does not, and back
+        target_lineage = list(ancestry.ancestors_of(loaded.metadata, target.snapshot_id))
+        kept = {s.snapshot_id for s in target_lineage}
         hidden = [s for s in lineage if s.snapshot_id not in kept]
+        restored = tuple(
+            key for s in target_lineage if s.snapshot_id not in ids and (key := ancestry.checkpoint_of(s)) is not None
+        )
     records = sum(int(s.summary.get("added-records") or 0) for s in hidden if s.summary)
     checkpoints = tuple(key for s in hidden if (key := ancestry.checkpoint_of(s)) is not None)
     current = loaded.metadata.refs.get(branch)
@@ -156,6 +163,7 @@ def plan_rollback(
         hidden_snapshot_ids=tuple(s.snapshot_id for s in hidden),
         hidden_records=records,
         hidden_checkpoints=checkpoints,
+        restored_checkpoints=restored,
     )
 
 
@@ -178,8 +186,10 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
     else:
         manage.set_current_snapshot(plan.target_snapshot_id).commit()
-    if plan.hidden_checkpoints:
-        CheckpointStore(state_engine(state_uri(catalog))).mark_rolled_back(plan.table, plan.hidden_checkpoints)
+    if plan.hidden_checkpoints or plan.restored_checkpoints:
+        store = CheckpointStore(state_engine(state_uri(catalog)))
+        store.mark_rolled_back(plan.table, plan.hidden_checkpoints)
+        store.mark_restored(plan.table, plan.restored_checkpoints)
     logger.warning(
         "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",
         plan.table, plan.target_snapshot_id, plan.selector, len(plan.hidden_snapshot_ids), plan.hidden_records,

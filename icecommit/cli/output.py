@@ -144,9 +144,16 @@ class TextOutput:
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         view = Table(title=f"checkpoints of {table}")
-        for column in ("job", "checkpoint", "status", "snapshot", "records", "files", "in ancestry"):
+        columns = ("job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts")
+        for column in columns:
             view.add_column(column)
         for row in rows:
+            published = (
+                f"{row.files_committed} new, {row.files_skipped} skipped, {row.files_missing} missing"
+                if row.files_committed is not None
+                else ""
+            )
+            attempts = f"{row.attempts} ({row.retries} retries)" if row.attempts is not None else ""
             view.add_row(
                 row.job_id,
                 str(row.checkpoint_id),
@@ -154,7 +161,8 @@ class TextOutput:
                 str(row.snapshot_id or ""),
                 f"{row.records:,}",
                 str(row.files),
-                "yes" if row.in_ancestry else "no",
+                published,
+                attempts,
             )
         self.console.print(view)
 

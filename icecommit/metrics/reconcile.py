@@ -38,6 +38,8 @@ from icecommit.metrics.report_model import (
     WindowLine,
 )
 from icecommit.state.checkpoints import (
+    ABANDONED,
+    ROLLED_BACK,
     SOURCE,
     STAGE_COMMITTED,
     WRITTEN,
@@ -88,6 +90,9 @@ class Facts:
     deep_counts: dict[Key, dict[Window, int]] | None = None
     # time partitions published complete (their late records are reported, not errors)
     partitions: list[PartitionStatus] = field(default_factory=list)
+    # committed checkpoints whose snapshot is in the metadata but off the branch: another
+    # tool's rollback, not yet recorded in the state
+    off_branch: frozenset[Key] = frozenset()
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -136,6 +141,22 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         written_windows = counts.get(WRITTEN, {})
         source = sum(source_windows.values()) if source_windows else state.source_records
         written = sum(written_windows.values()) if written_windows else state.records
+        if state.status in (ROLLED_BACK, ABANDONED) or key in facts.off_branch:
+            # removed on purpose: shown, never counted as loss, kept out of the windows
+            abandoned = state.status == ABANDONED
+            why = "abandoned by an operator" if abandoned else "removed by a rollback"
+            lines.append(
+                CheckpointLine(state.job_id, state.checkpoint_id, ABANDONED if abandoned else ROLLED_BACK,
+                               state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
+                               f"{why} (information, not loss)")
+            )  # fmt: skip
+            problems.append(
+                Problem(ABANDONED if abandoned else ROLLED_BACK,
+                        f"checkpoint {state.checkpoint_id} of job {state.job_id}: {why}; its {written:,} rows are "
+                        "not in the table", state.job_id, state.checkpoint_id,
+                        severity="error" if abandoned else "info")
+            )  # fmt: skip
+            continue
         if not state.committed:
             pending.append(
                 CheckpointLine(state.job_id, state.checkpoint_id, "pending", None, None, source, written, 0, 0,
@@ -449,6 +470,12 @@ def reconcile(
         for snapshot in loaded.metadata.snapshots
         if (key := ancestry.checkpoint_of(snapshot)) is not None and key in keys
     }
+    # a committed checkpoint whose snapshot was expired: its files still name the snapshot
+    # that added them, and the state row remembers which one that was
+    for state in states:
+        if state.committed and state.snapshot_id is not None:
+            snapshot_keys.setdefault(state.snapshot_id, (state.job_id, state.checkpoint_id))
+    in_ancestry = Counter((c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch))
     live = _live_files(loaded)
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live}), loaded.io)
@@ -464,12 +491,15 @@ def reconcile(
         ignored=ignored,
         live_files=live,
         snapshot_checkpoints=snapshot_keys,
-        ancestry_counts=Counter(
-            (c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch)
-        ),
+        ancestry_counts=in_ancestry,
         missing_paths=missing,
         deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time, missing) if deep else None,
         partitions=[p for p in PartitionStatusStore(engine).statuses(name) if since is None or p.end >= _utc(since)],
+        off_branch=frozenset(
+            key
+            for snapshot_id, key in snapshot_keys.items()
+            if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
+        ),
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))

@@ -310,6 +310,18 @@ class CheckpointStore:
                     changed += 1
         return changed
 
+    def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
+        """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)
+        pairs back on the branch: committed again. Returns how many rows changed."""
+        changed = 0
+        with Session(self._engine) as session, session.begin():
+            for job_id, checkpoint_id in checkpoints:
+                row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
+                if row is not None and row.status == ROLLED_BACK and row.snapshot_id is not None:
+                    row.status = COMMITTED
+                    changed += 1
+        return changed
+
     def clear_committed_metrics(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Drop a rolled-back checkpoint's committed-stage metrics before it is committed
         again, so that nothing counts twice (its status stays until the commit records it)."""

@@ -28,7 +28,7 @@ BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    env = {**os.environ, "ICECOMMIT_HOME": str(home), "COLUMNS": "200"}
     return subprocess.run(
         [*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
     )
@@ -90,7 +90,13 @@ def test_snapshots_and_checkpoints_in_text_and_json(home: Path) -> None:
         (2, "committed"),
         (3, "committed"),
     ]
-    assert "committed" in run(home, "checkpoints", TABLE).stdout
+    # the publishing counters and attempts of each checkpoint
+    assert {
+        (c["files_created"], c["files_committed"], c["files_skipped"], c["files_missing"]) for c in checkpoints
+    } == {(c["files"], c["files"], 0, 0) for c in checkpoints}
+    assert [(c["attempts"], c["retries"], c["unknown_outcomes"]) for c in checkpoints] == [(1, 0, 0)] * 3
+    text = run(home, "checkpoints", TABLE)
+    assert "committed" in text.stdout and "0 skipped" in text.stdout and "(0 retries)" in text.stdout
 
 
 def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
@@ -107,6 +113,8 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
 
     assert js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")["applied"] is True
     assert rows(home) == 80
+    statuses = [c["status"] for c in js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
+    assert statuses == ["committed", "committed", "rolled-back"]
 
     assert js(home, "rollback", TABLE, "--to-snapshot", str(first), "--yes")["target_snapshot_id"] == first
     assert rows(home) == 40
@@ -114,8 +122,11 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     not_ancestor = run(home, "rollback", TABLE, "--to-snapshot", str(third), "--yes")
     assert not_ancestor.returncode == 2 and "not an ancestor" in not_ancestor.stderr
     assert rows(home) == 40
-    assert js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")["applied"]
+    forward = js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")
+    assert forward["applied"] and sorted(map(tuple, forward["restored_checkpoints"])) == [("job", 2), ("job", 3)]
     assert rows(home) == 120
+    statuses = [c["status"] for c in js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
+    assert statuses == ["committed"] * 3
 
     committed_at = {s["snapshot_id"]: s["committed_at"] for s in js(home, "snapshots", TABLE)["snapshots"]}
     plan = js(home, "rollback", TABLE, "--to-timestamp", str(committed_at[second]), "--yes")

@@ -13,6 +13,7 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 import icecommit as ic
+from icecommit.catalog import apply_expire, plan_expire
 from icecommit.errors import InvalidRangeError
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.models import MetricRow
@@ -85,15 +86,41 @@ def test_a_deleted_data_file_is_named(catalog: SqlCatalog) -> None:
     assert sum(c.readable for c in deep.checkpoints) < sum(c.committed for c in deep.checkpoints)
 
 
-def test_a_rollback_that_hides_committed_rows_is_loss(catalog: SqlCatalog) -> None:
+def test_a_rollback_by_another_tool_is_reported_as_rolled_back_not_as_loss(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog)
     first = table.metadata.snapshots[0].snapshot_id
-    table.manage_snapshots().rollback_to_snapshot(first).commit()
-    report = ic.reconcile(catalog, table, job_id=JOB)
-    assert not report.ok
-    lost = {c.checkpoint_id: c for c in report.checkpoints if not c.ok}
-    assert set(lost) == {2, 3} and lost[2].readable == 0 and lost[2].committed == 300
-    assert "loss" in _kinds(report)
+    table.manage_snapshots().rollback_to_snapshot(first).commit()  # pyiceberg, not icecommit
+    for deep in (False, True):
+        report = ic.reconcile(catalog, table, job_id=JOB, deep=deep)
+        assert report.ok, report.to_markdown()
+        lines = {c.checkpoint_id: c for c in report.checkpoints}
+        assert [lines[c].status for c in (1, 2, 3)] == ["committed", "rolled-back", "rolled-back"]
+        assert (lines[2].written, lines[2].readable) == (300, 0)
+        rolled = [p for p in report.problems if p.kind == "rolled-back"]
+        assert [(p.checkpoint_id, p.severity) for p in rolled] == [(2, "info"), (3, "info")]
+        assert "loss" not in _kinds(report)
+        # the windows count only what is meant to be in the table
+        assert sum(w.source for w in report.windows) == 300
+
+
+def test_checkpoints_whose_snapshots_were_expired_still_count_as_readable(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, checkpoints=4)
+    plan = plan_expire(catalog, table, older_than=dt.timedelta(0), retain_last=1)
+    assert len(plan.expired_snapshot_ids) == 3
+    apply_expire(catalog, plan)
+    for deep in (False, True):
+        report = ic.reconcile(catalog, table, job_id=JOB, deep=deep)
+        assert report.ok, report.to_markdown()
+        assert [(c.checkpoint_id, c.readable) for c in report.checkpoints] == [(c, 300) for c in (1, 2, 3, 4)]
+
+
+def test_a_deleted_file_after_expiry_is_still_loss(catalog: SqlCatalog) -> None:
+    table, _ = _pipeline(catalog, checkpoints=3)
+    apply_expire(catalog, plan_expire(catalog, table, older_than=dt.timedelta(0), retain_last=1))
+    victim = next(f.file for f in catalog.load_table(f"{catalog.name}.events").scan().plan_files())
+    Path(victim.file_path.removeprefix("file://")).unlink()
+    report = ic.reconcile(catalog, table, job_id=JOB, deep=True)
+    assert not report.ok and "missing-file" in _kinds(report)
 
 
 def test_files_committed_twice_by_another_writer_are_named(catalog: SqlCatalog) -> None:
