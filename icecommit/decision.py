@@ -14,10 +14,11 @@ How the facts are read (the exactly-once rules, over a table's whole life):
   tool's rollback). Refused unless the user asks to re-commit it.
 - Out of the ancestry otherwise, but the job's highest committed checkpoint (a table
   property set in the same catalog commit as every append, which no expiry removes) is at
-  or above it, and the state says it was committed or prepared: it landed, and its
-  snapshot was expired since. Its rows live on in later snapshots, so it is in the table;
-  unless the branch's lineage is complete back to the table's first snapshot, which proves
-  the snapshot is not an ancestor: then a rollback removed it.
+  or above it, and the state says it was committed or prepared: it landed once. Its files
+  decide: live in the current snapshot, its snapshot was merely expired and its rows are
+  in the table; gone, a rollback removed it (and expiry erased the trace). Where the
+  files were not looked at, a branch lineage complete back to the table's first snapshot
+  proves a rollback; otherwise it is taken as expired.
 - Never prepared here, at or below the job's highest committed checkpoint: checkpoint ids
   grow within a job, so this is a reused id or an out-of-order replay; refused before
   anything is written.
@@ -74,12 +75,17 @@ class TableView:
             the ancestry for tables committed to before the property existed).
         lineage_complete: the ancestry walk reached the table's first snapshot (nothing
             between was expired), so absence from it is proof.
+        files_live: whether the checkpoint's staged data files are live in the current
+            snapshot (None: not looked at). Read where the other facts cannot tell a
+            checkpoint whose snapshot was expired (its files live on) from one a rollback
+            removed and expiry then erased (its files are gone from the table).
     """
 
     landed_snapshot_id: int | None = None
     off_branch_snapshot_id: int | None = None
     highest_committed: int | None = None
     lineage_complete: bool = True
+    files_live: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -99,12 +105,24 @@ def decide(checkpoint_id: int, state: StateView, table: TableView, *, recommit: 
         return Decision(Action.ABANDONED, None, "abandoned by an operator")
     if state.status == "committed" and state.snapshot_id is None:
         return Decision(Action.EMPTY, None, "committed with no data files")
-    rolled_back = _rolled_back(checkpoint_id, state, table)
-    if rolled_back is not None:
+
+    def rolled_back(snapshot_id: int | None, why: str) -> Decision:
         action = Action.RECOMMIT if recommit and state.status is not None else Action.ROLLED_BACK
-        return Decision(action, rolled_back[0], rolled_back[1])
+        return Decision(action, snapshot_id, why)
+
+    if table.off_branch_snapshot_id is not None:
+        return rolled_back(table.off_branch_snapshot_id, "its snapshot is no longer an ancestor of the branch")
     at_or_below = table.highest_committed is not None and checkpoint_id <= table.highest_committed
-    if state.status == "committed" or (state.status == "prepared" and at_or_below):
+    landed_once = state.status in ("committed", "rolled-back") or (state.status == "prepared" and at_or_below)
+    if landed_once and table.files_live:
+        return Decision(Action.ALREADY_IN, state.snapshot_id, "its snapshot was expired; its files are in the table")
+    if state.status == "rolled-back":
+        return rolled_back(state.snapshot_id, "a rollback removed it (recorded)")
+    if landed_once:
+        if table.files_live is False:
+            return rolled_back(state.snapshot_id, "it landed once and its files are no longer in the table")
+        if table.lineage_complete:
+            return rolled_back(state.snapshot_id, "it landed once and the branch's complete lineage lacks it")
         return Decision(Action.ALREADY_IN, state.snapshot_id, "committed; its snapshot was expired since")
     if state.status == "prepared":
         return Decision(Action.COMMIT, None, "prepared, not in the table")
@@ -113,16 +131,3 @@ def decide(checkpoint_id: int, state: StateView, table: TableView, *, recommit: 
             Action.OUT_OF_ORDER, None, f"at or below the job's highest committed checkpoint {table.highest_committed}"
         )
     return Decision(Action.WRITE, None, "new")
-
-
-def _rolled_back(checkpoint_id: int, state: StateView, table: TableView) -> tuple[int | None, str] | None:
-    if state.status == "rolled-back":
-        return state.snapshot_id, "a rollback removed it (recorded)"
-    if table.off_branch_snapshot_id is not None:
-        return table.off_branch_snapshot_id, "its snapshot is no longer an ancestor of the branch (a rollback)"
-    landed_once = state.status == "committed" or (
-        state.status == "prepared" and table.highest_committed is not None and checkpoint_id <= table.highest_committed
-    )
-    if landed_once and table.lineage_complete:
-        return state.snapshot_id, "committed once, and the branch's complete lineage no longer holds it (a rollback)"
-    return None

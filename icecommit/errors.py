@@ -183,6 +183,24 @@ class UnroutedRecordsError(ValidationError):
         )
 
 
+class UnsafeLocationError(IcecommitError):
+    """A deleting command (orphan sweep, expiry's cleanup) or a table definition would
+    reach files that are not the table's own: a location that contains another table's,
+    or files in another file system than the table's location. Nothing was deleted.
+
+    Attributes:
+        table: the table.
+        location: the location or file at fault.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, table: str, location: str, reason: str) -> None:
+        self.table = table
+        self.location = location
+        self.reason = reason
+        super().__init__(f"table {table}: {reason} ({location}); nothing was deleted")
+
+
 class InvalidRangeError(IcecommitError):
     """A time range whose start is not before its end."""
 
@@ -199,5 +217,6 @@ __all__ = [
     "SnapshotNotFoundError",
     "TableSpecError",
     "UnroutedRecordsError",
+    "UnsafeLocationError",
     "ValidationError",
 ]

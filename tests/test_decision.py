@@ -11,6 +11,8 @@ OFF = TableView(off_branch_snapshot_id=12, highest_committed=7)
 EXPIRED = TableView(highest_committed=7, lineage_complete=False)  # job committed up to 7, gaps in the lineage
 COMPLETE = TableView(highest_committed=7, lineage_complete=True)  # nothing expired: absence is proof
 NEW_TABLE = TableView()
+LIVE = TableView(highest_committed=7, lineage_complete=False, files_live=True)  # expired; its files in the table
+GONE = TableView(highest_committed=7, lineage_complete=False, files_live=False)  # expired; its files gone
 
 CASES = [
     # (checkpoint, state, table, recommit) -> action
@@ -29,6 +31,20 @@ CASES = [
     ("prepared at or below the mark, expired", 7, StateView("prepared"), EXPIRED, False, Action.ALREADY_IN),
     ("committed, complete lineage lacks it", 3, StateView("committed", 10), COMPLETE, False, Action.ROLLED_BACK),
     ("prepared below the mark, complete lineage", 6, StateView("prepared"), COMPLETE, False, Action.ROLLED_BACK),
+    (
+        "files live beat a complete lineage",
+        3,
+        StateView("committed", 10),
+        TableView(7, files_live=True),
+        False,
+        Action.ALREADY_IN,
+    ),
+    ("committed, expired, files live", 3, StateView("committed", 10), LIVE, False, Action.ALREADY_IN),
+    ("committed, expired, files gone", 3, StateView("committed", 10), GONE, False, Action.ROLLED_BACK),
+    ("committed, expired, files gone, recommit", 3, StateView("committed", 10), GONE, True, Action.RECOMMIT),
+    ("stale rolled-back row, re-commit landed", 3, StateView("rolled-back", 10), LIVE, True, Action.ALREADY_IN),
+    ("prepared at the mark, files gone", 7, StateView("prepared"), GONE, False, Action.ROLLED_BACK),
+    ("prepared at the mark, files live", 7, StateView("prepared"), LIVE, False, Action.ALREADY_IN),
     ("prepared above the mark", 8, StateView("prepared"), EXPIRED, False, Action.COMMIT),
     ("prepared, first checkpoint of the job", 0, StateView("prepared"), NEW_TABLE, False, Action.COMMIT),
     ("new, above the mark", 8, StateView(), COMPLETE, False, Action.WRITE),

@@ -20,8 +20,9 @@ from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
+from icecommit.errors import TableSpecError
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.checkpoints import ABANDONED, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest
 
@@ -36,6 +37,9 @@ class ExpirePlan:
     """Snapshots to expire, the ones kept on purpose, and the files only they referenced."""
 
     table: str
+    #: The branch head when planned; applying refuses if it moved (a rollback or a commit
+    #: in between could have put a planned snapshot back on the branch).
+    current_snapshot_id: int | None
     expired_snapshot_ids: tuple[int, ...]
     #: (job, checkpoint) of expiring snapshots that a rollback had already taken off the
     #: branch: recorded as rolled back in the state before their snapshots go.
@@ -73,16 +77,19 @@ def snapshot_files(table: Table, snapshot: Snapshot) -> set[str]:
     return files
 
 
-def checkpoint_files(catalog: Catalog, table: Table) -> set[str]:
+def checkpoint_files(catalog: Catalog, table: Table, also: Iterable[tuple[str, int]] = ()) -> set[str]:
     """Staged manifests of every checkpoint in the state table, and the data files of the
-    prepared ones (a prepared checkpoint's files are never orphans)."""
+    prepared and rolled-back ones, and of the (job, checkpoint) pairs in ``also`` (a
+    prepared or rolled-back checkpoint's files are never orphans: it may still commit)."""
     store = CheckpointStore(state_engine(state_uri(catalog)))
+    extra = set(also)
     files: set[str] = set()
     for state in store.list(".".join(table.name())):
-        if state.manifest_path is None:
+        if state.manifest_path is None or state.status == ABANDONED:
             continue
         files.add(state.manifest_path)
-        if not state.committed and table.io.new_input(state.manifest_path).exists():
+        keep_data = not state.committed or (state.job_id, state.checkpoint_id) in extra
+        if keep_data and table.io.new_input(state.manifest_path).exists():
             files.update(f.file_path for f in read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id))
     return files
 
@@ -125,10 +132,12 @@ def plan_expire(
         key for s in expired if s.snapshot_id not in on_branch and (key := ancestry.checkpoint_of(s)) is not None
     )
     retained = [s for s in loaded.metadata.snapshots if s not in expired]
-    still_needed = _union(loaded, retained) | checkpoint_files(catalog, loaded)
+    still_needed = _union(loaded, retained) | checkpoint_files(catalog, loaded, also=rolled_back)
     doomed = sorted(_union(loaded, expired) - still_needed)
+    head = loaded.metadata.refs.get("main")
     return ExpirePlan(
         table=name,
+        current_snapshot_id=head.snapshot_id if head is not None else None,
         expired_snapshot_ids=tuple(s.snapshot_id for s in expired),
         rolled_back_checkpoints=rolled_back,
         files_to_delete=tuple(doomed),
@@ -138,19 +147,26 @@ def plan_expire(
 def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """Expire the plan's snapshots, then delete the files only they referenced.
 
-    Checkpoints whose snapshots a rollback had taken off the branch are first recorded as
-    rolled back in the state, so that once their snapshots are gone no committer takes
-    them for expired-but-live. Files are deleted only after the catalog accepted the
+    Checkpoints whose snapshots a rollback had taken off the branch are recorded as
+    rolled back in the state once the expiry landed (their data files were kept, so they
+    can still be re-committed). Files are deleted only after the catalog accepted the
     expiry; if that commit fails, nothing is deleted.
+
+    Raises:
+        TableSpecError: the branch moved since the plan was made.
     """
     loaded = catalog.load_table(plan.table)
-    if plan.rolled_back_checkpoints:
-        store = CheckpointStore(state_engine(state_uri(catalog)))
-        store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints)
+    head = loaded.metadata.refs.get("main")
+    if (head.snapshot_id if head is not None else None) != plan.current_snapshot_id:
+        raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]
     if ids:
         loaded.maintenance.expire_snapshots().by_ids(ids).commit()
+    if plan.rolled_back_checkpoints:
+        # after the expiry landed: until then the snapshots themselves show the rollback
+        store = CheckpointStore(state_engine(state_uri(catalog)))
+        store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints)
     deleted = 0
     for path in plan.files_to_delete:
         try:

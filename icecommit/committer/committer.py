@@ -10,6 +10,7 @@ whatever crashed, retried or lost its response before.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +21,6 @@ from typing import Literal
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
 from tenacity import RetryCallState
 
 from icecommit import ancestry
@@ -30,7 +30,7 @@ from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.datafiles import WriteResult
-from icecommit.decision import Action, Decision, StateView, decide
+from icecommit.decision import Action, Decision, StateView, TableView, decide
 from icecommit.errors import (
     CheckpointNotFoundError,
     CheckpointOutOfOrderError,
@@ -40,8 +40,11 @@ from icecommit.errors import (
     ValidationError,
 )
 from icecommit.identifiers import table_name
+from icecommit.paths import storage_key
 from icecommit.state.checkpoints import (
+    COMMITTED,
     PREPARED,
+    ROLLED_BACK,
     SOURCE,
     STAGE_COMMITTED,
     WRITTEN,
@@ -249,7 +252,7 @@ class GlobalCommitter:
         existing = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if existing is not None:
             return self._same_or_error(existing, validated.digest, len(validated.data_files))
-        decision = self._decide(checkpoint_id, None, table.metadata)
+        decision = self._decide(checkpoint_id, None, table)
         self._refuse(checkpoint_id, decision)
         if decision.action is Action.ALREADY_IN:
             self._refuse_reused_checkpoint(table, checkpoint_id, {f.path for f in validated.data_files})
@@ -359,14 +362,31 @@ class GlobalCommitter:
         """What the committer would do with ``checkpoint_id`` now (see
         :func:`icecommit.decision.decide`); reads the state and the table, changes nothing."""
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
-        return self._decide(checkpoint_id, state, self.load_table().metadata, recommit=recommit)
+        return self._decide(checkpoint_id, state, self.load_table(), recommit=recommit)
 
     def _decide(
-        self, checkpoint_id: int, state: CheckpointState | None, metadata: TableMetadata, *, recommit: bool = False
+        self,
+        checkpoint_id: int,
+        state: CheckpointState | None,
+        table: Table,
+        *,
+        recommit: bool = False,
+        data_files: Sequence[DataFile] | None = None,
     ) -> Decision:
-        view = ancestry.table_view(metadata, self.job_id, checkpoint_id, self.branch)
+        view = ancestry.table_view(table.metadata, self.job_id, checkpoint_id, self.branch)
         row = StateView(state.status, state.snapshot_id) if state is not None else StateView()  # type: ignore[arg-type]
+        if _files_decide(checkpoint_id, state, view):
+            assert state is not None
+            paths = [f.file_path for f in data_files] if data_files is not None else self._staged_paths(state, table)
+            if paths:
+                view = dataclasses.replace(view, files_live=_all_live(table, paths))
         return decide(checkpoint_id, row, view, recommit=recommit)
+
+    def _staged_paths(self, state: CheckpointState, table: Table) -> list[str]:
+        """The data files a checkpoint staged ([] when its staged manifest is gone)."""
+        if state.manifest_path is None or not table.io.new_input(state.manifest_path).exists():
+            return []
+        return [f.file_path for f in read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)]
 
     def _refuse(self, checkpoint_id: int, decision: Decision) -> None:
         """Raise the error of a decision that refuses the checkpoint."""
@@ -389,7 +409,8 @@ class GlobalCommitter:
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if state is None:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
-        decision = self._decide(checkpoint_id, state, self.load_table().metadata, recommit=True)
+        self._latest = None  # decide on the table as it is now, never on a cached copy
+        decision = self._decide(checkpoint_id, state, self.load_table(), recommit=True)
         if decision.action is not Action.RECOMMIT:
             raise ValidationError(
                 f"only a checkpoint that a rollback removed from the branch can be re-committed; this one is "
@@ -480,7 +501,13 @@ class GlobalCommitter:
     def _commit_prepared(self, state: CheckpointState, *, recommit: bool = False) -> CommitResult:
         checkpoint_id = state.checkpoint_id
         table = self._latest or self.load_table()
-        first = self._decide(checkpoint_id, state, table.metadata, recommit=recommit)
+        first = self._decide(checkpoint_id, state, table, recommit=recommit)
+        if first.action not in (Action.COMMIT, Action.RECOMMIT) and self._latest is not None:
+            # a cached copy is a fine base for a compare-and-swap, not for a decision that
+            # skips or refuses: decide again on the table as it is now
+            self._latest = None
+            table = self.load_table()
+            first = self._decide(checkpoint_id, state, table, recommit=recommit)
         if first.action is Action.ROLLED_BACK:
             self._store.mark_rolled_back(self._table_name, [(self.job_id, checkpoint_id)])
             logger.warning(
@@ -522,7 +549,7 @@ class GlobalCommitter:
                 with attempt:
                     if attempts > 0:
                         table = self.load_table()
-                    decision = self._decide(checkpoint_id, state, table.metadata, recommit=recommit)
+                    decision = self._decide(checkpoint_id, state, table, recommit=recommit, data_files=data_files)
                     if decision.action is Action.ALREADY_IN:
                         landed_before = True
                         snapshot_id = decision.snapshot_id or self._snapshot_that_added(table, data_files)
@@ -551,16 +578,17 @@ class GlobalCommitter:
             committed=0 if landed_before else files,
             skipped=files if landed_before else 0,
         )
-        self._store.mark_committed(
-            self.job_id,
-            self._table_name,
-            checkpoint_id,
-            snapshot_id=snapshot_id,
-            attempts=attempts,
-            retries=retries,
-            counters=counters,
-            samples=self._committed_samples(checkpoint_id),
+        recorded = self._record_committed(
+            checkpoint_id, snapshot_id, attempts=attempts, retries=retries, counters=counters, recommit=recommit
         )
+        if recorded.status == ROLLED_BACK:
+            logger.warning(
+                "checkpoint %d of job %s landed, but a rollback removed it before its state was recorded; "
+                "it stays rolled back",
+                checkpoint_id,
+                self.job_id,
+            )
+            return _result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
         self._completion.publish((self._latest or table).metadata)
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
@@ -589,6 +617,39 @@ class GlobalCommitter:
             attempts,
             retries,
         )
+
+    def _record_committed(
+        self,
+        checkpoint_id: int,
+        snapshot_id: int | None,
+        *,
+        attempts: int,
+        retries: int,
+        counters: PublishCounters,
+        recommit: bool,
+    ) -> CheckpointState:
+        """Mark the checkpoint committed, unless a rollback recorded it as removed while it
+        was being committed and the branch does not hold it (the rollback came last)."""
+
+        def mark(from_rolled_back: bool) -> CheckpointState:
+            return self._store.mark_committed(
+                self.job_id,
+                self._table_name,
+                checkpoint_id,
+                snapshot_id=snapshot_id,
+                attempts=attempts,
+                retries=retries,
+                counters=counters,
+                samples=self._committed_samples(checkpoint_id),
+                from_rolled_back=from_rolled_back,
+            )
+
+        recorded = mark(recommit)
+        if recorded.status == ROLLED_BACK:
+            fresh = self.load_table().metadata
+            if ancestry.find_checkpoint(fresh, self.job_id, checkpoint_id, self.branch) is not None:
+                recorded = mark(True)  # this append landed after the rollback
+        return recorded
 
     def _committed_samples(self, checkpoint_id: int) -> list[MetricSample]:
         written = self._store.window_totals(self.job_id, self._table_name, checkpoint_id, WRITTEN)
@@ -710,3 +771,31 @@ def _result_from_state(state: CheckpointState, status: CommitStatus, *, snapshot
         0,
         0,
     )
+
+
+def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: TableView) -> bool:
+    """True where only the checkpoint's files can tell expired from rolled back: it landed
+    once (by its state and the job's high-water mark) and the table shows no snapshot."""
+    if state is None or state.manifest_path is None:
+        return False
+    if view.landed_snapshot_id is not None or view.off_branch_snapshot_id is not None:
+        return False
+    if state.status in (COMMITTED, ROLLED_BACK):
+        return True
+    highest = view.highest_committed
+    return state.status == PREPARED and highest is not None and checkpoint_id <= highest
+
+
+def _all_live(table: Table, paths: Sequence[str]) -> bool:
+    """True when every path is a live data file of the table's current snapshot (paths
+    compared by storage key, whatever their spelling)."""
+    current = table.current_snapshot()
+    if current is None:
+        return False
+    wanted = {storage_key(p) for p in paths}
+    live = {
+        storage_key(entry.data_file.file_path)
+        for manifest in current.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    }
+    return wanted <= live

@@ -358,11 +358,18 @@ class CheckpointStore:
         retries: int,
         counters: PublishCounters,
         samples: Sequence[MetricSample] = (),
+        from_rolled_back: bool = False,
     ) -> CheckpointState:
         """Record that a checkpoint is committed (``snapshot_id`` None: nothing to commit),
-        with its ``committed``-stage metrics, in one transaction."""
+        with its ``committed``-stage metrics, in one transaction.
+
+        A row a rollback marked ``rolled-back`` meanwhile is left as it is (and returned)
+        unless ``from_rolled_back``: the caller decides whether its commit came after the
+        rollback (a re-commit, or an append that landed on the rolled-back branch)."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            if row.status == ROLLED_BACK and not from_rolled_back:
+                return _to_state(row)
             if row.status != COMMITTED:
                 session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
             row.status = COMMITTED

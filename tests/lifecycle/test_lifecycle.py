@@ -213,3 +213,118 @@ def test_the_job_high_water_mark_is_set_in_the_same_commit_as_the_append(catalog
     assert previous != loaded.metadata_location
     assert _land(committer, 6).status == "committed"
     assert ancestry.recorded_highest_checkpoints(catalog.load_table(f"{catalog.name}.events").properties) == {"A": 6}
+
+
+# -- found in review: each was a sequence that lost or duplicated rows -----------------
+
+
+def _count(catalog: SqlCatalog, job: str, checkpoint_id: int) -> set[int]:
+    """How many copies of each row of one checkpoint the table holds."""
+    found = _ids(catalog)
+    return {found[i] for i in _rows_of(job, checkpoint_id).column("id").to_pylist()}
+
+
+def _foreign_expire_all_but_head(catalog: SqlCatalog) -> None:
+    table = catalog.load_table(f"{catalog.name}.events")
+    head = table.current_snapshot()
+    assert head is not None
+    doomed = [s.snapshot_id for s in table.metadata.snapshots if s.snapshot_id != head.snapshot_id]
+    table.maintenance.expire_snapshots().by_ids(doomed).commit()
+
+
+def test_recommit_on_a_long_lived_committer_decides_on_the_table_as_it_is_now(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    for c in (1, 2, 3):
+        _land(committer, c)  # the committer caches the table its last commit made
+    apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=2, job_id="A"))
+    assert committer.recommit(3).status == "committed"
+    assert _count(catalog, "A", 3) == {1}
+
+
+def test_a_recommit_that_landed_before_a_crash_is_not_committed_twice_after_expiry(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    for c in (1, 2, 3):
+        _land(committer, c)
+    apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=2, job_id="A"))
+    with pytest.raises(Crash):  # the re-commit lands; the row still says rolled back
+        _committer(catalog, "A", fault=_crash_at("after-commit", 3)).recommit(3)
+    other = _committer(catalog, "B")
+    for c in (1, 2):
+        _land(other, c)
+    _expire_all_but_head(catalog)
+    restarted = _committer(catalog, "A")
+    assert restarted.commit(3).status == "already-committed"  # its files are live: it is in
+    with pytest.raises(ic.ValidationError):
+        restarted.recommit(3)
+    assert _count(catalog, "A", 3) == {1}
+
+
+@pytest.mark.parametrize("expiry", ["icecommit", "pyiceberg"])
+def test_another_tools_rollback_then_expiry_never_counts_missing_rows_as_committed(
+    catalog: SqlCatalog, expiry: str
+) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    _land(committer, 1)
+    _land(committer, 2)
+    _expire_all_but_head(catalog)  # routine expiry: the lineage is incomplete from now on
+    kept = catalog.load_table(f"{catalog.name}.events").current_snapshot()
+    assert kept is not None
+    _land(committer, 3)
+    with pytest.raises(Crash):
+        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 4)), 4)
+    catalog.load_table(f"{catalog.name}.events").manage_snapshots().rollback_to_snapshot(kept.snapshot_id).commit()
+    if expiry == "icecommit":
+        _expire_all_but_head(catalog)
+    else:
+        _foreign_expire_all_but_head(catalog)
+    restarted = _committer(catalog, "A")
+    assert [(r.checkpoint_id, r.status) for r in restarted.recover()] in ([(4, "rolled-back")], [])
+    for c in (3, 4):
+        with pytest.raises(ic.CheckpointRolledBackError):
+            restarted.commit(c)
+        assert restarted.store.get("A", restarted.table_name, c).status in ("committed", "rolled-back")  # type: ignore[union-attr]
+    # their files were kept, so the user can bring them back, once each
+    assert restarted.recommit(3).status == "committed" and restarted.recommit(4).status == "committed"
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2), ("A", 3), ("A", 4))
+
+
+def test_a_rollback_between_the_append_and_the_state_update_stays(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    _land(committer, 1)
+    _land(committer, 2)
+
+    def rollback_meanwhile(where: str, checkpoint_id: int) -> None:
+        if where == "after-commit" and checkpoint_id == 3:
+            plan = plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=2, job_id="A")
+            apply_rollback(catalog, plan)
+
+    with pytest.raises(ic.CheckpointRolledBackError):
+        _land(_committer(catalog, "A", fault=rollback_meanwhile), 3)
+    assert committer.store.get("A", committer.table_name, 3).status == "rolled-back"  # type: ignore[union-attr]
+    _land(_committer(catalog, "B"), 1)
+    _foreign_expire_all_but_head(catalog)
+    with pytest.raises(ic.CheckpointRolledBackError):
+        _committer(catalog, "A").commit(3)
+    assert _count(catalog, "A", 3) == {0}
+
+
+def test_expire_refuses_a_plan_whose_branch_moved(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    first = _land(committer, 1)
+    _land(committer, 2)
+    last = _land(committer, 3)
+    assert first.snapshot_id is not None and last.snapshot_id is not None
+    table = catalog.load_table(f"{catalog.name}.events")
+    table.manage_snapshots().rollback_to_snapshot(first.snapshot_id).commit()  # another tool
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1)
+    assert sorted(plan.rolled_back_checkpoints) == [("A", 2), ("A", 3)]
+    catalog.load_table(f"{catalog.name}.events").manage_snapshots().set_current_snapshot(last.snapshot_id).commit()
+    with pytest.raises(ic.TableSpecError, match="changed since"):
+        apply_expire(catalog, plan)
+    assert [committer.store.get("A", committer.table_name, c).status for c in (2, 3)] == ["committed"] * 2  # type: ignore[union-attr]
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2), ("A", 3))
