@@ -22,10 +22,17 @@ def _default_uri() -> str:
     return f"sqlite:///{home / 'catalog.db'}"
 
 
+def _file_uri(path: Path) -> str:
+    """``file://`` + the path as it is: pyiceberg uses a location literally, so a
+    percent-encoded URI (``Path.as_uri``) would put a folder named ``my%20warehouse`` where
+    the user asked for ``my warehouse``."""
+    return f"file://{path}"
+
+
 def _default_warehouse() -> str:
     home = icecommit_home()
     home.mkdir(parents=True, exist_ok=True)
-    return home.as_uri()
+    return _file_uri(home)
 
 
 def _normalise_warehouse(warehouse: str) -> str:
@@ -33,7 +40,7 @@ def _normalise_warehouse(warehouse: str) -> str:
         return warehouse
     path = Path(warehouse).resolve()
     path.mkdir(parents=True, exist_ok=True)
-    return path.as_uri()
+    return _file_uri(path)
 
 
 def connect(

@@ -9,22 +9,28 @@ icecommit that lists a directory (the sweep), and it never runs on the write pat
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
+from icecommit.catalog.storage import (
+    checkpoint_files,
+    footprint_of_others,
+    keys_of,
+    list_location,
+    referenced_files,
+    refuse_foreign_stores,
+    refuse_shared_location,
+    union_of_snapshots,
+)
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import TableSpecError
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import ABANDONED, CheckpointStore
+from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.database import state_engine, state_uri
-from icecommit.state.manifests import read_staged_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -68,39 +74,6 @@ class OrphanSweep:
     deleted: bool = False
 
 
-def snapshot_files(table: Table, snapshot: Snapshot) -> set[str]:
-    """Every file one snapshot needs: its manifest list, manifests and live data files."""
-    files = {snapshot.manifest_list}
-    for manifest in snapshot.manifests(table.io):
-        files.add(manifest.manifest_path)
-        files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=True))
-    return files
-
-
-def checkpoint_files(catalog: Catalog, table: Table, also: Iterable[tuple[str, int]] = ()) -> set[str]:
-    """Staged manifests of every checkpoint in the state table, and the data files of the
-    prepared and rolled-back ones, and of the (job, checkpoint) pairs in ``also`` (a
-    prepared or rolled-back checkpoint's files are never orphans: it may still commit)."""
-    store = CheckpointStore(state_engine(state_uri(catalog)))
-    extra = set(also)
-    files: set[str] = set()
-    for state in store.list(".".join(table.name())):
-        if state.manifest_path is None or state.status == ABANDONED:
-            continue
-        files.add(state.manifest_path)
-        keep_data = not state.committed or (state.job_id, state.checkpoint_id) in extra
-        if keep_data and table.io.new_input(state.manifest_path).exists():
-            files.update(f.file_path for f in read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id))
-    return files
-
-
-def _union(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:
-    files: set[str] = set()
-    for snapshot in snapshots:
-        files |= snapshot_files(table, snapshot)
-    return files
-
-
 def plan_expire(
     catalog: Catalog,
     table: Table | str,
@@ -132,8 +105,18 @@ def plan_expire(
         key for s in expired if s.snapshot_id not in on_branch and (key := ancestry.checkpoint_of(s)) is not None
     )
     retained = [s for s in loaded.metadata.snapshots if s not in expired]
-    still_needed = _union(loaded, retained) | checkpoint_files(catalog, loaded, also=rolled_back)
-    doomed = sorted(_union(loaded, expired) - still_needed)
+    root = keys_of([loaded.metadata.location], name).pop()
+    others = footprint_of_others(catalog, name)
+    refuse_shared_location(name, root, others)
+    still_needed = keys_of(
+        union_of_snapshots(loaded, retained) | checkpoint_files(catalog, loaded, also=rolled_back), name
+    ) | set(others.referenced)
+    # only files under the table's own location that nothing else references
+    doomed = sorted(
+        path
+        for path in union_of_snapshots(loaded, expired)
+        if (stored := keys_of([path], name).pop()) not in still_needed and stored.is_under(root)
+    )
     head = loaded.metadata.refs.get("main")
     return ExpirePlan(
         table=name,
@@ -178,18 +161,6 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     return ExpirePlan(**{**plan.__dict__, "applied": True, "deleted_files": deleted})
 
 
-def _referenced(catalog: Catalog, table: Table) -> set[str]:
-    files = _union(table, table.metadata.snapshots) | checkpoint_files(catalog, table)
-    files.add(table.metadata_location)
-    files.update(entry.metadata_file for entry in table.metadata.metadata_log)
-    files.update(s.statistics_path for s in table.metadata.statistics)
-    return files
-
-
-def _normalise(path: str) -> str:
-    return path.removeprefix("file://")
-
-
 def find_orphans(
     catalog: Catalog,
     table: Table | str,
@@ -199,24 +170,41 @@ def find_orphans(
     now: datetime | None = None,
 ) -> OrphanSweep:
     """Files under the table's location that nothing references and that are older than
-    ``older_than``; deleted only when ``delete`` is True."""
+    ``older_than``; deleted only when ``delete`` is True.
+
+    "Nothing" is every table of the catalog and every prepared checkpoint of any table,
+    with paths compared by storage key (``file:/x``, ``file:///x`` and ``/x`` are one
+    file). The location is listed through the table's FileIO, literally.
+
+    Raises:
+        UnsafeLocationError: the location contains another table's location, the table
+            references files in another file system, or a path cannot be compared;
+            nothing is deleted.
+    """
     name = table_name(table)
     loaded = resolve_table(catalog, table)
     now = now or datetime.now(timezone.utc)
     limit = now - older_than
-    referenced = {_normalise(p) for p in _referenced(catalog, loaded)}
-    filesystem, root = pafs.FileSystem.from_uri(loaded.metadata.location)
+    root = keys_of([loaded.metadata.location], name).pop()
+    own = keys_of(referenced_files(catalog, loaded), name)
+    refuse_foreign_stores(name, root, own)
+    others = footprint_of_others(catalog, name)
+    refuse_shared_location(name, root, others)
+    referenced = own | others.referenced
+    filesystem, stored = list_location(loaded, name, root)
     orphans = []
-    for info in filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True)):
-        if info.type != pafs.FileType.File or info.path in referenced:
+    natives = {}
+    for file in stored:
+        if file.key in referenced:
             continue
-        modified = info.mtime if info.mtime is not None else now
-        modified = modified if modified.tzinfo else modified.replace(tzinfo=timezone.utc)
+        modified = file.modified if file.modified is not None else now
         if modified < limit:
-            orphans.append(OrphanFile(info.path, info.size or 0, modified))
+            shown = file.key.path if file.key.scheme == "file" else file.key.uri()
+            natives[shown] = file.native_path
+            orphans.append(OrphanFile(shown, file.size, modified))
     orphans.sort(key=lambda o: o.path)
     if delete:
         for orphan in orphans:
-            filesystem.delete_file(orphan.path)
+            filesystem.delete_file(natives[orphan.path])
         logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
     return OrphanSweep(name, limit, tuple(orphans), deleted=delete)

@@ -25,7 +25,8 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
-from icecommit.errors import TableSpecError
+from icecommit.catalog.storage import catalog_tables, keys_of
+from icecommit.errors import TableSpecError, UnsafeLocationError
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
 _SIMPLE = {
@@ -160,9 +161,13 @@ def create_table(
         location: table location; the warehouse default when absent.
 
     Raises:
-        TableSpecError: an unknown transform or column, or an existing table whose schema
-            or partition spec differs from the one asked for.
+        TableSpecError: an unknown transform or column, an existing table whose schema
+            or partition spec differs from the one asked for, or a name whose location
+            would nest in or escape from another (``/``, ``\\``, ``%``, ``.``/``..`` parts).
+        UnsafeLocationError: a ``location`` that is the warehouse root or contains it, or
+            that contains, or lies inside, another table's location.
     """
+    check_table_name(name)
     iceberg_schema = to_iceberg_schema(schema)
     spec = build_partition_spec(iceberg_schema, list(partition_by or []), name)
     try:
@@ -181,6 +186,8 @@ def create_table(
                 f"exists with a different partition spec: {existing.spec()} (asked for {spec})",
             )
         return existing
+    if location is not None:
+        check_own_location(catalog, name, location)
     namespace = name.rsplit(".", 1)[0] if "." in name else None
     if namespace:
         catalog.create_namespace_if_not_exists(namespace)
@@ -191,6 +198,52 @@ def create_table(
         properties=dict(properties or {}),
         location=location,
     )
+
+
+_FORBIDDEN_IN_NAMES = set("/\\%") | {chr(c) for c in range(32)} | {chr(127)}
+
+
+def check_table_name(name: str) -> None:
+    """Refuse a table name whose default location would nest inside another table's or
+    escape the warehouse once a tool decodes it.
+
+    Raises:
+        TableSpecError: an empty part, a ``.`` or ``..`` part, or a ``/``, ``\\``, ``%`` or
+            control character in any part.
+    """
+    parts = name.split(".")
+    if len(parts) < 2:
+        raise TableSpecError(name, "a table name is namespace.table")
+    for part in parts:
+        bad = sorted(set(part) & _FORBIDDEN_IN_NAMES)
+        if not part.strip() or bad:
+            what = f"contains {', '.join(repr(c) for c in bad)}" if bad else "is empty"
+            raise TableSpecError(
+                name,
+                f"name part {part!r} {what}; table names may not hold path separators, percent signs or "
+                "control characters (the location would nest in or escape from another)",
+            )
+
+
+def check_own_location(catalog: Catalog, name: str, location: str) -> None:
+    """Refuse an explicit table location that holds the warehouse or another table, or
+    lies inside another table's location (a sweep of one would reach the other).
+
+    Raises:
+        UnsafeLocationError: as above.
+    """
+    key = keys_of([location], name).pop()
+    warehouse = catalog.properties.get("warehouse")
+    if warehouse:
+        root = keys_of([str(warehouse)], name).pop()
+        if key == root or root.is_under(key):
+            raise UnsafeLocationError(name, location, "a table location may not be the warehouse root or contain it")
+    for other, table in catalog_tables(catalog):
+        other_key = keys_of([table.metadata.location], other).pop()
+        if other_key == key or other_key.is_under(key) or key.is_under(other_key):
+            raise UnsafeLocationError(
+                name, location, f"it would share files with table {other} ({table.metadata.location})"
+            )
 
 
 def resolve_table(catalog: Catalog, table: Table | str) -> Table:
