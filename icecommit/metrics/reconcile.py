@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
 from sqlalchemy import Engine, func, select
@@ -37,6 +37,7 @@ from icecommit.metrics.report_model import (
     Thresholds,
     WindowLine,
 )
+from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
     ROLLED_BACK,
@@ -356,32 +357,33 @@ def _live_files(table: Table) -> list[LiveFile]:
 
 
 def _missing(paths: Sequence[str], io: FileIO) -> list[str]:
-    """Paths absent from storage: one batched look-up per file system (exact paths, no listing)."""
+    """Paths absent from storage: one batched look-up per file system (exact paths, no
+    listing), through the table's own FileIO (its endpoint and credentials); paths are
+    grouped by storage key, so ``file:/x`` and ``file:///x`` reach the same file."""
     if not paths:
         return []
-    by_root: dict[str, list[str]] = defaultdict(list)
+    by_store: dict[tuple[str, str], list[tuple[str, StorageKey]]] = defaultdict(list)
+    unkeyed: list[str] = []
     for path in paths:
-        scheme, _, rest = path.partition("://")
-        root = f"{scheme}://{rest.split('/', 1)[0]}" if rest else "file://"
-        by_root[root].append(path)
-    missing: list[str] = []
-    for group in by_root.values():
         try:
-            filesystem, _ = pafs.FileSystem.from_uri(group[0])
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            missing.extend(p for p in group if not io.new_input(p).exists())
+            key = storage_key(path)
+        except UnsupportedPathError:
+            unkeyed.append(path)
             continue
-        inner = [_path_in_filesystem(p) for p in group]
-        infos = filesystem.get_file_info(inner)
-        missing.extend(p for p, info in zip(group, infos, strict=True) if info.type == pafs.FileType.NotFound)
+        by_store[(key.scheme, key.authority)].append((path, key))
+    missing = [p for p in unkeyed if not io.new_input(p).exists()]
+    for (scheme, authority), group in by_store.items():
+        if scheme == "file":
+            filesystem: pafs.FileSystem = pafs.LocalFileSystem()
+        elif isinstance(io, PyArrowFileIO):
+            filesystem = io.fs_by_scheme(scheme, authority)
+        else:
+            missing.extend(p for p, _ in group if not io.new_input(p).exists())
+            continue
+        natives = [key.path if scheme == "file" else f"{authority}{key.path}" for _, key in group]
+        infos = filesystem.get_file_info(natives)
+        missing.extend(p for (p, _), info in zip(group, infos, strict=True) if info.type == pafs.FileType.NotFound)
     return missing
-
-
-def _path_in_filesystem(path: str) -> str:
-    scheme, _, rest = path.partition("://")
-    if scheme == "file":
-        return rest
-    return rest if rest else path
 
 
 def _deep_counts(

@@ -133,6 +133,11 @@ def test_files_written_by_java_as_file_colon_slash_are_not_orphans(catalog: SqlC
     assert [o.path for o in sweep.orphans] == [str(stray)]
     assert data.exists() and not stray.exists()
     assert catalog.load_table("ns.java").scan().to_arrow().num_rows == 30
+    # reconciliation reads and checks the one-slash spelling too
+    assert ic.reconcile(catalog, "ns.java", job_id="j", deep=True).ok
+    data.unlink()
+    report = ic.reconcile(catalog, "ns.java", job_id="j")
+    assert [p.path for p in report.problems if p.kind == "missing-file"] == [f"file:{data}"]
 
 
 def test_expire_deletes_nothing_another_table_references(catalog: SqlCatalog) -> None:
