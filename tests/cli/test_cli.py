@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from icecommit.cli.output import JsonOutput, Output, TextOutput
+from tests.cli.runner import invoke
 
 ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
 
@@ -54,7 +55,7 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
 
 
 def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
-    result = run(tmp_path / "home", "snapshots", "nope.missing")
+    result = run(tmp_path / "home", "snapshots", "nope.missing")  # a real process: no traceback on stderr
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
     as_json = run(tmp_path / "home", "--output", "json", "snapshots", "nope.missing")
@@ -64,7 +65,7 @@ def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
 
 def test_every_command_help_has_an_example(tmp_path: Path) -> None:
     for command in ("demo", "snapshots", "checkpoints", "partitions"):
-        result = run(tmp_path, command, "--help")
+        result = invoke(tmp_path, command, "--help")
         assert result.returncode == 0 and "Example:" in result.stdout
 
 

@@ -19,6 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import icecommit as ic
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from icecommit.committer import committed_checkpoints
+from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
 from tests.helpers import EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
@@ -28,10 +29,20 @@ BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ICECOMMIT_HOME": str(home), "COLUMNS": "200"}
-    return subprocess.run(
-        [*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
+    return invoke(home, *args)
+
+
+def test_a_real_process_keeps_json_on_stdout_and_errors_on_stderr(home: Path) -> None:
+    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    done = subprocess.run(
+        [*ICECOMMIT, "--output", "json", "checkpoints", TABLE], env=env, capture_output=True, text=True, timeout=300
     )
+    assert done.returncode == 0 and json.loads(done.stdout)["checkpoints"] and done.stderr == ""
+    refused = subprocess.run(
+        [*ICECOMMIT, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job"],
+        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "without --yes" in refused.stderr and "Traceback" not in refused.stderr
 
 
 def js(home: Path, *args: str) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
+from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
 
 ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
@@ -19,8 +20,19 @@ TABLE = "ns.events"
 
 
 def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return invoke(home, *args)
+
+
+def process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "ICECOMMIT_HOME": str(home)}
     return subprocess.run([*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_real_process_exit_codes_and_stdout_kept_for_the_report(home: Path) -> None:
+    clean = process(home, "--output", "json", "reconcile", TABLE, "--job", "job")
+    assert clean.returncode == 0 and json.loads(clean.stdout)["ok"] is True
+    usage = process(home, "reconcile", TABLE, "--since", "not-a-time")
+    assert usage.returncode == 2 and usage.stdout == "" and "Traceback" not in usage.stderr
 
 
 @pytest.fixture
