@@ -134,6 +134,27 @@ class CheckpointRolledBackError(IcecommitError):
         )
 
 
+class CheckpointCommittedError(ValidationError):
+    """The table holds the checkpoint (or its state says committed), so it cannot be
+    abandoned.
+
+    Attributes:
+        job_id / table: the job and the table.
+        snapshot_id: the snapshot holding it, when known.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, snapshot_id: int | None, table: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.snapshot_id = snapshot_id
+        where = f" (snapshot {snapshot_id})" if snapshot_id is not None else ""
+        super().__init__(
+            f"job {job_id!r} has committed it to {table}{where}; only a prepared or rolled-back checkpoint can be "
+            "abandoned (roll the table back first to remove committed data)",
+            checkpoint_id=checkpoint_id,
+        )
+
+
 class CheckpointOutOfOrderError(ValidationError):
     """A checkpoint id at or below the job's highest committed one, which the table does
     not hold: checkpoint ids grow within a job, so committing it would either duplicate a
@@ -206,6 +227,7 @@ class InvalidRangeError(IcecommitError):
 
 
 __all__ = [
+    "CheckpointCommittedError",
     "CheckpointNotFoundError",
     "CheckpointOutOfOrderError",
     "CheckpointRolledBackError",

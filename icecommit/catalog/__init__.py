@@ -1,6 +1,7 @@
 """Catalog access, table creation, and the operations behind the CLI (views, rollback,
 expiry, orphan sweep), each returning typed results."""
 
+from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
 from icecommit.catalog.inspect import (
     CheckpointInfo,
@@ -29,6 +30,8 @@ __all__ = [
     "OrphanSweep",
     "RollbackPlan",
     "SnapshotInfo",
+    "abandon_checkpoint",
+    "acknowledge_checkpoint",
     "apply_expire",
     "apply_rollback",
     "connect",

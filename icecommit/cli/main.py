@@ -17,6 +17,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
 from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partition_status
 from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
@@ -343,7 +344,9 @@ def rollback(
 def expire(ctx: Context, table: str, older_than: timedelta, retain_last: int, dry_run: bool) -> None:
     """Expire old snapshots and delete the files only they referenced (dry run by default).
 
-    The snapshot of each job's latest committed checkpoint is always kept.
+    No snapshot is kept for a job's sake: what each job committed is in a table property
+    that expiry does not touch. Checkpoints that a rollback had taken off the branch are
+    recorded as rolled back, and their files kept, before their snapshots go.
 
     \b
     Example:
@@ -373,6 +376,39 @@ def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool) -> No
       icecommit orphans demo.clickstream --older-than 3d --delete
     """
     _run(ctx, lambda: ctx.output.orphans(find_orphans(ctx.catalog(), table, older_than=older_than, delete=delete)))
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--job", required=True, help="The job that prepared the checkpoint.")
+@click.option("--checkpoint", "checkpoint_id", type=click.IntRange(min=0), required=True)
+@click.option("--reason", default=None, help="Why it is given up (kept with the checkpoint, shown in reports).")
+@click.option("--ack", is_flag=True, help="Acknowledge an abandoned checkpoint (reports then show it as information).")
+@click.pass_obj
+def abandon(ctx: Context, table: str, job: str, checkpoint_id: int, reason: str | None, ack: bool) -> None:
+    """Give up a prepared checkpoint that cannot commit, so its job can go on.
+
+    It is recorded as abandoned (reason, who, when): replays of it are no-ops, its files
+    become orphans for the sweeper, and every reconciliation reports it as a problem until
+    it is acknowledged with --ack. A checkpoint the table holds cannot be abandoned.
+
+    \b
+    Example:
+      icecommit abandon demo.clickstream --job demo --checkpoint 3 --reason "staged files lost in the S3 incident"
+      icecommit abandon demo.clickstream --job demo --checkpoint 3 --ack
+    """
+
+    def action() -> None:
+        catalog = ctx.catalog()
+        if ack:
+            state = acknowledge_checkpoint(catalog, table, job_id=job, checkpoint_id=checkpoint_id)
+        elif reason is None or not reason.strip():
+            raise click.UsageError("--reason is required to abandon a checkpoint (or --ack to acknowledge one)")
+        else:
+            state = abandon_checkpoint(catalog, table, job_id=job, checkpoint_id=checkpoint_id, reason=reason)
+        ctx.output.abandoned(state)
+
+    _run(ctx, action)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
 from icecommit.catalog.rollback import RollbackPlan
 from icecommit.demo.report import DemoReport
 from icecommit.metrics.report_model import ReconciliationReport
+from icecommit.state.checkpoints import CheckpointState
 from icecommit.state.partitions import PartitionStatus
 
 
@@ -42,6 +43,8 @@ class Output(Protocol):
     def expire(self, plan: ExpirePlan) -> None: ...
 
     def orphans(self, sweep: OrphanSweep) -> None: ...
+
+    def abandoned(self, state: CheckpointState) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
 
@@ -97,6 +100,9 @@ class JsonOutput:
 
     def orphans(self, sweep: OrphanSweep) -> None:
         self._emit(_plain(sweep))
+
+    def abandoned(self, state: CheckpointState) -> None:
+        self._emit(_plain(state))
 
     def error(self, message: str, code: int) -> None:
         self._emit({"error": message, "exit_code": code})
@@ -236,6 +242,14 @@ class TextOutput:
             )
         for path in plan.files_to_delete:
             self.console.print(f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False)
+
+    def abandoned(self, state: CheckpointState) -> None:
+        acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""
+        self.console.print(
+            f"{state.table_name}: checkpoint {state.checkpoint_id} of job {state.job_id} is {state.status} "
+            f"(by {state.abandoned_by}: {state.abandon_reason}){acked}",
+            highlight=False,
+        )
 
     def orphans(self, sweep: OrphanSweep) -> None:
         verb = "deleted" if sweep.deleted else "found (nothing deleted; --delete removes them)"

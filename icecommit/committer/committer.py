@@ -11,6 +11,7 @@ whatever crashed, retried or lost its response before.
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ from icecommit.committer.validation import require_files_present, size_mismatche
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action, Decision, StateView, TableView, decide
 from icecommit.errors import (
+    CheckpointCommittedError,
     CheckpointNotFoundError,
     CheckpointOutOfOrderError,
     CheckpointRolledBackError,
@@ -42,6 +44,7 @@ from icecommit.errors import (
 from icecommit.identifiers import table_name
 from icecommit.paths import storage_key
 from icecommit.state.checkpoints import (
+    ABANDONED,
     COMMITTED,
     PREPARED,
     ROLLED_BACK,
@@ -421,6 +424,55 @@ class GlobalCommitter:
         logger.warning("re-committing checkpoint %d of job %s after a rollback", checkpoint_id, self.job_id)
         return self._commit_prepared(state, recommit=True)
 
+    def abandon(self, checkpoint_id: int, *, reason: str, by: str | None = None) -> CheckpointState:
+        """Give up a prepared (or rolled-back) checkpoint so the job can go on: it is
+        recorded as abandoned with the reason, who and when; its replays become recorded
+        no-ops, its staged files become orphans for the sweeper, and reconciliation reports
+        it as a problem until it is acknowledged (:meth:`acknowledge`).
+
+        A compare-and-set on the state row: it cannot overwrite a commit recorded meanwhile,
+        and if a committer lands the checkpoint at that moment the commit wins.
+
+        Raises:
+            CheckpointNotFoundError: no such checkpoint was prepared here.
+            CheckpointCommittedError: the table holds it (or it was recorded committed).
+            ValueError: an empty reason.
+        """
+        if not reason.strip():
+            raise ValueError("abandon needs a reason (it is kept with the checkpoint and shown in reports)")
+        state = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        if state is None:
+            raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
+        if state.status == ABANDONED:
+            return state
+        decision = self._decide(checkpoint_id, state, self.load_table())
+        if decision.action in (Action.ALREADY_IN, Action.EMPTY):
+            raise CheckpointCommittedError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
+        who = by or _current_user()
+        if not self._store.abandon(self.job_id, self._table_name, checkpoint_id, reason=reason, by=who):
+            raise CheckpointCommittedError(self.job_id, checkpoint_id, None, self._table_name)
+        landed = ancestry.find_checkpoint(self.load_table().metadata, self.job_id, checkpoint_id, self.branch)
+        if landed is not None:  # a committer won the race: the table holds it
+            self._store.reopen_abandoned(self.job_id, self._table_name, checkpoint_id)
+            raise CheckpointCommittedError(self.job_id, checkpoint_id, landed.snapshot_id, self._table_name)
+        logger.warning("checkpoint %d of job %s abandoned by %s: %s", checkpoint_id, self.job_id, who, reason.strip())
+        abandoned = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        assert abandoned is not None
+        return abandoned
+
+    def acknowledge(self, checkpoint_id: int, *, by: str | None = None) -> CheckpointState:
+        """Acknowledge an abandoned checkpoint: reconciliation shows it as information from
+        then on, instead of a problem.
+
+        Raises:
+            CheckpointNotFoundError: no such abandoned checkpoint.
+        """
+        if not self._store.acknowledge(self.job_id, self._table_name, checkpoint_id, by=by or _current_user()):
+            raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
+        acknowledged = self._store.get(self.job_id, self._table_name, checkpoint_id)
+        assert acknowledged is not None
+        return acknowledged
+
     def recover(self) -> list[CommitResult]:
         """Commit, in order, every checkpoint of this job that was prepared and not committed.
 
@@ -799,3 +851,10 @@ def _all_live(table: Table, paths: Sequence[str]) -> bool:
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     }
     return wanted <= live
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name in a container
+        return "unknown"

@@ -40,6 +40,7 @@ from icecommit.metrics.report_model import (
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
+    PREPARED,
     ROLLED_BACK,
     SOURCE,
     STAGE_COMMITTED,
@@ -151,18 +152,41 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                                state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
                                f"{why} (information, not loss)")
             )  # fmt: skip
-            problems.append(
-                Problem(ABANDONED if abandoned else ROLLED_BACK,
-                        f"checkpoint {state.checkpoint_id} of job {state.job_id}: {why}; its {written:,} rows are "
-                        "not in the table", state.job_id, state.checkpoint_id,
-                        severity="error" if abandoned else "info")
-            )  # fmt: skip
+            if abandoned:
+                who = f" by {state.abandoned_by}" if state.abandoned_by else ""
+                when = f" at {state.abandoned_at.isoformat()}" if state.abandoned_at else ""
+                acked = state.acknowledged_at is not None
+                what = (f"abandoned{who}{when} ({state.abandon_reason}); its {written:,} rows are not in the table"
+                        + (f"; acknowledged by {state.acknowledged_by}" if acked else
+                           f"; acknowledge with: icecommit abandon {facts.table} --job {state.job_id} "
+                           f"--checkpoint {state.checkpoint_id} --ack"))  # fmt: skip
+                problems.append(
+                    Problem(ABANDONED, f"checkpoint {state.checkpoint_id} of job {state.job_id}: {what}",
+                            state.job_id, state.checkpoint_id, severity="info" if acked else "error")
+                )  # fmt: skip
+            else:
+                problems.append(
+                    Problem(ROLLED_BACK, f"checkpoint {state.checkpoint_id} of job {state.job_id}: {why}; its "
+                            f"{written:,} rows are not in the table", state.job_id, state.checkpoint_id,
+                            severity="info")
+                )  # fmt: skip
             continue
         if not state.committed:
+            pending_for = facts.now - state.prepared_at
+            stuck = pending_for > thresholds.max_pending
             pending.append(
-                CheckpointLine(state.job_id, state.checkpoint_id, "pending", None, None, source, written, 0, 0,
-                               0.0, 0.0, True, "prepared, not committed yet (pending, not loss)")
+                CheckpointLine(state.job_id, state.checkpoint_id, "stuck" if stuck else "pending", None, None, source,
+                               written, 0, 0, 0.0, 0.0, not stuck,
+                               "prepared, not committed yet (pending, not loss)" if not stuck else
+                               f"prepared {pending_for} ago and still not committed")
             )  # fmt: skip
+            if stuck:
+                problems.append(
+                    Problem("stuck", f"checkpoint {state.checkpoint_id} of job {state.job_id} has been prepared for "
+                            f"{pending_for} (more than {thresholds.max_pending}) without a commit: run the job or its "
+                            f"recover(), or give it up: icecommit abandon {facts.table} --job {state.job_id} "
+                            f"--checkpoint {state.checkpoint_id} --reason TEXT", state.job_id, state.checkpoint_id)
+                )  # fmt: skip
             for window in set(source_windows) | set(written_windows):
                 open_windows.add(window)
                 window_totals[window]["source"] += source_windows.get(window, 0)
@@ -463,7 +487,10 @@ def reconcile(
     states = [
         s
         for s in store.list(name, job_id=job_id)
-        if (since is None or s.prepared_at >= _utc(since)) and s.prepared_at < _utc(until)
+        if ((since is None or s.prepared_at >= _utc(since)) and s.prepared_at < _utc(until))
+        # whatever the range: what still needs a person (stuck, abandoned and not acknowledged)
+        or s.status == PREPARED
+        or (s.status == ABANDONED and s.acknowledged_at is None)
     ]
     keys = {(s.job_id, s.checkpoint_id) for s in states}
     task_counts, declared, committed, ignored = _metric_counts(engine, name, keys)

@@ -6,7 +6,7 @@ JSON schema (``schema_version`` 1) — stable; fields are only ever added:
 {
   "schema_version": 1, "table": str, "job_id": str|null, "since": iso|null, "until": iso,
   "generated_at": iso, "deep": bool, "ok": bool,
-  "thresholds": {"max_loss_pct": float, "max_duplication_pct": float},
+  "thresholds": {"max_loss_pct": float, "max_duplication_pct": float, "max_pending": seconds},
   "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "committed_at",
                    "source", "written", "committed", "readable", "loss_pct",
                    "duplication_pct", "ok", "note"}],
@@ -27,7 +27,7 @@ import dataclasses
 import html as html_escape
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from icecommit.metrics import render
@@ -37,10 +37,12 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Tolerated loss and duplication, in percent of the source count."""
+    """Tolerated loss and duplication, in percent of the source count, and how long a
+    checkpoint may stay prepared before it is reported as stuck."""
 
     max_loss_pct: float = 0.0
     max_duplication_pct: float = 0.0
+    max_pending: timedelta = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,8 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
     return value
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, Select, delete, func, select
+from sqlalchemy import Engine, Select, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -83,6 +83,11 @@ class CheckpointState:
     prepared_at: datetime
     committed_at: datetime | None
     unknown_outcomes: int = 0
+    abandon_reason: str | None = None
+    abandoned_by: str | None = None
+    abandoned_at: datetime | None = None
+    acknowledged_by: str | None = None
+    acknowledged_at: datetime | None = None
 
     @property
     def committed(self) -> bool:
@@ -120,6 +125,11 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         prepared_at=as_utc(row.prepared_at),
         committed_at=as_utc(row.committed_at) if row.committed_at is not None else None,
         unknown_outcomes=row.unknown_outcomes or 0,
+        abandon_reason=row.abandon_reason,
+        abandoned_by=row.abandoned_by,
+        abandoned_at=as_utc(row.abandoned_at) if row.abandoned_at is not None else None,
+        acknowledged_by=row.acknowledged_by,
+        acknowledged_at=as_utc(row.acknowledged_at) if row.acknowledged_at is not None else None,
     )
 
 
@@ -309,6 +319,47 @@ class CheckpointStore:
                     row.status = ROLLED_BACK
                     changed += 1
         return changed
+
+    def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
+        """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
+        status, so it cannot overwrite a commit recorded meanwhile. Returns whether it did."""
+        with Session(self._engine) as session, session.begin():
+            changed = session.execute(
+                update(CheckpointRow)
+                .where(
+                    CheckpointRow.job_id == job_id,
+                    CheckpointRow.table_name == table_name,
+                    CheckpointRow.checkpoint_id == checkpoint_id,
+                    CheckpointRow.status.in_((PREPARED, ROLLED_BACK)),
+                )
+                .values(status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock())
+            )
+            return bool(changed.rowcount)  # type: ignore[attr-defined]
+
+    def reopen_abandoned(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
+        """Undo an abandon that lost a race with a commit (the table holds the checkpoint)."""
+        with Session(self._engine) as session, session.begin():
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
+            if row.status == ABANDONED:
+                row.status = PREPARED
+                row.abandon_reason = row.abandoned_by = None
+                row.abandoned_at = None
+
+    def acknowledge(self, job_id: str, table_name: str, checkpoint_id: int, *, by: str) -> bool:
+        """Record that someone acknowledged an abandoned checkpoint (reports then show it as
+        information). Returns False when it is not abandoned."""
+        with Session(self._engine) as session, session.begin():
+            changed = session.execute(
+                update(CheckpointRow)
+                .where(
+                    CheckpointRow.job_id == job_id,
+                    CheckpointRow.table_name == table_name,
+                    CheckpointRow.checkpoint_id == checkpoint_id,
+                    CheckpointRow.status == ABANDONED,
+                )
+                .values(acknowledged_by=by, acknowledged_at=self._clock())
+            )
+            return bool(changed.rowcount)  # type: ignore[attr-defined]
 
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)

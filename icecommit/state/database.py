@@ -73,6 +73,13 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     2: [("icecommit_checkpoints", "unknown_outcomes", "INTEGER NOT NULL DEFAULT 0")],
     # 3 added two tables (checkpoint partitions, partition status); create_all makes them
     3: [],
+    4: [
+        ("icecommit_checkpoints", "abandon_reason", "TEXT"),
+        ("icecommit_checkpoints", "abandoned_by", "VARCHAR(255)"),
+        ("icecommit_checkpoints", "abandoned_at", "TIMESTAMP WITH TIME ZONE"),
+        ("icecommit_checkpoints", "acknowledged_by", "VARCHAR(255)"),
+        ("icecommit_checkpoints", "acknowledged_at", "TIMESTAMP WITH TIME ZONE"),
+    ],
 }
 
 

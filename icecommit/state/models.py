@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Base(DeclarativeBase):
@@ -30,8 +30,9 @@ class SchemaVersionRow(Base):
 class CheckpointRow(Base):
     """One checkpoint of one job for one table: prepared, then committed.
 
-    ``status`` is ``prepared`` or ``committed``; ``snapshot_id`` is set once committed
-    (NULL for an empty checkpoint, which commits no snapshot).
+    ``status`` is ``prepared``, ``committed``, ``rolled-back`` or ``abandoned``;
+    ``snapshot_id`` is set once committed (NULL for an empty checkpoint, which commits no
+    snapshot).
     """
 
     __tablename__ = "icecommit_checkpoints"
@@ -59,6 +60,13 @@ class CheckpointRow(Base):
     unknown_outcomes: Mapped[int] = mapped_column(Integer, default=0)
     prepared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     committed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # an operator gave the checkpoint up (status abandoned): why, who, when; and who
+    # acknowledged it in the reconciliation report (until then it is a problem there)
+    abandon_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    abandoned_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class CheckpointTaskRow(Base):

@@ -159,10 +159,14 @@ def test_metrics_of_a_failed_task_attempt_never_count(catalog: SqlCatalog) -> No
 
 def test_a_prepared_checkpoint_is_pending_not_loss(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog, commit_last=False)
-    report = ic.reconcile(catalog, table, job_id=JOB)
-    assert report.ok
+    # prepared at the injected clock; pending rather than stuck while younger than max_pending
+    patient = ic.Thresholds(max_pending=dt.datetime.now(dt.timezone.utc) - COMMIT_CLOCK + dt.timedelta(days=1))
+    report = ic.reconcile(catalog, table, job_id=JOB, thresholds=patient)
+    assert report.ok, report.to_markdown()
     assert [c.checkpoint_id for c in report.checkpoints] == [1, 2]
     assert [(c.checkpoint_id, c.status) for c in report.pending] == [(3, "pending")]
+    stuck = ic.reconcile(catalog, table, job_id=JOB)  # the default: an hour
+    assert not stuck.ok and [(c.checkpoint_id, c.status) for c in stuck.pending] == [(3, "stuck")]
     assert any(not w.closed for w in report.windows)
 
 
