@@ -222,6 +222,23 @@ class UnsafeLocationError(IcecommitError):
         super().__init__(f"table {table}: {reason} ({location}); nothing was deleted")
 
 
+class InvalidArgumentError(IcecommitError, ValueError):
+    """An argument or table property icecommit reads has a value it cannot use; nothing
+    was written, staged or committed.
+
+    Attributes:
+        argument: the Python parameter or the table property.
+        value: the value given.
+        accepted: what would be accepted.
+    """
+
+    def __init__(self, argument: str, value: object, accepted: str) -> None:
+        self.argument = argument
+        self.value = value
+        self.accepted = accepted
+        super().__init__(f"{argument}={value!r} is not valid: expected {accepted}")
+
+
 class InvalidRangeError(IcecommitError):
     """A time range whose start is not before its end."""
 
@@ -234,6 +251,7 @@ __all__ = [
     "CommitConflictError",
     "CommitStateUnknownError",
     "IcecommitError",
+    "InvalidArgumentError",
     "InvalidRangeError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",

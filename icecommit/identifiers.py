@@ -4,6 +4,34 @@ from __future__ import annotations
 
 from pyiceberg.table import Table
 
+from icecommit.errors import InvalidArgumentError
+
+#: The longest job id the state tables hold.
+MAX_JOB_ID = 255
+
+
+def checked_checkpoint_id(value: object, argument: str = "checkpoint_id") -> int:
+    """A checkpoint id as given, if it is a non-negative integer (``bool`` is not).
+
+    Raises:
+        InvalidArgumentError: anything else (None, a string, a float, a negative number).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0 or value >= 2**63:
+        raise InvalidArgumentError(argument, value, "a non-negative integer below 2**63 (a Spark batch id works)")
+    return value
+
+
+def checked_job_id(value: object, argument: str = "job_id") -> str:
+    """A job id as given, if it is a non-empty string of printable characters that fits
+    the state tables.
+
+    Raises:
+        InvalidArgumentError: anything else.
+    """
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_JOB_ID or not value.isprintable():
+        raise InvalidArgumentError(argument, value, f"a non-empty string of printable characters, at most {MAX_JOB_ID}")
+    return value
+
 
 def table_name(table: Table | str) -> str:
     """The dotted identifier of a table."""

@@ -22,7 +22,7 @@ from icecommit.committer.completion import PartitionCompleteness
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 
@@ -171,6 +171,8 @@ def write(
             committed a higher one (checkpoint ids grow within a job); nothing is written.
         CommitConflictError, CommitStateUnknownError: see ``GlobalCommitter.commit``.
     """
+    checked_job_id(job_id)
+    checked_checkpoint_id(checkpoint_id)
     catalog = catalog or connect()
     if isinstance(table, Mapping):
         if route_by is None:

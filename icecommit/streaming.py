@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 
 from icecommit.committer.committer import CommitResult, RoutedCommitResult
 from icecommit.committer.completion import PartitionCompleteness
+from icecommit.identifiers import checked_job_id
 from icecommit.pipeline import Routes, write
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ def streaming_sink(
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
     """
+
+    checked_job_id(job_id)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         result = write(

@@ -41,7 +41,7 @@ from icecommit.errors import (
     CommitStateUnknownError,
     ValidationError,
 )
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.paths import storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
@@ -179,8 +179,7 @@ class GlobalCommitter:
         fault: FaultHook | None = None,
         completeness: PartitionCompleteness | None = None,
     ) -> None:
-        if not job_id:
-            raise ValueError("job_id must be a non-empty string")
+        checked_job_id(job_id)
         self._catalog = catalog
         self._table_name = table_name(table)
         self.job_id = job_id
@@ -244,7 +243,10 @@ class GlobalCommitter:
             ValidationError: counts, files or ids do not hold, or the checkpoint was
                 already prepared with different files.
         """
+        checked_checkpoint_id(checkpoint_id)
         table = self.load_table()
+        if self._retry_policy is None:  # a table property it cannot parse fails here, not after the stage
+            RetryPolicy.from_properties(table.metadata.properties)
         validated = validate_results(
             results,
             metadata=table.metadata,
@@ -342,6 +344,7 @@ class GlobalCommitter:
                 and the ancestry did not show it; ``recover()`` resolves it.
             ValidationError: a staged data file is missing from storage.
         """
+        checked_checkpoint_id(checkpoint_id)
         outcome: CommitResult | None = None
         for state in self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id):
             result = self._commit_prepared(state)

@@ -20,6 +20,7 @@ from tenacity import (
 )
 
 from icecommit.committer.attempt import AttemptNotSentError
+from icecommit.errors import InvalidArgumentError
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,11 @@ class RetryPolicy:
 
         def number(key: str, default: int) -> int:
             value = properties.get(key)
-            return max(0, int(value)) if value is not None else default
+            if value is None:
+                return default
+            if not value.strip().isdigit():
+                raise InvalidArgumentError(f"table property {key}", value, "a non-negative whole number")
+            return int(value)
 
         return cls(
             max_attempts=number(TableProperties.COMMIT_NUM_RETRIES, 4) + 1,
