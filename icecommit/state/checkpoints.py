@@ -320,9 +320,11 @@ class CheckpointStore:
                     changed += 1
         return changed
 
-    def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
-        """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
-        status, so it cannot overwrite a commit recorded meanwhile. Returns whether it did."""
+    def _set_if(
+        self, job_id: str, table_name: str, checkpoint_id: int, statuses: tuple[str, ...], **values: object
+    ) -> bool:
+        """Update one checkpoint row only while its status is one of ``statuses`` (a
+        compare-and-set in one statement); returns whether it did."""
         with Session(self._engine) as session, session.begin():
             changed = session.execute(
                 update(CheckpointRow)
@@ -330,11 +332,19 @@ class CheckpointStore:
                     CheckpointRow.job_id == job_id,
                     CheckpointRow.table_name == table_name,
                     CheckpointRow.checkpoint_id == checkpoint_id,
-                    CheckpointRow.status.in_((PREPARED, ROLLED_BACK)),
+                    CheckpointRow.status.in_(statuses),
                 )
-                .values(status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock())
+                .values(**values)
             )
             return bool(changed.rowcount)  # type: ignore[attr-defined]
+
+    def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
+        """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
+        status, so it cannot overwrite a commit recorded meanwhile. Returns whether it did."""
+        return self._set_if(
+            job_id, table_name, checkpoint_id, (PREPARED, ROLLED_BACK),
+            status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock(),
+        )  # fmt: skip
 
     def reopen_abandoned(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Undo an abandon that lost a race with a commit (the table holds the checkpoint)."""
@@ -348,18 +358,9 @@ class CheckpointStore:
     def acknowledge(self, job_id: str, table_name: str, checkpoint_id: int, *, by: str) -> bool:
         """Record that someone acknowledged an abandoned checkpoint (reports then show it as
         information). Returns False when it is not abandoned."""
-        with Session(self._engine) as session, session.begin():
-            changed = session.execute(
-                update(CheckpointRow)
-                .where(
-                    CheckpointRow.job_id == job_id,
-                    CheckpointRow.table_name == table_name,
-                    CheckpointRow.checkpoint_id == checkpoint_id,
-                    CheckpointRow.status == ABANDONED,
-                )
-                .values(acknowledged_by=by, acknowledged_at=self._clock())
-            )
-            return bool(changed.rowcount)  # type: ignore[attr-defined]
+        return self._set_if(
+            job_id, table_name, checkpoint_id, (ABANDONED,), acknowledged_by=by, acknowledged_at=self._clock()
+        )
 
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)
