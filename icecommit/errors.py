@@ -180,6 +180,100 @@ class CheckpointOutOfOrderError(ValidationError):
         )
 
 
+class CheckpointReusedError(ValidationError):
+    """Different data files offered under a checkpoint id this job already prepared or
+    committed: the job's checkpoint counter went back (a new streaming checkpoint location,
+    a batch rerun from 0). Nothing was staged or committed.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        status: ``prepared`` or ``committed`` (what the id already holds).
+        snapshot_id: the snapshot that holds it, when the table shows one.
+        expected / actual: files already under the id, and files offered (when known).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        checkpoint_id: int,
+        table: str,
+        *,
+        status: str,
+        snapshot_id: int | None = None,
+        staged: int | None = None,
+        offered: int | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.status = status
+        self.snapshot_id = snapshot_id
+        where = f" as snapshot {snapshot_id}" if snapshot_id is not None else ""
+        counts = f" ({staged} staged, {offered} offered)" if staged is not None else ""
+        super().__init__(
+            f"job {job_id} in table {table}: already {status}{where} with different data files{counts}; "
+            "checkpoint ids must grow within a job: restart a job whose counter was reset under a new job id",
+            checkpoint_id=checkpoint_id,
+            expected=staged,
+            actual=offered,
+        )
+
+
+class DataFileMissingError(ValidationError):
+    """A data file of a checkpoint is absent from storage or not the size recorded for it
+    (at prepare, or at commit: a staged file lost since). Nothing was committed.
+
+    Attributes:
+        path: the first bad file; expected / actual: its recorded size and its size on
+            storage (None when absent); bad / total: how many of the checkpoint's files.
+        table / job_id: where known.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        checkpoint_id: int,
+        expected: int | None,
+        actual: int | None,
+        bad: int,
+        total: int,
+        table: str | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        self.bad = bad
+        self.total = total
+        self.table = table
+        self.job_id = job_id
+        what = "is missing from storage" if actual is None else f"has {actual} bytes on storage, {expected} recorded"
+        super().__init__(
+            f"data file {path} {what} ({bad} of {total} files bad)",
+            checkpoint_id=checkpoint_id,
+            expected=expected,
+            actual=actual,
+            path=path,
+        )
+
+
+class StagedManifestError(ValidationError):
+    """A prepared checkpoint's staged manifest cannot be read (missing or corrupt), so the
+    checkpoint cannot commit; abandoning it lets the job go on.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint; path: the staged manifest.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, path: str, problem: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        super().__init__(
+            f"job {job_id} in table {table}: staged manifest {path} {problem}; the checkpoint cannot commit. "
+            f"If its data is lost, give it up with GlobalCommitter(...).abandon({checkpoint_id}, reason=...) "
+            "so the job can go on",
+            checkpoint_id=checkpoint_id,
+            path=path,
+        )
+
+
 class UnroutedRecordsError(ValidationError):
     """Rows whose routing value maps to no table, with no dead-letter table to take them.
 
@@ -239,22 +333,120 @@ class InvalidArgumentError(IcecommitError, ValueError):
         super().__init__(f"{argument}={value!r} is not valid: expected {accepted}")
 
 
+class CatalogUnavailableError(IcecommitError):
+    """The catalog cannot be opened, or does not exist where only an existing one will do;
+    nothing was created.
+
+    Attributes:
+        uri: the catalog's database URL (password hidden) or ``catalog NAME``.
+        reason: what is wrong.
+    """
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"catalog {uri}: {reason}" if not uri.startswith("catalog ") else f"{uri}: {reason}")
+
+
+class JobNotFoundError(IcecommitError):
+    """A job that has no checkpoints for the table.
+
+    Attributes:
+        table / job_id: what was asked for.
+        known_jobs: the jobs that do have checkpoints for the table.
+    """
+
+    def __init__(self, table: str, job_id: str, known_jobs: list[str]) -> None:
+        self.table = table
+        self.job_id = job_id
+        self.known_jobs = known_jobs
+        known = ", ".join(known_jobs) if known_jobs else "none"
+        super().__init__(f"no checkpoints for job {job_id!r} in table {table}; known jobs: {known}")
+
+
+class StateDatabaseError(IcecommitError):
+    """icecommit's state database cannot be used for what was asked; nothing was changed.
+
+    Attributes:
+        uri: the state database opened (password hidden).
+        reason: what is wrong.
+    """
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"state database {uri}: {reason}")
+
+
+class StateDatabaseUnavailableError(StateDatabaseError):
+    """The state database could not be reached or opened (the cause is ``__cause__``)."""
+
+
+class StateSchemaError(StateDatabaseError):
+    """The state database was written by a newer icecommit than this one.
+
+    Attributes:
+        found / supported: its schema version and the newest this icecommit knows.
+    """
+
+    def __init__(self, uri: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            uri,
+            f"schema version {found} is newer than this icecommit supports ({supported}); "
+            "upgrade icecommit (a database is never downgraded)",
+        )
+
+
+class StateDatabaseMismatchError(StateDatabaseError):
+    """The table records another state database than the one opened: committing, expiring
+    or sweeping with this one would not see the table's checkpoints.
+
+    Attributes:
+        table: the table.
+        expected_id / expected_uri: the state database the table records.
+        actual_id / uri: the one opened.
+    """
+
+    def __init__(self, table: str, *, expected_id: str, expected_uri: str, actual_id: str, uri: str) -> None:
+        self.table = table
+        self.expected_id = expected_id
+        self.expected_uri = expected_uri
+        self.actual_id = actual_id
+        super().__init__(
+            uri,
+            f"table {table} keeps its checkpoints in state database {expected_id} ({expected_uri}), "
+            f"not in this one ({actual_id}); point ICECOMMIT_METRICS_URI (or the catalog) at that database. "
+            f"If the state was moved there on purpose, set the table property icecommit.state.id to {actual_id}",
+        )
+
+
 class InvalidRangeError(IcecommitError):
     """A time range whose start is not before its end."""
 
 
 __all__ = [
+    "CatalogUnavailableError",
     "CheckpointCommittedError",
     "CheckpointNotFoundError",
     "CheckpointOutOfOrderError",
+    "CheckpointReusedError",
     "CheckpointRolledBackError",
     "CommitConflictError",
     "CommitStateUnknownError",
+    "DataFileMissingError",
     "IcecommitError",
     "InvalidArgumentError",
     "InvalidRangeError",
+    "JobNotFoundError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
+    "StagedManifestError",
+    "StateDatabaseError",
+    "StateDatabaseMismatchError",
+    "StateDatabaseUnavailableError",
+    "StateSchemaError",
     "TableSpecError",
     "UnroutedRecordsError",
     "UnsafeLocationError",

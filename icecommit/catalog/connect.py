@@ -8,7 +8,11 @@ from pathlib import Path
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
+from icecommit.errors import CatalogUnavailableError
 from icecommit.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
 
 logger = logging.getLogger(__name__)
@@ -16,9 +20,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_CATALOG_NAME = "icecommit"
 
 
-def _default_uri() -> str:
+def _default_uri(create: bool = True) -> str:
     home = icecommit_home()
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'catalog.db'}"
 
 
@@ -29,18 +34,49 @@ def _file_uri(path: Path) -> str:
     return f"file://{path}"
 
 
-def _default_warehouse() -> str:
+def _default_warehouse(create: bool = True) -> str:
     home = icecommit_home()
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     return _file_uri(home)
 
 
-def _normalise_warehouse(warehouse: str) -> str:
+def _normalise_warehouse(warehouse: str, create: bool = True) -> str:
     if "://" in warehouse:
         return warehouse
     path = Path(warehouse).resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return _file_uri(path)
+
+
+def _shown(uri: str) -> str:
+    try:
+        return make_url(uri).render_as_string(hide_password=True)
+    except SQLAlchemyError:
+        return uri.split(":", 1)[0] + ":..."
+
+
+def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
+    """A SQL catalog that must exist already: nothing is created, not even an empty file."""
+    shown = _shown(uri)
+    try:
+        url = make_url(uri)
+    except SQLAlchemyError as e:
+        raise CatalogUnavailableError(shown, "is not a database URL") from e
+    sqlite_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
+    if sqlite_file and not Path(str(url.database)).is_file():
+        raise CatalogUnavailableError(shown, "does not exist (nothing was created)")
+    try:
+        catalog = SqlCatalog(name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **properties})
+        present = inspect(catalog.engine).has_table("iceberg_tables")
+    except SQLAlchemyError as e:
+        first = (str(e).splitlines() or [""])[0]
+        raise CatalogUnavailableError(shown, f"cannot be opened: {type(e).__name__}: {first}") from e
+    if not present:
+        catalog.engine.dispose()
+        raise CatalogUnavailableError(shown, "holds no Iceberg catalog (nothing was created)")
+    return catalog
 
 
 def connect(
@@ -48,6 +84,7 @@ def connect(
     *,
     uri: str | None = None,
     warehouse: str | None = None,
+    create: bool = True,
     **properties: str,
 ) -> Catalog:
     """Open a catalog.
@@ -62,25 +99,42 @@ def connect(
         name: catalog name; selects a pyiceberg-configured catalog when no URI is given.
         uri: SQLAlchemy URL of a SQL catalog (``sqlite:///...``, ``postgresql+psycopg://...``).
         warehouse: warehouse location (a local path or a URI such as ``s3://bucket/wh``).
+        create: make the catalog (its database file, its tables, the warehouse folder)
+            when it does not exist; with False, a catalog that does not exist is an error.
         **properties: extra catalog properties passed to pyiceberg.
 
     Returns:
         A real ``pyiceberg.catalog.Catalog``.
+
+    Raises:
+        CatalogUnavailableError: the catalog cannot be opened (with ``create=False``, also
+            when it does not exist); names the URI (password hidden) or the catalog name.
     """
     resolved_uri = uri or os.environ.get(ENV_URI)
     resolved_warehouse = warehouse or os.environ.get(ENV_WAREHOUSE)
     if name is not None and resolved_uri is None:
         extra = dict(properties)
         if resolved_warehouse is not None:
-            extra["warehouse"] = _normalise_warehouse(resolved_warehouse)
+            extra["warehouse"] = _normalise_warehouse(resolved_warehouse, create)
         logger.debug("loading pyiceberg-configured catalog %s", name)
-        return load_catalog(name, **extra)
-    catalog_uri = resolved_uri or _default_uri()
-    catalog_warehouse = _normalise_warehouse(resolved_warehouse) if resolved_warehouse else _default_warehouse()
-    logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, catalog_uri)
-    return SqlCatalog(
-        name or DEFAULT_CATALOG_NAME,
-        uri=catalog_uri,
-        warehouse=catalog_warehouse,
-        **properties,
+        try:
+            return load_catalog(name, **extra)
+        except Exception as e:  # pyiceberg raises many kinds here (configuration, connection)
+            raise CatalogUnavailableError(f"catalog {name}", f"cannot be loaded: {type(e).__name__}: {e}") from e
+    catalog_uri = resolved_uri or _default_uri(create)
+    catalog_warehouse = (
+        _normalise_warehouse(resolved_warehouse, create) if resolved_warehouse else _default_warehouse(create)
     )
+    logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, _shown(catalog_uri))
+    if not create:
+        return _open_existing(name or DEFAULT_CATALOG_NAME, catalog_uri, catalog_warehouse, properties)
+    try:
+        return SqlCatalog(
+            name or DEFAULT_CATALOG_NAME,
+            uri=catalog_uri,
+            warehouse=catalog_warehouse,
+            **properties,
+        )
+    except SQLAlchemyError as e:
+        first = (str(e).splitlines() or [""])[0]
+        raise CatalogUnavailableError(_shown(catalog_uri), f"cannot be opened: {type(e).__name__}: {first}") from e

@@ -29,8 +29,7 @@ from icecommit.catalog.storage import (
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import TableSpecError
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import CheckpointStore
-from icecommit.state.database import state_engine, state_uri
+from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +93,7 @@ def plan_expire(
         raise ValueError("retain_last must be at least 1")
     name = table_name(table)
     loaded = resolve_table(catalog, table)
+    table_state(catalog, loaded)  # the table's own state database, or refuse before planning
     now = now or datetime.now(timezone.utc)
     cutoff_ms = int((now - older_than).timestamp() * 1000)
     lineage = list(ancestry.branch_ancestry(loaded.metadata))
@@ -101,8 +101,13 @@ def plan_expire(
     keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
     expired = [s for s in loaded.metadata.snapshots if s.snapshot_id not in keep and s.timestamp_ms < cutoff_ms]
     on_branch = {s.snapshot_id for s in lineage}
+    landed = {key for s in lineage if (key := ancestry.checkpoint_of(s)) is not None}
     rolled_back = tuple(
-        key for s in expired if s.snapshot_id not in on_branch and (key := ancestry.checkpoint_of(s)) is not None
+        key
+        for s in expired
+        if s.snapshot_id not in on_branch
+        and (key := ancestry.checkpoint_of(s)) is not None
+        and key not in landed  # re-committed since: on the branch in another snapshot
     )
     retained = [s for s in loaded.metadata.snapshots if s not in expired]
     root = keys_of([loaded.metadata.location], name).pop()
@@ -137,19 +142,27 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
 
     Raises:
         TableSpecError: the branch moved since the plan was made.
+        StateDatabaseError: the table's state database cannot be reached or is not the
+            one opened; nothing was expired.
     """
     loaded = catalog.load_table(plan.table)
+    store = table_state(catalog, loaded)
     head = loaded.metadata.refs.get("main")
     if (head.snapshot_id if head is not None else None) != plan.current_snapshot_id:
         raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]
+    removed = {  # (job, checkpoint) -> the expiring snapshot that holds it
+        key: snapshot.snapshot_id
+        for i in ids
+        if (snapshot := loaded.metadata.snapshot_by_id(i)) is not None
+        and (key := ancestry.checkpoint_of(snapshot)) is not None
+    }
     if ids:
         loaded.maintenance.expire_snapshots().by_ids(ids).commit()
     if plan.rolled_back_checkpoints:
         # after the expiry landed: until then the snapshots themselves show the rollback
-        store = CheckpointStore(state_engine(state_uri(catalog)))
-        store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints)
+        store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints, snapshots=removed)
     deleted = 0
     for path in plan.files_to_delete:
         try:
@@ -180,9 +193,12 @@ def find_orphans(
         UnsafeLocationError: the location contains another table's location, the table
             references files in another file system, or a path cannot be compared;
             nothing is deleted.
+        StateDatabaseError: the table's state database cannot be reached or is not the
+            one opened (its prepared checkpoints would look like orphans); nothing is deleted.
     """
     name = table_name(table)
     loaded = resolve_table(catalog, table)
+    table_state(catalog, loaded)  # the table's own state database, or refuse before listing
     now = now or datetime.now(timezone.utc)
     limit = now - older_than
     root = keys_of([loaded.metadata.location], name).pop()

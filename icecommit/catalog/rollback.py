@@ -19,7 +19,7 @@ from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import SnapshotNotFoundError, TableSpecError
 from icecommit.identifiers import table_name
-from icecommit.state import CheckpointStore, state_engine, state_uri
+from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
 
@@ -181,13 +181,13 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     current = loaded.current_snapshot()
     if (current.snapshot_id if current else None) != plan.current_snapshot_id:
         raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
+    store = table_state(catalog, loaded)  # where the rollback is recorded, checked before it is made
     manage = loaded.manage_snapshots()
     if plan.is_ancestor:
         manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
     else:
         manage.set_current_snapshot(plan.target_snapshot_id).commit()
     if plan.hidden_checkpoints or plan.restored_checkpoints:
-        store = CheckpointStore(state_engine(state_uri(catalog)))
         store.mark_rolled_back(plan.table, plan.hidden_checkpoints)
         store.mark_restored(plan.table, plan.restored_checkpoints)
     logger.warning(

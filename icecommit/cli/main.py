@@ -4,17 +4,18 @@ hand the result to an :class:`~icecommit.cli.output.Output`; they hold no logic.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import click
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
@@ -27,7 +28,7 @@ from icecommit.committer.committer import CommitResult
 from icecommit.errors import CommitStateUnknownError, IcecommitError
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
-from icecommit.state import state_engine, state_uri
+from icecommit.state import dispose_state_engines, state_engine, state_uri
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -42,26 +43,66 @@ class Context:
     output: Output
     json: bool
     debug: bool
+    opened: list[Catalog] = field(default_factory=list)
 
-    def catalog(self) -> Catalog:
-        return connect(self.catalog_name, uri=self.uri, warehouse=self.warehouse)
+    def catalog(self, *, create: bool = False) -> Catalog:
+        """The catalog; one that does not exist is an error unless ``create`` (the demo)."""
+        catalog = connect(self.catalog_name, uri=self.uri, warehouse=self.warehouse, create=create)
+        self.opened.append(catalog)
+        return catalog
+
+    def close(self) -> None:
+        """Close the connections this command opened (a host that runs commands in-process,
+        such as a test or a notebook, keeps none open)."""
+        for catalog in self.opened:
+            engine = getattr(catalog, "engine", None)
+            if engine is not None:
+                engine.dispose()
+        self.opened.clear()
+        dispose_state_engines()
+
+
+#: Errors that mean the command was asked something it cannot do: exit 2.
+_USAGE_ERRORS = (NoSuchTableError, NoSuchNamespaceError, IcecommitError, ValueError, OSError)
 
 
 def _run(ctx: Context, action: Callable[[], None]) -> None:
-    """Run a command body, mapping errors to one line and the documented exit codes."""
+    """Run a command body, mapping every error to one line on stderr and the documented
+    exit code (the one place that does): 3 for an unknown commit outcome, 2 for a usage or
+    input error (a catalog, table, job or file that cannot be used), 1 for anything else.
+    The traceback only with ``--debug``."""
     try:
         action()
+    except click.ClickException:
+        raise  # click prints its own usage errors
     except CommitStateUnknownError as e:
         _fail(ctx, e, EXIT_UNKNOWN)
-    except (NoSuchTableError, IcecommitError, ValueError) as e:
+    except _USAGE_ERRORS as e:
         _fail(ctx, e, EXIT_USAGE)
+    except Exception as e:  # never a bare traceback: say what failed, and how to see more
+        _fail(ctx, e, EXIT_PROBLEM, unexpected=True)
 
 
-def _fail(ctx: Context, error: BaseException, code: int) -> None:
+def _fail(ctx: Context, error: BaseException, code: int, *, unexpected: bool = False) -> None:
     if ctx.debug:
         traceback.print_exc()
-    ctx.output.error(str(error) or type(error).__name__, code)
+    message = str(error) or type(error).__name__
+    if unexpected:
+        message = f"unexpected {type(error).__name__}: {message}" + ("" if ctx.debug else " (--debug shows where)")
+    ctx.output.error(message, code)
     sys.exit(code)
+
+
+def _writable(path: Path) -> None:
+    """Raise before any work when ``path`` cannot be written (so a run is never recorded
+    whose report could not be saved)."""
+    if path.is_dir():
+        raise IsADirectoryError(f"--out {path} is a directory")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--out {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise PermissionError(f"--out {path} cannot be written")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,6 +130,7 @@ def cli(
     ctx.obj = Context(
         catalog_name, uri, warehouse, JsonOutput() if output == "json" else TextOutput(), output == "json", debug
     )
+    ctx.call_on_close(ctx.obj.close)
 
 
 @cli.command()
@@ -107,7 +149,7 @@ def demo(ctx: Context, rows: int, checkpoints: int) -> None:
         # Spark is loaded only by the command that runs it, so the catalog commands stay quick
         from icecommit.demo.pipeline import run_demo
 
-        catalog = ctx.catalog()
+        catalog = ctx.catalog(create=True)
         if ctx.json:
             ctx.output.demo(run_demo(catalog, rows=rows, checkpoints=checkpoints))
             return
@@ -231,6 +273,8 @@ def reconcile(
     """
 
     def action() -> None:
+        if out is not None:
+            _writable(out)
         catalog = ctx.catalog()
         engine = state_engine(state_uri(catalog))
         if since == "last":

@@ -36,9 +36,12 @@ from icecommit.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
     CheckpointOutOfOrderError,
+    CheckpointReusedError,
     CheckpointRolledBackError,
     CommitConflictError,
     CommitStateUnknownError,
+    DataFileMissingError,
+    StagedManifestError,
     ValidationError,
 )
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
@@ -57,6 +60,7 @@ from icecommit.state.checkpoints import (
     PublishCounters,
 )
 from icecommit.state.database import state_engine, state_uri
+from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
@@ -244,7 +248,7 @@ class GlobalCommitter:
                 already prepared with different files.
         """
         checked_checkpoint_id(checkpoint_id)
-        table = self.load_table()
+        table = self._claim(self.load_table())
         if self._retry_policy is None:  # a table property it cannot parse fails here, not after the stage
             RetryPolicy.from_properties(table.metadata.properties)
         validated = validate_results(
@@ -294,16 +298,35 @@ class GlobalCommitter:
         self._fault("after-prepare", checkpoint_id)
         return state
 
+    def _claim(self, table: Table) -> Table:
+        """Make the table record this committer's state database before anything is staged
+        for it (one catalog commit in the table's life); refuse when it records another."""
+        if records_state(self._table_name, table.metadata.properties, self._store.engine):
+            return table
+        policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+        for attempt in policy.retrying(checkpoint_id=None, sleep=self._sleep):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    table = self.load_table()
+                    if records_state(self._table_name, table.metadata.properties, self._store.engine):
+                        return table
+                with table.transaction() as tx:  # asserts nothing but the table's uuid
+                    tx.set_properties(state_properties(self._store.engine))
+        logger.info("table %s now records its state database (%s)", self._table_name, STATE_ID_PROPERTY)
+        return table
+
     def _same_or_error(self, existing: CheckpointState, digest: str, files: int) -> CheckpointState:
         if existing.files_digest == digest:
             logger.info("checkpoint %d of job %s is already %s", existing.checkpoint_id, self.job_id, existing.status)
             return existing
-        raise ValidationError(
-            f"already {existing.status} with different data files ({existing.files} staged, {files} offered); "
-            "checkpoint ids must grow within a job: restart a job whose counter was reset under a new job id",
-            checkpoint_id=existing.checkpoint_id,
-            expected=existing.files,
-            actual=files,
+        raise CheckpointReusedError(
+            self.job_id,
+            existing.checkpoint_id,
+            self._table_name,
+            status=existing.status,
+            snapshot_id=existing.snapshot_id,
+            staged=existing.files,
+            offered=files,
         )
 
     def _refuse_reused_checkpoint(self, table: Table, checkpoint_id: int, paths: set[str]) -> None:
@@ -319,10 +342,8 @@ class GlobalCommitter:
             if entry.snapshot_id == landed.snapshot_id
         }
         if added != paths:
-            raise ValidationError(
-                f"already committed as snapshot {landed.snapshot_id} with different data files; "
-                "checkpoint ids must grow within a job: restart a job whose counter was reset under a new job id",
-                checkpoint_id=checkpoint_id,
+            raise CheckpointReusedError(
+                self.job_id, checkpoint_id, self._table_name, status="committed", snapshot_id=landed.snapshot_id
             )
 
     # -- phase 2 -----------------------------------------------------------------------
@@ -379,6 +400,7 @@ class GlobalCommitter:
         recommit: bool = False,
         data_files: Sequence[DataFile] | None = None,
     ) -> Decision:
+        records_state(self._table_name, table.metadata.properties, self._store.engine)
         view = ancestry.table_view(table.metadata, self.job_id, checkpoint_id, self.branch)
         row = StateView(state.status, state.snapshot_id) if state is not None else StateView()  # type: ignore[arg-type]
         if _files_decide(checkpoint_id, state, view):
@@ -389,10 +411,37 @@ class GlobalCommitter:
         return decide(checkpoint_id, row, view, recommit=recommit)
 
     def _staged_paths(self, state: CheckpointState, table: Table) -> list[str]:
-        """The data files a checkpoint staged ([] when its staged manifest is gone)."""
+        """The data files a checkpoint staged ([] when its staged manifest is gone or
+        unreadable: then its files cannot tell, and the decision does without them)."""
         if state.manifest_path is None or not table.io.new_input(state.manifest_path).exists():
             return []
-        return [f.file_path for f in read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)]
+        try:
+            return [f.file_path for f in self._read_staged(state, table)]
+        except StagedManifestError:
+            return []
+
+    def _read_staged(self, state: CheckpointState, table: Table) -> list[DataFile]:
+        """The data files of a prepared checkpoint's staged manifest.
+
+        Raises:
+            StagedManifestError: the manifest is gone or cannot be read (names it, and how
+                to abandon the checkpoint).
+        """
+        assert state.manifest_path is not None
+        try:
+            return read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
+        except FileNotFoundError as e:
+            raise StagedManifestError(
+                self.job_id, state.checkpoint_id, self._table_name, state.manifest_path, "is missing from storage"
+            ) from e
+        except Exception as e:  # Avro decoding raises many kinds on a truncated or foreign file
+            raise StagedManifestError(
+                self.job_id,
+                state.checkpoint_id,
+                self._table_name,
+                state.manifest_path,
+                f"cannot be read ({type(e).__name__}: {e})",
+            ) from e
 
     def _refuse(self, checkpoint_id: int, decision: Decision) -> None:
         """Raise the error of a decision that refuses the checkpoint."""
@@ -451,6 +500,9 @@ class GlobalCommitter:
         decision = self._decide(checkpoint_id, state, self.load_table())
         if decision.action in (Action.ALREADY_IN, Action.EMPTY):
             raise CheckpointCommittedError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
+        if decision.action is Action.ROLLED_BACK and state.status == COMMITTED:
+            # another tool's rollback, not recorded yet: record it, as a commit attempt would
+            self._store.mark_rolled_back(self._table_name, [(self.job_id, checkpoint_id)])
         who = by or _current_user()
         if not self._store.abandon(self.job_id, self._table_name, checkpoint_id, reason=reason, by=who):
             raise CheckpointCommittedError(self.job_id, checkpoint_id, None, self._table_name)
@@ -585,7 +637,7 @@ class GlobalCommitter:
             )
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
             return _result_from_state(state, "empty")
-        data_files = read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
+        data_files = self._read_staged(state, table)
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         summary = self._summary(state)
         attempts = 0
@@ -759,11 +811,16 @@ class GlobalCommitter:
                 len(bad),
                 path,
             )
-            raise ValidationError(
-                f"{len(bad)} staged data file(s) missing or changed on storage, e.g. {path} (size on storage: {size})",
+            expected = next(f.file_size_in_bytes for f in data_files if f.file_path == path)
+            raise DataFileMissingError(
+                path,
                 checkpoint_id=checkpoint_id,
-                path=path,
+                expected=expected,
                 actual=size,
+                bad=len(bad),
+                total=len(data_files),
+                table=self._table_name,
+                job_id=self.job_id,
             )
 
     def _summary(self, state: CheckpointState) -> dict[str, str]:
@@ -793,9 +850,14 @@ class GlobalCommitter:
         highest = ancestry.highest_committed_checkpoint(table.metadata, self.job_id, self.branch)
         try:
             with single.transaction() as tx:
+                properties = {}
                 if highest is None or checkpoint_id > highest:
                     # the job's high-water mark, in the same catalog commit as the append
-                    tx.set_properties({ancestry.job_checkpoint_property(self.job_id): str(checkpoint_id)})
+                    properties[ancestry.job_checkpoint_property(self.job_id)] = str(checkpoint_id)
+                if STATE_ID_PROPERTY not in table.metadata.properties:  # prepared before tables recorded it
+                    properties.update(state_properties(self._store.engine))
+                if properties:
+                    tx.set_properties(properties)
                 with tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append:
                     for data_file in data_files:
                         append.append_data_file(data_file)

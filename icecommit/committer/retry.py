@@ -84,17 +84,19 @@ class RetryPolicy:
     def retrying(
         self,
         *,
-        checkpoint_id: int,
+        checkpoint_id: int | None,
         sleep: Callable[[float], None] = time.sleep,
         on_retry: Callable[[RetryCallState], None] | None = None,
     ) -> Retrying:
-        """A tenacity ``Retrying`` for one checkpoint's commit; every retry is logged."""
+        """A tenacity ``Retrying`` for one checkpoint's commit (or, with None, a commit of
+        table properties); every retry is logged."""
+        what = f"checkpoint {checkpoint_id}" if checkpoint_id is not None else "table properties"
 
         def before_sleep(state: RetryCallState) -> None:
             wait = state.next_action.sleep if state.next_action else 0.0
             logger.warning(
-                "commit of checkpoint %d conflicted (attempt %d); retrying in %.3fs",
-                checkpoint_id,
+                "commit of %s conflicted (attempt %d); retrying in %.3fs",
+                what,
                 state.attempt_number,
                 wait,
             )

@@ -11,7 +11,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
 
 from icecommit.datafiles import DataFileRecord, WriteResult
-from icecommit.errors import SchemaMismatchError, ValidationError
+from icecommit.errors import DataFileMissingError, SchemaMismatchError, ValidationError
 
 
 @dataclass(frozen=True)
@@ -165,16 +165,11 @@ def size_mismatches(files: Sequence[tuple[str, int]], io: FileIO, *, threads: in
 
 
 def require_files_present(files: Sequence[DataFileRecord], io: FileIO, checkpoint_id: int) -> None:
-    """Raise ValidationError naming the first file that is absent or has the wrong size."""
+    """Raise DataFileMissingError naming the first file that is absent or has the wrong size."""
     bad = size_mismatches([(f.path, f.file_size_in_bytes) for f in files], io)
     if bad:
         path, size = bad[0]
         expected = next(f.file_size_in_bytes for f in files if f.path == path)
-        what = "is missing from storage" if size is None else (f"has {size} bytes on storage, {expected} recorded")
-        raise ValidationError(
-            f"data file {path} {what} ({len(bad)} of {len(files)} files bad)",
-            checkpoint_id=checkpoint_id,
-            expected=expected,
-            actual=size,
-            path=path,
+        raise DataFileMissingError(
+            path, checkpoint_id=checkpoint_id, expected=expected, actual=size, bad=len(bad), total=len(files)
         )

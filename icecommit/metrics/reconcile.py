@@ -21,11 +21,12 @@ from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from icecommit import ancestry
-from icecommit.errors import InvalidRangeError
+from icecommit.errors import InvalidRangeError, JobNotFoundError
 from icecommit.eventtime import event_time_column
 from icecommit.metrics.report_model import (
     CheckpointLine,
@@ -46,10 +47,9 @@ from icecommit.state.checkpoints import (
     STAGE_COMMITTED,
     WRITTEN,
     CheckpointState,
-    CheckpointStore,
     as_utc,
 )
-from icecommit.state.database import state_engine, state_uri
+from icecommit.state.identity import table_state
 from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
@@ -95,6 +95,12 @@ class Facts:
     # committed checkpoints whose snapshot is in the metadata but off the branch: another
     # tool's rollback, not yet recorded in the state
     off_branch: frozenset[Key] = frozenset()
+    # committed checkpoints whose snapshot was expired and none of whose files are live:
+    # something removed them from the table (another tool's rollback, then its expiry)
+    gone: frozenset[Key] = frozenset()
+    # when each committed checkpoint reached the table: the state's commit time (its
+    # snapshot's time where the state has none)
+    landed_at: dict[Key, datetime] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -122,6 +128,28 @@ def _weighted_percentile(samples: Sequence[tuple[float, int]], q: float) -> floa
     return sorted(samples)[-1][0]
 
 
+def _out_of_order(facts: Facts) -> list[Problem]:
+    """A warning for each checkpoint that reached the table after a higher one of its job
+    (the committer refuses that today; a table written by another tool or an older icecommit
+    can hold it, and readers that trust the order would be misled)."""
+    problems = []
+    by_job: dict[str, list[tuple[datetime, int]]] = defaultdict(list)
+    for (job, checkpoint_id), when in facts.landed_at.items():
+        by_job[job].append((when, checkpoint_id))
+    for job, landed in sorted(by_job.items()):
+        highest: tuple[int, datetime] | None = None
+        for when, checkpoint_id in sorted(landed):
+            if highest is not None and checkpoint_id < highest[0]:
+                problems.append(
+                    Problem("out-of-order", f"checkpoint {checkpoint_id} of job {job} reached the table at "
+                            f"{when.isoformat()}, after checkpoint {highest[0]} (at {highest[1].isoformat()}); "
+                            "the job's checkpoints did not land in order", job, checkpoint_id, severity="warning")
+                )  # fmt: skip
+            if highest is None or checkpoint_id > highest[0]:
+                highest = (checkpoint_id, when)
+    return problems
+
+
 def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
     """Decide, from gathered facts, what reconciles and what does not."""
     problems: list[Problem] = []
@@ -143,10 +171,13 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         written_windows = counts.get(WRITTEN, {})
         source = sum(source_windows.values()) if source_windows else state.source_records
         written = sum(written_windows.values()) if written_windows else state.records
-        if state.status in (ROLLED_BACK, ABANDONED) or key in facts.off_branch:
+        if state.status in (ROLLED_BACK, ABANDONED) or key in facts.off_branch or key in facts.gone:
             # removed on purpose: shown, never counted as loss, kept out of the windows
             abandoned = state.status == ABANDONED
             why = "abandoned by an operator" if abandoned else "removed by a rollback"
+            if key in facts.gone and state.status not in (ROLLED_BACK, ABANDONED):
+                why = ("no longer in the table: its snapshot was expired and none of its files are live "
+                       "(removed by another tool's rollback)")  # fmt: skip
             lines.append(
                 CheckpointLine(state.job_id, state.checkpoint_id, ABANDONED if abandoned else ROLLED_BACK,
                                state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
@@ -274,6 +305,8 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                     f"attempt {attempt} ({records:,} records) come from an attempt the checkpoint did not accept; "
                     "they are left out of every count", job_id, checkpoint_id, severity="warning")
         )  # fmt: skip
+
+    problems.extend(_out_of_order(facts))
 
     for published in facts.partitions:
         if published.late_records:
@@ -476,14 +509,22 @@ def reconcile(
     Returns:
         A typed report; ``report.ok`` is True only when every committed checkpoint and
         every closed window reconciles and nothing is missing or committed twice.
+
+    Raises:
+        JobNotFoundError: ``job_id`` has no checkpoints for the table (names the jobs that do).
+        InvalidRangeError: ``since`` is not before ``until``.
+        StateDatabaseError: the table's state database cannot be reached or is not the one
+            opened.
     """
     name = table if isinstance(table, str) else ".".join(table.name())
     until = until or datetime.now(timezone.utc)
     if since is not None and _utc(since) >= _utc(until):
         raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
     loaded = catalog.load_table(name)
-    engine = state_engine(state_uri(catalog))
-    store = CheckpointStore(engine)
+    store = table_state(catalog, loaded)
+    engine = store.engine
+    if job_id is not None and not store.list(name, job_id=job_id):
+        raise JobNotFoundError(name, job_id, sorted({s.job_id for s in store.list(name)}))
     states = [
         s
         for s in store.list(name, job_id=job_id)
@@ -508,6 +549,12 @@ def reconcile(
     live = _live_files(loaded)
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live}), loaded.io)
+    off_branch = frozenset(
+        key
+        for snapshot_id, key in snapshot_keys.items()
+        if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
+    )
+    gone = _gone(loaded.metadata, states, live, snapshot_keys)
     facts = Facts(
         table=name,
         job_id=job_id,
@@ -524,15 +571,48 @@ def reconcile(
         missing_paths=missing,
         deep_counts=_deep_counts(loaded, live, snapshot_keys, event_time, missing) if deep else None,
         partitions=[p for p in PartitionStatusStore(engine).statuses(name) if since is None or p.end >= _utc(since)],
-        off_branch=frozenset(
-            key
-            for snapshot_id, key in snapshot_keys.items()
-            if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
-        ),
+        off_branch=off_branch,
+        gone=gone,
+        landed_at=_landed_at(loaded.metadata, states, off_branch | gone),
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))
     return report
+
+
+def _gone(
+    metadata: TableMetadata, states: list[CheckpointState], live: list[LiveFile], snapshot_keys: dict[int, Key]
+) -> frozenset[Key]:
+    """Committed checkpoints that left the table without a trace: their snapshot expired
+    and no live file was added by it. Only a snapshot removes files from the live set, so
+    something took them out on purpose (a missing file on storage is still live, and is
+    reported as such); the committer judges such a checkpoint rolled back as well."""
+    with_live_files = {snapshot_keys.get(f.snapshot_id) for f in live}
+    return frozenset(
+        key
+        for s in states
+        if s.committed
+        and s.snapshot_id is not None
+        and s.records > 0
+        and metadata.snapshot_by_id(s.snapshot_id) is None
+        and (key := (s.job_id, s.checkpoint_id)) not in with_live_files
+    )
+
+
+def _landed_at(
+    metadata: TableMetadata, states: list[CheckpointState], off_branch: frozenset[Key]
+) -> dict[Key, datetime]:
+    landed: dict[Key, datetime] = {}
+    for state in states:
+        key = (state.job_id, state.checkpoint_id)
+        if not state.committed or state.snapshot_id is None or key in off_branch:
+            continue
+        snapshot = metadata.snapshot_by_id(state.snapshot_id)
+        if state.committed_at is not None:  # one clock for every checkpoint of the job
+            landed[key] = _utc(state.committed_at)
+        elif snapshot is not None:
+            landed[key] = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, timezone.utc)
+    return landed
 
 
 def _utc(value: datetime) -> datetime:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -307,17 +307,32 @@ class CheckpointStore:
                 (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
             }
 
-    def mark_rolled_back(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
+    def mark_rolled_back(
+        self,
+        table_name: str,
+        checkpoints: Iterable[tuple[str, int]],
+        *,
+        snapshots: Mapping[tuple[str, int], int] | None = None,
+    ) -> int:
         """Record that a rollback removed these (job, checkpoint) pairs from the branch,
         whether their rows said committed or still prepared (a job that died between the
-        catalog's commit and its state update). Returns how many rows changed."""
+        catalog's commit and its state update). Returns how many rows changed.
+
+        With ``snapshots`` ((job, checkpoint) -> the snapshot that was removed), a row that
+        says committed changes only when that is its snapshot: one committed again since
+        (a recommit lands a new snapshot) stays committed.
+        """
         changed = 0
         with Session(self._engine) as session, session.begin():
             for job_id, checkpoint_id in checkpoints:
                 row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
-                if row is not None and row.status in (PREPARED, COMMITTED):
-                    row.status = ROLLED_BACK
-                    changed += 1
+                if row is None or row.status not in (PREPARED, COMMITTED):
+                    continue
+                removed = (snapshots or {}).get((job_id, checkpoint_id))
+                if row.status == COMMITTED and removed is not None and row.snapshot_id not in (None, removed):
+                    continue
+                row.status = ROLLED_BACK
+                changed += 1
         return changed
 
     def _set_if(
@@ -422,7 +437,9 @@ class CheckpointStore:
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             if row.status == ROLLED_BACK and not from_rolled_back:
                 return _to_state(row)
-            if row.status != COMMITTED:
+            if row.status != COMMITTED or from_rolled_back:
+                # a re-commit cleared the committed metrics first, whatever the row said (a
+                # rollback by another tool leaves it saying committed)
                 session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
             row.status = COMMITTED
             row.snapshot_id = snapshot_id

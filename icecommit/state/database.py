@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
+import weakref
+from datetime import datetime, timezone
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from icecommit.errors import StateDatabaseUnavailableError, StateSchemaError
 from icecommit.settings import ENV_METRICS_URI, icecommit_home
-from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow
+from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
 _engines: dict[str, Engine] = {}
+_identities: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -40,20 +46,58 @@ def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
     cursor.close()
 
 
+def shown_uri(engine_or_uri: Engine | str) -> str:
+    """A database URL as it may be printed: the password hidden."""
+    if isinstance(engine_or_uri, Engine):
+        return engine_or_uri.url.render_as_string(hide_password=True)
+    try:
+        return make_url(engine_or_uri).render_as_string(hide_password=True)
+    except SQLAlchemyError:  # not a URL at all: show no more than its scheme
+        return engine_or_uri.split(":", 1)[0] + ":..."
+
+
 def state_engine(uri: str) -> Engine:
-    """A process-wide engine for ``uri`` with icecommit's tables created."""
+    """A process-wide engine for ``uri`` with icecommit's tables created (or migrated).
+
+    Raises:
+        StateDatabaseUnavailableError: the database cannot be reached or opened.
+        StateSchemaError: it was written by a newer icecommit.
+    """
     with _lock:
         engine = _engines.get(uri)
         if engine is not None:
             return engine
-        if uri.startswith("sqlite"):
-            engine = create_engine(uri, connect_args={"timeout": 30})
-            event.listen(engine, "connect", _sqlite_pragmas)
-        else:
-            engine = create_engine(uri, pool_pre_ping=True)
-        _create_schema(engine)
+        try:
+            if uri.startswith("sqlite"):
+                engine = create_engine(uri, connect_args={"timeout": 30})
+                event.listen(engine, "connect", _sqlite_pragmas)
+            else:
+                engine = create_engine(uri, pool_pre_ping=True)
+            _create_schema(engine)
+        except SQLAlchemyError as e:
+            if engine is not None:
+                engine.dispose()
+            first = (str(e).splitlines() or [""])[0]
+            raise StateDatabaseUnavailableError(shown_uri(uri), f"cannot be opened: {type(e).__name__}: {first}") from e
+        except StateSchemaError:
+            if engine is not None:
+                engine.dispose()
+            raise
         _engines[uri] = engine
         return engine
+
+
+def state_identity(engine: Engine) -> str:
+    """The identity of the state database behind ``engine`` (made with its schema)."""
+    with _lock:
+        known = _identities.get(engine)
+    if known is not None:
+        return known
+    with Session(engine) as session:
+        identity = session.execute(select(StateIdentityRow.identity).where(StateIdentityRow.key == 1)).scalar_one()
+    with _lock:
+        _identities[engine] = identity
+    return identity
 
 
 def _create_schema(engine: Engine) -> None:
@@ -80,6 +124,8 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
         ("icecommit_checkpoints", "acknowledged_by", "VARCHAR(255)"),
         ("icecommit_checkpoints", "acknowledged_at", "TIMESTAMP WITH TIME ZONE"),
     ],
+    # 5 added the identity table (create_all makes it; _create_schema_once fills it)
+    5: [],
 }
 
 
@@ -93,7 +139,20 @@ def _migrate(engine: Engine, from_version: int) -> None:
                     conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
 
 
+def _refuse_newer(engine: Engine) -> None:
+    """Raise before anything is created when a newer icecommit wrote the database."""
+    if not inspect(engine).has_table(SchemaVersionRow.__tablename__):
+        return
+    with Session(engine) as session:
+        found = session.execute(
+            select(SchemaVersionRow.version).where(SchemaVersionRow.component == "state")
+        ).scalar_one_or_none()
+    if found is not None and found > SCHEMA_VERSION:
+        raise StateSchemaError(shown_uri(engine), found, SCHEMA_VERSION)
+
+
 def _create_schema_once(engine: Engine) -> None:
+    _refuse_newer(engine)
     Base.metadata.create_all(engine, checkfirst=True)
     with Session(engine) as session, session.begin():
         row = session.execute(
@@ -102,13 +161,13 @@ def _create_schema_once(engine: Engine) -> None:
         if row is None:
             session.add(SchemaVersionRow(component="state", version=SCHEMA_VERSION))
         elif row.version > SCHEMA_VERSION:
-            raise RuntimeError(
-                f"icecommit state schema version {row.version} is newer than this icecommit "
-                f"({SCHEMA_VERSION}); upgrade icecommit"
-            )
+            raise StateSchemaError(shown_uri(engine), row.version, SCHEMA_VERSION)
         elif row.version < SCHEMA_VERSION:
             _migrate(engine, row.version)
             row.version = SCHEMA_VERSION
+        identity = session.execute(select(StateIdentityRow).where(StateIdentityRow.key == 1)).scalar_one_or_none()
+        if identity is None:
+            session.add(StateIdentityRow(key=1, identity=str(uuid.uuid4()), created_at=datetime.now(timezone.utc)))
 
 
 def dispose_state_engines() -> None:
@@ -118,3 +177,4 @@ def dispose_state_engines() -> None:
         for engine in _engines.values():
             engine.dispose()
         _engines.clear()
+        _identities.clear()

@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Base(DeclarativeBase):
@@ -25,6 +25,21 @@ class SchemaVersionRow(Base):
 
     component: Mapped[str] = mapped_column(String(64), primary_key=True)
     version: Mapped[int] = mapped_column(Integer)
+
+
+class StateIdentityRow(Base):
+    """The identity of this state database: one row, made when the schema is created.
+
+    Tables record it (table property ``icecommit.state.id``), so that every entry point can
+    tell whether the database it opened is the one that holds the table's checkpoints,
+    whatever URL reached it.
+    """
+
+    __tablename__ = "icecommit_state_identity"
+
+    key: Mapped[int] = mapped_column(Integer, primary_key=True)
+    identity: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class CheckpointRow(Base):

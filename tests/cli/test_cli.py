@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import icecommit as ic
 from icecommit.cli.output import JsonOutput, Output, TextOutput
 from tests.cli.runner import invoke
 
@@ -55,6 +56,7 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
 
 
 def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
+    ic.connect(uri=f"sqlite:///{tmp_path / 'home' / 'catalog.db'}", warehouse=str(tmp_path / "home"))
     result = run(tmp_path / "home", "snapshots", "nope.missing")  # a real process: no traceback on stderr
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr

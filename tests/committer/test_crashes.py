@@ -14,7 +14,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
+from icecommit.errors import CheckpointReusedError, StateDatabaseMismatchError
 from icecommit.state import CheckpointStore, state_engine
+from icecommit.state.identity import STATE_ID_PROPERTY
 from tests.committer.crash_driver import (
     CRASH_EXIT_CODE,
     CRASH_POINTS,
@@ -142,15 +144,25 @@ def test_a_job_restarted_with_its_counter_reset_is_refused_not_dropped(catalog: 
     # the restarted job offers new rows under checkpoint id 1 again
     restarted = ic.GlobalCommitter(catalog, table, job_id=job)
     new_rows = [write_arrow(restarted.load_table(), checkpoint_rows(1, 500), job_id=job, checkpoint_id=1)]
-    with pytest.raises(ic.ValidationError, match="already committed with different data files") as info:
+    with pytest.raises(CheckpointReusedError) as info:
         restarted.prepare(1, new_rows)
-    assert "new job id" in str(info.value)
-    # ... and with the checkpoint table lost, the ancestry still refuses it
+    assert (info.value.job_id, info.value.checkpoint_id, info.value.status) == (job, 1, "committed")
+    assert info.value.snapshot_id == snapshots[0].snapshot_id and "new job id" in str(info.value)
+    # ... and with the checkpoint table lost: another state database is refused first, and
+    # once the operator points the table at it (as the error says), the ancestry still refuses
     empty_store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'other-state.db'}"))
     lost_state = ic.GlobalCommitter(catalog, table, job_id=job, store=empty_store)
-    with pytest.raises(ic.ValidationError, match="already committed as snapshot"):
+    with pytest.raises(StateDatabaseMismatchError) as mismatch:
         lost_state.prepare(1, new_rows)
+    with catalog.load_table(table).transaction() as tx:
+        tx.set_properties({STATE_ID_PROPERTY: mismatch.value.actual_id})
+    snapshots = catalog.load_table(table).metadata.snapshots
+    with pytest.raises(CheckpointReusedError) as alone:
+        lost_state.prepare(1, new_rows)
+    assert (alone.value.status, alone.value.snapshot_id) == ("committed", snapshots[0].snapshot_id)
     assert catalog.load_table(table).metadata.snapshots == snapshots
+    with catalog.load_table(table).transaction() as tx:  # back to the catalog's own state database
+        tx.set_properties({STATE_ID_PROPERTY: mismatch.value.expected_id})
     # under a new job id the same rows land
     run_job(uri, warehouse, table, "reset-2", 1, catalog_name=catalog.name, job_offset=500)
     assert catalog.load_table(table).scan().to_arrow().num_rows == CHECKPOINTS * ROWS + ROWS

@@ -242,6 +242,26 @@ def test_recommit_on_a_long_lived_committer_decides_on_the_table_as_it_is_now(ca
     assert _count(catalog, "A", 3) == {1}
 
 
+def test_expiring_the_snapshot_a_rollback_removed_keeps_the_recommitted_checkpoint_committed(
+    catalog: SqlCatalog,
+) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    for c in (1, 2, 3):
+        _land(committer, c)
+    apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=1, job_id="A"))
+    committer.recommit(2)
+    committer.recommit(3)
+    # the old snapshots of 2 and 3 are off the branch and expire; their checkpoints are on it again
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1)
+    assert plan.rolled_back_checkpoints == ()
+    apply_expire(catalog, plan)
+    assert [committer.store.get("A", committer.table_name, c).status for c in (1, 2, 3)] == ["committed"] * 3  # type: ignore[union-attr]
+    assert _committer(catalog, "A").commit(3).status == "already-committed"
+    assert ic.reconcile(catalog, f"{catalog.name}.events", job_id="A").ok
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2), ("A", 3))
+
+
 def test_a_recommit_that_landed_before_a_crash_is_not_committed_twice_after_expiry(catalog: SqlCatalog) -> None:
     _table(catalog)
     committer = _committer(catalog, "A")
@@ -328,3 +348,56 @@ def test_expire_refuses_a_plan_whose_branch_moved(catalog: SqlCatalog) -> None:
         apply_expire(catalog, plan)
     assert [committer.store.get("A", committer.table_name, c).status for c in (2, 3)] == ["committed"] * 2  # type: ignore[union-attr]
     assert _ids(catalog) == _expected(("A", 1), ("A", 2), ("A", 3))
+
+
+# -- found by the lifecycle soak (bench/lifecycle_soak.py) ----------------------------------
+
+
+def _foreign_rollback_to(catalog: SqlCatalog, result: ic.CommitResult) -> None:
+    assert result.snapshot_id is not None
+    catalog.load_table(f"{catalog.name}.events").manage_snapshots().rollback_to_snapshot(result.snapshot_id).commit()
+
+
+def test_a_recommit_after_another_tools_rollback_counts_its_rows_as_committed(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    first = _land(committer, 1)
+    _land(committer, 2)
+    _foreign_rollback_to(catalog, first)  # the state still says 2 is committed
+    assert committer.recommit(2).status == "committed"
+    report = ic.reconcile(catalog, f"{catalog.name}.events", job_id="A")
+    assert report.ok, report.to_markdown()  # not "window-mismatch: committed 10 of 20"
+    assert sum(w.committed for w in report.windows) == 2 * ROWS
+    assert _ids(catalog) == _expected(("A", 1), ("A", 2))
+
+
+def test_a_checkpoint_another_tool_rolled_back_can_be_abandoned(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    first = _land(committer, 1)
+    _land(committer, 2)
+    _foreign_rollback_to(catalog, first)
+    state = committer.abandon(2, reason="bad data", by="oncall")
+    assert state.status == "abandoned"
+    assert _committer(catalog, "A").commit(2).status == "abandoned"  # a replay is a no-op
+    assert _ids(catalog) == _expected(("A", 1))
+
+
+def test_after_another_tools_rollback_and_expiry_reconciliation_reports_removed_not_loss(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    committer = _committer(catalog, "A")
+    first = _land(committer, 1)
+    _land(committer, 2)
+    _land(committer, 3)
+    _foreign_rollback_to(catalog, first)
+    _foreign_expire_all_but_head(catalog)  # nothing left in the table says what happened
+    report = ic.reconcile(catalog, f"{catalog.name}.events", job_id="A")
+    assert report.ok, report.to_markdown()
+    assert [(c.checkpoint_id, c.status) for c in report.checkpoints] == [
+        (1, "committed"), (2, "rolled-back"), (3, "rolled-back")
+    ]  # fmt: skip
+    removed = [p for p in report.problems if p.kind == "rolled-back"]
+    assert [(p.checkpoint_id, p.severity) for p in removed] == [(2, "info"), (3, "info")]
+    assert "another tool's rollback" in removed[0].message
+    with pytest.raises(ic.CheckpointRolledBackError):  # the committer judges it the same way
+        committer.commit(3)

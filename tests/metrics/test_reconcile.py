@@ -7,17 +7,18 @@ import datetime as dt
 import html
 from pathlib import Path
 
+import pyiceberg.table.snapshots
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, plan_expire
+from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.errors import InvalidRangeError
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.models import MetricRow
-from tests.helpers import DAY0, EVENTS_SCHEMA, events, write_arrow
+from tests.helpers import DAY0, EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
 JOB = "ingest"
 #: The committer's clock: a day after the last event time of ``events`` (three days from DAY0).
@@ -228,3 +229,32 @@ def test_since_and_until_select_checkpoints_by_prepare_time(catalog: SqlCatalog)
     assert ic.reconcile(catalog, table, job_id=JOB, since=past, until=COMMIT_CLOCK).checkpoints == ()
     with pytest.raises(InvalidRangeError):
         ic.reconcile(catalog, table, job_id=JOB, since=future, until=past)
+
+
+def test_checkpoints_that_reached_the_table_out_of_order_are_flagged(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pyiceberg.table.snapshots, "time", DistinctMillis())  # distinct commit timestamps
+    table, _ = _pipeline(catalog)
+    ticks = iter(range(1, 100))
+    store = CheckpointStore(
+        state_engine(state_uri(catalog)), clock=lambda: COMMIT_CLOCK + dt.timedelta(minutes=next(ticks))
+    )
+    committer = ic.GlobalCommitter(catalog, table, job_id=JOB, store=store)
+    apply_rollback(catalog, plan_rollback(catalog, table, to_checkpoint=1, job_id=JOB))
+    assert ic.reconcile(catalog, table, job_id=JOB).ok
+    committer.recommit(3)
+    clean = ic.reconcile(catalog, table, job_id=JOB)
+    assert "out-of-order" not in _kinds(clean), clean.to_markdown()
+    committer.recommit(2)  # the user's choice: 2 lands after 3
+    for deep in (False, True):
+        report = ic.reconcile(catalog, table, job_id=JOB, deep=deep)
+        [flag] = [p for p in report.problems if p.kind == "out-of-order"]
+        assert (flag.job_id, flag.checkpoint_id, flag.severity) == (JOB, 2, "warning")
+        assert "after checkpoint 3" in flag.message
+        assert report.ok  # every row is in the table once: a warning, not a failure
+    # after the snapshots are expired the state's commit times still tell the order
+    apply_expire(catalog, plan_expire(catalog, table, older_than=dt.timedelta(0)))
+    expired = ic.reconcile(catalog, table, job_id=JOB)
+    assert [s.status for s in store.list(f"{catalog.name}.events")] == ["committed"] * 3
+    assert [(p.kind, p.checkpoint_id) for p in expired.problems if p.kind == "out-of-order"] == [("out-of-order", 2)]

@@ -1,0 +1,123 @@
+"""The state schema migrates from what earlier releases wrote, and a newer one is refused.
+
+The fixtures were written by the code of those releases (``tests/state/fixtures/make_fixture.py``
+run on the checkout of each): ``state-v3`` by 76fdac0, ``state-v4`` by 83d4eeb, as a SQLite file
+and as a PostgreSQL dump (``pg_dump --inserts``). Each is loaded into a fresh database, opened by
+this release, and read and written through the state store.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.engine import make_url
+
+from icecommit.errors import StateSchemaError
+from icecommit.state import CheckpointStore, state_engine
+from icecommit.state.database import dispose_state_engines, state_identity
+from icecommit.state.models import SCHEMA_VERSION, SchemaVersionRow
+from tests import postgres
+from tests.conftest import pg_uri
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TABLE = "fx.events"
+#: (job, checkpoint) -> status, as every fixture holds them
+EXPECTED = {("A", 1): "committed", ("A", 2): "committed", ("A", 3): "prepared", ("B", 1): "committed"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
+    """The fixture of ``version`` loaded into a database of its own; yields its URL."""
+    if backend == "sqlite":
+        target = tmp_path / f"state-v{version}.sqlite"
+        shutil.copyfile(FIXTURES / f"state-v{version}.sqlite", target)
+        yield f"sqlite:///{target}"
+        return
+    pg_uri()  # skips where the server is absent
+    name = f"icecommit_fx_{uuid.uuid4().hex[:8]}"
+    admin = postgres._admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f'create database "{name}"'))
+    uri = make_url(postgres.ADMIN_URI).set(database=name)
+    try:
+        dump = (FIXTURES / f"state-v{version}.pg.sql").read_text()
+        # pg_dump's psql meta-commands (\restrict, \unrestrict) are not SQL
+        sql = "\n".join(line for line in dump.splitlines() if not line.startswith("\\"))
+        conninfo = uri.set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql)
+        yield uri.render_as_string(hide_password=False)
+    finally:
+        dispose_state_engines()
+        with admin.connect() as conn:
+            conn.execute(text(f'drop database if exists "{name}" with (force)'))
+        admin.dispose()
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
+    backend: str, version: int, tmp_path: Path
+) -> None:
+    for uri in _load(backend, version, tmp_path):
+        raw = create_engine(uri)
+        with raw.connect() as conn:
+            assert conn.execute(text("select version from icecommit_schema_version")).scalar_one() == version
+        raw.dispose()
+
+        store = CheckpointStore(state_engine(uri))
+        states = {(s.job_id, s.checkpoint_id): s for s in store.list(TABLE)}
+        abandoned = {("A", 4): "abandoned"} if version >= 4 else {}
+        assert {k: s.status for k, s in states.items()} == EXPECTED | abandoned
+        assert states[("A", 1)].records == 10 and states[("A", 1)].source_records == 10
+        assert states[("A", 1)].snapshot_id is not None and states[("A", 3)].snapshot_id is None
+        if version >= 4:
+            assert (states[("A", 4)].abandon_reason, states[("A", 4)].abandoned_by) == ("fixture", "fixture")
+        with store.engine.connect() as conn:
+            assert conn.execute(select(SchemaVersionRow.version)).scalar_one() == SCHEMA_VERSION
+        identity = state_identity(store.engine)
+
+        # the columns the migration added are written and read like any other
+        assert store.abandon("A", TABLE, 3, reason="migrated", by="test")
+        assert store.acknowledge("A", TABLE, 3, by="lead")
+        after = store.get("A", TABLE, 3)
+        assert after is not None and (after.status, after.abandon_reason, after.acknowledged_by) == (
+            "abandoned", "migrated", "lead"
+        )  # fmt: skip
+
+        # opening again changes nothing: same version, same identity, same rows
+        dispose_state_engines()
+        reopened = CheckpointStore(state_engine(uri))
+        assert state_identity(reopened.engine) == identity
+        assert len(reopened.list(TABLE)) == len(states)
+
+
+def test_a_database_of_a_newer_release_is_refused_and_left_as_it_is(backend: str, tmp_path: Path) -> None:
+    for uri in _load(backend, 4, tmp_path):
+        raw = create_engine(uri)
+        with raw.begin() as conn:
+            conn.execute(text("update icecommit_schema_version set version = :v"), {"v": SCHEMA_VERSION + 1})
+        with pytest.raises(StateSchemaError) as raised:
+            state_engine(uri)
+        assert (raised.value.found, raised.value.supported) == (SCHEMA_VERSION + 1, SCHEMA_VERSION)
+        assert "upgrade icecommit" in str(raised.value)
+        with raw.connect() as conn:
+            assert conn.execute(text("select version from icecommit_schema_version")).scalar_one() == SCHEMA_VERSION + 1
+            assert conn.execute(text("select count(*) from icecommit_checkpoints")).scalar_one() == 5
+            # nothing made: not even the table this release would add
+            exists = conn.execute(
+                text("select count(*) from information_schema.tables where table_name = 'icecommit_state_identity'")
+                if backend == "postgres"
+                else text("select count(*) from sqlite_master where name = 'icecommit_state_identity'")
+            ).scalar_one()
+        raw.dispose()
+        assert exists == 0
