@@ -18,29 +18,15 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
 
 from icecommit.eventtime import event_time_field_id
+from icecommit.timeparse import parse_duration
 
 #: Table property: how long after a partition's end its late records are still expected
 #: before it is published complete (a duration such as ``0s``, ``15m``, ``2h``, ``1d``).
 LATENESS_PROPERTY = "icecommit.partition-lateness"
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _HOUR_US = 3_600_000_000
 _DAY_US = 24 * _HOUR_US
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def parse_duration(text: str) -> timedelta:
-    """A duration such as ``90s``, ``30m``, ``12h``, ``3d`` or ``1w`` (``0`` is zero).
-
-    Raises:
-        ValueError: the text is not such a duration.
-    """
-    value = text.strip().lower()
-    if value == "0":
-        return timedelta(0)
-    if len(value) < 2 or value[-1] not in _UNITS or not value[:-1].isdigit():
-        raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 3d or 1w")
-    return timedelta(seconds=int(value[:-1]) * _UNITS[value[-1]])
 
 
 def micros(value: datetime) -> int:

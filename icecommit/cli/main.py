@@ -9,7 +9,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from icecommit.errors import CommitStateUnknownError, IcecommitError
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.state import dispose_state_engines, state_engine, state_uri
+from icecommit.timeparse import parse_duration, parse_instant
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -222,7 +223,7 @@ def partitions(ctx: Context, table: str) -> None:
 
 
 class _Instant(click.ParamType):  # type: ignore[type-arg]
-    """An ISO 8601 time (UTC when no offset is given)."""
+    """An ISO 8601 time, UTC when no offset is given (parsed as the API parses it)."""
 
     name = "ISO8601"
 
@@ -230,10 +231,9 @@ class _Instant(click.ParamType):  # type: ignore[type-arg]
         if isinstance(value, datetime):
             return value
         try:
-            parsed = datetime.fromisoformat(str(value))
-        except ValueError:
-            self.fail(f"{value!r} is not an ISO 8601 time", param, ctx)
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+            return parse_instant(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 INSTANT = _Instant()
@@ -297,21 +297,18 @@ def reconcile(
     _run(ctx, action)
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 class _Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration such as 90s, 30m, 12h, 3d or 1w."""
+    """A duration such as 90s, 30m, 12h, 3d or 1w (parsed as the API parses it)."""
 
     name = "DURATION"
 
     def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
         if isinstance(value, timedelta):
             return value
-        text = str(value).strip().lower()
-        if len(text) < 2 or text[-1] not in _UNITS or not text[:-1].isdigit():
-            self.fail(f"{value!r} is not a duration like 90s, 30m, 12h, 3d or 1w", param, ctx)
-        return timedelta(seconds=int(text[:-1]) * _UNITS[text[-1]])
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 DURATION = _Duration()
