@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import platform
 import random
 import shutil
@@ -499,6 +500,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261123)
     parser.add_argument("--steps", type=int, default=14, help="mean steps per trial")
     args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # the committer's warnings (rollbacks, re-commits) are the plan here
     work = Path(tempfile.mkdtemp(prefix="icecommit-lifecycle-"))
     results: list[TrialResult] = []
     started = time.perf_counter()
@@ -521,6 +523,8 @@ def main() -> None:
                     results.append(result)
                     if result.failure or result.lost or result.duplicated or result.resurrected:
                         print(f"FAILED {json.dumps(asdict(result))}", flush=True)
+                    if (trial + 1) % 50 == 0:
+                        print(f"{backend}: {trial + 1} trials, {time.perf_counter() - started:.0f} s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     OUT.mkdir(exist_ok=True)

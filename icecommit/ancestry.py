@@ -34,6 +34,38 @@ JOB_PROPERTY_PREFIX = "icecommit.job."
 JOB_PROPERTY_SUFFIX = ".checkpoint"
 
 
+def snapshot_summary(
+    *,
+    job_id: str,
+    checkpoint_id: int,
+    records: int,
+    files: int,
+    bytes_: int,
+    max_event_time_us: int | None = None,
+    watermark_us: int | None = None,
+    late_records: int = 0,
+    recovered_by: str | None = None,
+) -> dict[str, str]:
+    """The summary properties of the snapshot that commits one checkpoint (what every
+    reader of the keys above finds; optional facts only when there are some)."""
+    summary = {
+        JOB_ID: job_id,
+        CHECKPOINT_ID: str(checkpoint_id),
+        RECORDS: str(records),
+        FILES: str(files),
+        BYTES: str(bytes_),
+    }
+    if max_event_time_us is not None:
+        summary[MAX_EVENT_TIME] = str(max_event_time_us)
+    if watermark_us is not None:
+        summary[WATERMARK] = str(watermark_us)
+    if late_records:
+        summary[LATE_RECORDS] = str(late_records)
+    if recovered_by is not None:
+        summary[RECOVERED_BY] = recovered_by
+    return summary
+
+
 def job_checkpoint_property(job_id: str) -> str:
     """The table property holding ``job_id``'s highest committed checkpoint id."""
     return f"{JOB_PROPERTY_PREFIX}{job_id}{JOB_PROPERTY_SUFFIX}"

@@ -17,8 +17,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.tables import create_table
-from icecommit.committer.committer import CommitResult, GlobalCommitter, RoutedCommitResult
+from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.completion import PartitionCompleteness
+from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
@@ -282,7 +283,9 @@ def _write_routed(
         skipped = written.skipped_records
         if skipped:
             logger.info("checkpoint %d: rows of tables that already hold it, not written: %s", checkpoint_id, skipped)
-    return RoutedCommitResult(checkpoint_id, {name: results[name] for name in tables}, skipped)
+    return RoutedCommitResult(
+        checkpoint_id=checkpoint_id, results={name: results[name] for name in tables}, skipped_records=skipped
+    )
 
 
 def _prepare_all(

@@ -14,8 +14,8 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
-from icecommit.committer.committer import CommitResult, RoutedCommitResult
 from icecommit.committer.completion import PartitionCompleteness
+from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.identifiers import checked_job_id
 from icecommit.pipeline import Routes, write
 

@@ -24,7 +24,7 @@ from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partitio
 from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
-from icecommit.committer.committer import CommitResult
+from icecommit.committer.results import CommitResult
 from icecommit.errors import CommitStateUnknownError, IcecommitError
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table

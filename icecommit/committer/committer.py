@@ -15,9 +15,7 @@ import getpass
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
@@ -27,6 +25,8 @@ from tenacity import RetryCallState
 from icecommit import ancestry
 from icecommit.committer.attempt import AttemptNotSentError, SendingCatalog, single_attempt_table
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
+from icecommit.committer.recording import CheckpointRecorder
+from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict
 from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
@@ -52,8 +52,6 @@ from icecommit.state.checkpoints import (
     PREPARED,
     ROLLED_BACK,
     SOURCE,
-    STAGE_COMMITTED,
-    WRITTEN,
     CheckpointState,
     CheckpointStore,
     MetricSample,
@@ -66,9 +64,6 @@ from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 
-CommitStatus = Literal["committed", "already-committed", "empty", "rolled-back", "abandoned"]
-
-#: Step boundaries at which a fault hook is called (tests inject crashes there).
 FAULT_POINTS = (
     "after-stage",
     "after-prepare",
@@ -77,76 +72,6 @@ FAULT_POINTS = (
 )
 
 FaultHook = Callable[[str, int], None]
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """The outcome of committing one checkpoint.
-
-    Attributes:
-        status: ``committed`` (this call made the snapshot), ``already-committed`` (the
-            checkpoint was in the table; nothing written twice), ``empty`` (the
-            checkpoint had no data files, so no snapshot was made), ``rolled-back``
-            (``recover`` found that a rollback removed it: recorded, not committed again)
-            or ``abandoned`` (an operator gave it up: a recorded no-op).
-        snapshot_id: the snapshot holding the checkpoint, None when empty.
-        attempts / retries: commit attempts made by this call, and how many were retries.
-    """
-
-    job_id: str
-    table: str
-    checkpoint_id: int
-    status: CommitStatus
-    snapshot_id: int | None
-    records: int
-    files: int
-    bytes: int
-    attempts: int
-    retries: int
-
-    @property
-    def committed(self) -> bool:
-        """True when this call made the snapshot."""
-        return self.status == "committed"
-
-
-@dataclass(frozen=True)
-class RoutedCommitResult:
-    """The outcome of committing one checkpoint into several tables (a routed write).
-
-    Attributes:
-        checkpoint_id: the checkpoint, the same in every table.
-        results: per table name, its commit result.
-        skipped_records: per table, rows of the source routed to a table whose checkpoint
-            was already committed or prepared before this call (not written again).
-    """
-
-    checkpoint_id: int
-    results: Mapping[str, CommitResult]
-    skipped_records: Mapping[str, int]
-
-    def __getitem__(self, table: str) -> CommitResult:
-        return self.results[table]
-
-    @property
-    def committed(self) -> bool:
-        """True when this call made a snapshot in at least one table."""
-        return any(r.committed for r in self.results.values())
-
-    @property
-    def records(self) -> int:
-        """Records of the checkpoint over every table."""
-        return sum(r.records for r in self.results.values())
-
-    @property
-    def files(self) -> int:
-        """Data files of the checkpoint over every table."""
-        return sum(r.files for r in self.results.values())
-
-    @property
-    def bytes(self) -> int:
-        """Bytes of the checkpoint's data files over every table."""
-        return sum(r.bytes for r in self.results.values())
 
 
 def _no_fault(_point: str, _checkpoint_id: int) -> None:
@@ -196,6 +121,9 @@ class GlobalCommitter:
             self._table_name,
             job_id,
             self._completeness,
+        )
+        self._recorder = CheckpointRecorder(
+            self._store, self._table_name, job_id, branch, lambda: self.load_table().metadata
         )
         self._sleep = sleep
         self._fault = fault or _no_fault
@@ -380,9 +308,9 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             if target is None:
                 return self._committed_without_state(checkpoint_id, decision.snapshot_id)
-            return _result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
+            return result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
         if decision.action in (Action.EMPTY, Action.ABANDONED) and target is not None:
-            return _result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
+            return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
         raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
 
     def decide(self, checkpoint_id: int, *, recommit: bool = False) -> Decision:
@@ -502,7 +430,7 @@ class GlobalCommitter:
             raise CheckpointCommittedError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
         if decision.action is Action.ROLLED_BACK and state.status == COMMITTED:
             # another tool's rollback, not recorded yet: record it, as a commit attempt would
-            self._store.mark_rolled_back(self._table_name, [(self.job_id, checkpoint_id)])
+            self._recorder.rolled_back(checkpoint_id)
         who = by or _current_user()
         if not self._store.abandon(self.job_id, self._table_name, checkpoint_id, reason=reason, by=who):
             raise CheckpointCommittedError(self.job_id, checkpoint_id, None, self._table_name)
@@ -593,16 +521,16 @@ class GlobalCommitter:
         files = int(summary.get(ancestry.FILES) or 0) if summary else 0
         size = int(summary.get(ancestry.BYTES) or 0) if summary else 0
         return CommitResult(
-            self.job_id,
-            self._table_name,
-            checkpoint_id,
-            "already-committed",
-            snapshot.snapshot_id,
-            records,
-            files,
-            size,
-            0,
-            0,
+            job_id=self.job_id,
+            table=self._table_name,
+            checkpoint_id=checkpoint_id,
+            status="already-committed",
+            snapshot_id=snapshot.snapshot_id,
+            records=records,
+            files=files,
+            bytes=size,
+            attempts=0,
+            retries=0,
         )
 
     def _commit_prepared(self, state: CheckpointState, *, recommit: bool = False) -> CommitResult:
@@ -616,7 +544,7 @@ class GlobalCommitter:
             table = self.load_table()
             first = self._decide(checkpoint_id, state, table, recommit=recommit)
         if first.action is Action.ROLLED_BACK:
-            self._store.mark_rolled_back(self._table_name, [(self.job_id, checkpoint_id)])
+            self._recorder.rolled_back(checkpoint_id)
             logger.warning(
                 "checkpoint %d of job %s was prepared and had landed, but %s: recorded as rolled back, "
                 "not committed again",
@@ -624,19 +552,11 @@ class GlobalCommitter:
                 self.job_id,
                 first.reason,
             )
-            return _result_from_state(state, "rolled-back", snapshot_id=first.snapshot_id)
+            return result_from_state(state, "rolled-back", snapshot_id=first.snapshot_id)
         if state.manifest_path is None:
-            self._store.mark_committed(
-                self.job_id,
-                self._table_name,
-                checkpoint_id,
-                snapshot_id=None,
-                attempts=0,
-                retries=0,
-                counters=PublishCounters(),
-            )
+            self._recorder.empty(checkpoint_id)
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
-            return _result_from_state(state, "empty")
+            return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         summary = self._summary(state)
@@ -685,7 +605,7 @@ class GlobalCommitter:
             committed=0 if landed_before else files,
             skipped=files if landed_before else 0,
         )
-        recorded = self._record_committed(
+        recorded = self._recorder.committed(
             checkpoint_id, snapshot_id, attempts=attempts, retries=retries, counters=counters, recommit=recommit
         )
         if recorded.status == ROLLED_BACK:
@@ -695,7 +615,7 @@ class GlobalCommitter:
                 checkpoint_id,
                 self.job_id,
             )
-            return _result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
+            return result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
         self._completion.publish((self._latest or table).metadata)
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
@@ -712,55 +632,7 @@ class GlobalCommitter:
             counters.skipped,
             counters.missing,
         )
-        return CommitResult(
-            self.job_id,
-            self._table_name,
-            checkpoint_id,
-            status,
-            snapshot_id,
-            state.records,
-            state.files,
-            state.bytes,
-            attempts,
-            retries,
-        )
-
-    def _record_committed(
-        self,
-        checkpoint_id: int,
-        snapshot_id: int | None,
-        *,
-        attempts: int,
-        retries: int,
-        counters: PublishCounters,
-        recommit: bool,
-    ) -> CheckpointState:
-        """Mark the checkpoint committed, unless a rollback recorded it as removed while it
-        was being committed and the branch does not hold it (the rollback came last)."""
-
-        def mark(from_rolled_back: bool) -> CheckpointState:
-            return self._store.mark_committed(
-                self.job_id,
-                self._table_name,
-                checkpoint_id,
-                snapshot_id=snapshot_id,
-                attempts=attempts,
-                retries=retries,
-                counters=counters,
-                samples=self._committed_samples(checkpoint_id),
-                from_rolled_back=from_rolled_back,
-            )
-
-        recorded = mark(recommit)
-        if recorded.status == ROLLED_BACK:
-            fresh = self.load_table().metadata
-            if ancestry.find_checkpoint(fresh, self.job_id, checkpoint_id, self.branch) is not None:
-                recorded = mark(True)  # this append landed after the rollback
-        return recorded
-
-    def _committed_samples(self, checkpoint_id: int) -> list[MetricSample]:
-        written = self._store.window_totals(self.job_id, self._table_name, checkpoint_id, WRITTEN)
-        return [MetricSample(STAGE_COMMITTED, window, records) for window, records in written.items()]
+        return result_from_state(state, status, snapshot_id=snapshot_id, attempts=attempts, retries=retries)
 
     def declare_source(self, checkpoint_id: int, counts: Mapping[datetime | None, int]) -> None:
         """Record source counts the caller knows (a Kafka offset range, a file's line count)
@@ -824,24 +696,18 @@ class GlobalCommitter:
             )
 
     def _summary(self, state: CheckpointState) -> dict[str, str]:
-        summary = {
-            ancestry.JOB_ID: self.job_id,
-            ancestry.CHECKPOINT_ID: str(state.checkpoint_id),
-            ancestry.RECORDS: str(state.records),
-            ancestry.FILES: str(state.files),
-            ancestry.BYTES: str(state.bytes),
-        }
-        if state.max_event_time_us is not None:
-            summary[ancestry.MAX_EVENT_TIME] = str(state.max_event_time_us)
-        watermark = self._completion.store.watermark_through(self.job_id, self._table_name, state.checkpoint_id)
-        if watermark is not None:
-            summary[ancestry.WATERMARK] = str(watermark)
-        late = self._completion.store.late_records_in(self.job_id, self._table_name, state.checkpoint_id)
-        if late:
-            summary[ancestry.LATE_RECORDS] = str(late)
-        if self._recovered_by is not None:
-            summary[ancestry.RECOVERED_BY] = self._recovered_by
-        return summary
+        store = self._completion.store
+        return ancestry.snapshot_summary(
+            job_id=self.job_id,
+            checkpoint_id=state.checkpoint_id,
+            records=state.records,
+            files=state.files,
+            bytes_=state.bytes,
+            max_event_time_us=state.max_event_time_us,
+            watermark_us=store.watermark_through(self.job_id, self._table_name, state.checkpoint_id),
+            late_records=store.late_records_in(self.job_id, self._table_name, state.checkpoint_id),
+            recovered_by=self._recovered_by,
+        )
 
     def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
         """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
@@ -873,21 +739,6 @@ class GlobalCommitter:
             raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
         self._latest = Table(table.name(), single.metadata, single.metadata_location, table.io, self._catalog)
         return found.snapshot_id
-
-
-def _result_from_state(state: CheckpointState, status: CommitStatus, *, snapshot_id: int | None = None) -> CommitResult:
-    return CommitResult(
-        state.job_id,
-        state.table_name,
-        state.checkpoint_id,
-        status,
-        snapshot_id if snapshot_id is not None else state.snapshot_id,
-        state.records,
-        state.files,
-        state.bytes,
-        0,
-        0,
-    )
 
 
 def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: TableView) -> bool:

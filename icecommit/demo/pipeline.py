@@ -9,7 +9,7 @@ from pyiceberg.catalog import Catalog
 
 from icecommit.catalog.inspect import list_snapshots
 from icecommit.catalog.tables import create_table
-from icecommit.committer.committer import CommitResult
+from icecommit.committer.results import CommitResult
 from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
 from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
 from icecommit.pipeline import write

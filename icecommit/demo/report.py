@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from icecommit.catalog.inspect import SnapshotInfo
-from icecommit.committer.committer import CommitResult
+from icecommit.committer.results import CommitResult
 
 DEMO_TABLE = "demo.clickstream"
 DEMO_JOB = "clickstream-demo"
