@@ -18,11 +18,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
 
 from icecommit.eventtime import event_time_field_id
+from icecommit.tableprops import LATENESS_PROPERTY
 from icecommit.timeparse import parse_duration
-
-#: Table property: how long after a partition's end its late records are still expected
-#: before it is published complete (a duration such as ``0s``, ``15m``, ``2h``, ``1d``).
-LATENESS_PROPERTY = "icecommit.partition-lateness"
 
 _HOUR_US = 3_600_000_000
 _DAY_US = 24 * _HOUR_US

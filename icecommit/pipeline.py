@@ -24,6 +24,7 @@ from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
 from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.tableprops import check_table_properties
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 
@@ -195,6 +196,7 @@ def write(
     if route_by is not None or dead_letter is not None:
         raise ValueError("route_by= and dead_letter= need a mapping of routing values to tables")
     committer = GlobalCommitter(catalog, table, job_id=job_id, branch=branch, completeness=completeness)
+    check_table_properties(committer.load_table().metadata)  # before any Spark job
     committer.recover()
     settled = _settled(committer, checkpoint_id, recommit)
     if settled is not None:
@@ -247,6 +249,7 @@ def _write_routed(
         name = table_name(target)
         if name not in tables:
             tables[name] = catalog.load_table(name)
+            check_table_properties(tables[name].metadata)  # before any Spark job
     check_routed_frame(df, tables, route_by)
     dead_name = None
     if dead_letter is not None:

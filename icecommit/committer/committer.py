@@ -61,6 +61,7 @@ from icecommit.state.database import state_engine, state_uri
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.tableprops import check_table_properties
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +158,11 @@ class GlobalCommitter:
         Raises:
             SchemaMismatchError, ValidationError: as :meth:`prepare`.
         """
+        metadata = self.load_table().metadata
+        check_table_properties(metadata)
         validate_results(
             results,
-            metadata=self.load_table().metadata,
+            metadata=metadata,
             job_id=self.job_id,
             checkpoint_id=checkpoint_id,
             table_name=self._table_name,
@@ -176,9 +179,9 @@ class GlobalCommitter:
                 already prepared with different files.
         """
         checked_checkpoint_id(checkpoint_id)
-        table = self._claim(self.load_table())
-        if self._retry_policy is None:  # a table property it cannot parse fails here, not after the stage
-            RetryPolicy.from_properties(table.metadata.properties)
+        loaded = self.load_table()
+        check_table_properties(loaded.metadata)  # a property it cannot use fails here, before anything
+        table = self._claim(loaded)
         validated = validate_results(
             results,
             metadata=table.metadata,

@@ -20,7 +20,7 @@ from tenacity import (
 )
 
 from icecommit.committer.attempt import AttemptNotSentError
-from icecommit.errors import InvalidArgumentError
+from icecommit.tableprops import whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +63,7 @@ class RetryPolicy:
         """The policy of a table's ``commit.retry.*`` properties (Iceberg defaults otherwise)."""
 
         def number(key: str, default: int) -> int:
-            value = properties.get(key)
-            if value is None:
-                return default
-            if not value.strip().isdigit():
-                raise InvalidArgumentError(f"table property {key}", value, "a non-negative whole number")
-            return int(value)
+            return whole_number(dict(properties), key, default)
 
         return cls(
             max_attempts=number(TableProperties.COMMIT_NUM_RETRIES, 4) + 1,

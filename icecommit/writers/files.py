@@ -45,6 +45,7 @@ from icecommit.datafiles import (
     WriteResult,
 )
 from icecommit.eventtime import event_time_field_id
+from icecommit.tableprops import whole_number
 from icecommit.writers.partitions import partition_columns, to_partition_value
 from icecommit.writers.windows import minute_counts
 
@@ -72,8 +73,8 @@ def data_file_name(job_id: str | None, checkpoint_id: int, task_id: int, attempt
 
 def target_file_size(metadata: TableMetadata) -> int:
     """``write.target-file-size-bytes`` of the table (512 MiB when unset)."""
-    value = metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
-    return int(value) if value else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+    default = TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+    return whole_number(dict(metadata.properties), TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, default)
 
 
 @dataclass
