@@ -364,6 +364,24 @@ class JobNotFoundError(IcecommitError):
         super().__init__(f"no checkpoints for job {job_id!r} in table {table}; known jobs: {known}")
 
 
+class StagingError(IcecommitError):
+    """Storage failed while a checkpoint's manifest was being staged (a full disk, a lost
+    connection); nothing was recorded, so preparing again is safe. The original error is
+    ``__cause__``.
+
+    Attributes:
+        checkpoint_id / path: the checkpoint and the staged manifest being written.
+    """
+
+    def __init__(self, checkpoint_id: int, path: str, cause: BaseException) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.path = path
+        super().__init__(
+            f"checkpoint {checkpoint_id}: staging {path} failed ({type(cause).__name__}: {cause}); "
+            "nothing was recorded: prepare it again once storage is back"
+        )
+
+
 class StateDatabaseError(IcecommitError):
     """icecommit's state database cannot be used for what was asked; nothing was changed.
 
@@ -443,6 +461,7 @@ __all__ = [
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "StagedManifestError",
+    "StagingError",
     "StateDatabaseError",
     "StateDatabaseMismatchError",
     "StateDatabaseUnavailableError",

@@ -42,6 +42,7 @@ from icecommit.errors import (
     CommitStateUnknownError,
     DataFileMissingError,
     StagedManifestError,
+    StagingError,
     ValidationError,
 )
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
@@ -57,7 +58,7 @@ from icecommit.state.checkpoints import (
     MetricSample,
     PublishCounters,
 )
-from icecommit.state.database import state_engine, state_uri
+from icecommit.state.database import state_engine, state_errors, state_uri
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
@@ -200,23 +201,27 @@ class GlobalCommitter:
         manifest_path = None
         if validated.data_files:
             manifest_path = staged_manifest_path(table, self.job_id, checkpoint_id)
-            write_staged_manifest(table, manifest_path, validated.data_files)
+            try:
+                write_staged_manifest(table, manifest_path, validated.data_files)
+            except OSError as e:  # a full disk, a lost connection: nothing recorded yet
+                raise StagingError(checkpoint_id, manifest_path, e) from e
         self._fault("after-stage", checkpoint_id)
-        state, inserted = self._store.insert_prepared(
-            job_id=self.job_id,
-            table_name=self._table_name,
-            checkpoint_id=checkpoint_id,
-            manifest_path=manifest_path,
-            files_digest=validated.digest,
-            source_records=validated.source_records,
-            records=validated.records,
-            files=len(validated.data_files),
-            bytes_=validated.bytes,
-            max_event_time_us=validated.max_event_time_us,
-            tasks=[(r.task_id, r.attempt) for r in results],
-            samples=prepare_samples(results),
-            partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
-        )
+        with state_errors(self._store, "nothing was recorded: prepare it again"):
+            state, inserted = self._store.insert_prepared(
+                job_id=self.job_id,
+                table_name=self._table_name,
+                checkpoint_id=checkpoint_id,
+                manifest_path=manifest_path,
+                files_digest=validated.digest,
+                source_records=validated.source_records,
+                records=validated.records,
+                files=len(validated.data_files),
+                bytes_=validated.bytes,
+                max_event_time_us=validated.max_event_time_us,
+                tasks=[(r.task_id, r.attempt) for r in results],
+                samples=prepare_samples(results),
+                partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
+            )
         if not inserted:
             return self._same_or_error(state, validated.digest, len(validated.data_files))
         logger.info(
@@ -608,9 +613,14 @@ class GlobalCommitter:
             committed=0 if landed_before else files,
             skipped=files if landed_before else 0,
         )
-        recorded = self._recorder.committed(
-            checkpoint_id, snapshot_id, attempts=attempts, retries=retries, counters=counters, recommit=recommit
-        )
+        with state_errors(
+            self._store,
+            f"checkpoint {checkpoint_id} is in the table (snapshot {snapshot_id}) but not recorded: "
+            "recover() records it, and nothing is committed twice",
+        ):
+            recorded = self._recorder.committed(
+                checkpoint_id, snapshot_id, attempts=attempts, retries=retries, counters=counters, recommit=recommit
+            )
         if recorded.status == ROLLED_BACK:
             logger.warning(
                 "checkpoint %d of job %s landed, but a rollback removed it before its state was recorded; "

@@ -6,6 +6,8 @@ import os
 import threading
 import uuid
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from pyiceberg.catalog import Catalog
@@ -85,6 +87,19 @@ def state_engine(uri: str) -> Engine:
             raise
         _engines[uri] = engine
         return engine
+
+
+@contextmanager
+def state_errors(store_or_engine: object, then: str) -> Iterator[None]:
+    """Turn a database error of the state into :class:`StateDatabaseUnavailableError`
+    saying what it means for the caller (``then``), the original as ``__cause__``."""
+    try:
+        yield
+    except SQLAlchemyError as e:
+        engine = getattr(store_or_engine, "engine", store_or_engine)
+        shown = shown_uri(engine) if isinstance(engine, Engine) else "the state database"
+        first = (str(e).splitlines() or [""])[0]
+        raise StateDatabaseUnavailableError(shown, f"failed: {type(e).__name__}: {first}; {then}") from e
 
 
 def state_identity(engine: Engine) -> str:
