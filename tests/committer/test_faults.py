@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,10 +24,17 @@ from icecommit.catalog import apply_expire, find_orphans, plan_expire
 from icecommit.committer import RetryPolicy
 from icecommit.errors import StagingError, StateDatabaseUnavailableError
 from icecommit.state import CheckpointStore
-from tests.committer.test_committer import ScriptedCatalog, scripted  # noqa: F401  (the fixture)
+from tests.committer.test_committer import ScriptedCatalog
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=30, min_wait_s=0.001, max_wait_s=0.01)
+
+
+@pytest.fixture
+def scripted_catalog(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
+    scripted = ScriptedCatalog(catalog.name, **catalog.properties)
+    yield scripted
+    scripted.engine.dispose()
 
 
 def _name(catalog: SqlCatalog) -> str:
@@ -106,8 +114,9 @@ def test_the_state_database_failing_after_the_commit_landed(
 
 
 def test_the_ancestry_read_failing_after_a_lost_response(
-    scripted: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    scripted = scripted_catalog
     name = _name(scripted)
     committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
     committer.prepare(1, _results(committer, 1))
