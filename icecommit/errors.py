@@ -115,6 +115,23 @@ class TableSpecError(IcecommitError):
         super().__init__(f"table {table}: {reason}")
 
 
+class NotAnAncestorError(TableSpecError):
+    """A rollback target that is not an ancestor of the current snapshot (making it
+    current would also hide what only the current branch holds); nothing changed.
+
+    Attributes:
+        table / snapshot_id: the table and the target snapshot.
+    """
+
+    def __init__(self, table: str, snapshot_id: int) -> None:
+        self.snapshot_id = snapshot_id
+        super().__init__(
+            table,
+            f"snapshot {snapshot_id} is not an ancestor of the current snapshot "
+            "(pass allow_non_ancestor=True to make it current anyway)",
+        )
+
+
 class CheckpointRolledBackError(IcecommitError):
     """A checkpoint was committed, then a rollback removed its snapshot from the branch.
 
@@ -458,6 +475,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidRangeError",
     "JobNotFoundError",
+    "NotAnAncestorError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "StagedManifestError",

@@ -17,7 +17,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
-from icecommit.errors import SnapshotNotFoundError, TableSpecError
+from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
 from icecommit.identifiers import table_name
 from icecommit.state.identity import table_state
 
@@ -88,7 +88,7 @@ def _select(
         raise SnapshotNotFoundError(name, f"committed at or before {to_timestamp.isoformat()}")
     if to_checkpoint is not None:
         if not job_id:
-            raise ValueError("--to-checkpoint needs --job")
+            raise InvalidArgumentError("job_id", job_id, "the job whose checkpoint to_checkpoint names")
         found = ancestry.find_checkpoint(table.metadata, job_id, to_checkpoint, branch)
         if found is None:
             raise SnapshotNotFoundError(name, f"committing checkpoint {to_checkpoint} of job {job_id}")
@@ -138,9 +138,7 @@ def plan_rollback(
     ids = [s.snapshot_id for s in lineage]
     is_ancestor = target.snapshot_id in ids
     if not is_ancestor and not allow_non_ancestor:
-        raise TableSpecError(
-            name, f"snapshot {target.snapshot_id} is not an ancestor of the current snapshot (use --allow-non-ancestor)"
-        )
+        raise NotAnAncestorError(name, target.snapshot_id)
     restored: tuple[tuple[str, int], ...] = ()
     if is_ancestor:
         hidden = lineage[: ids.index(target.snapshot_id)]

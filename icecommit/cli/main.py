@@ -25,7 +25,7 @@ from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expir
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
 from icecommit.committer.results import CommitResult
-from icecommit.errors import CommitStateUnknownError, IcecommitError
+from icecommit.errors import CommitStateUnknownError, IcecommitError, NotAnAncestorError, TableSpecError
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.state import dispose_state_engines, state_engine, state_uri
@@ -351,12 +351,21 @@ def rollback(
       icecommit rollback demo.clickstream --to-event-time 2026-11-20T12:00:00Z --yes
     """
 
+    if to_checkpoint is not None and not job:
+        raise click.UsageError("--to-checkpoint needs --job (the job whose checkpoint it is)")
+
     def action() -> None:
         catalog = ctx.catalog()
-        plan = plan_rollback(
-            catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
-            job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor,
-        )  # fmt: skip
+        try:
+            plan = plan_rollback(
+                catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
+                job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor,
+            )  # fmt: skip
+        except NotAnAncestorError as e:
+            raise TableSpecError(
+                e.table,
+                f"snapshot {e.snapshot_id} is not an ancestor of the current snapshot (add --allow-non-ancestor)",
+            ) from e
         if dry_run:
             ctx.output.rollback(plan)
             return

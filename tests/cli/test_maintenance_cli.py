@@ -17,8 +17,10 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
+from icecommit.catalog import plan_rollback
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from icecommit.committer import committed_checkpoints
+from icecommit.errors import InvalidArgumentError, NotAnAncestorError
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
 from tests.helpers import EVENTS_SCHEMA, DistinctMillis, events, write_arrow
@@ -132,6 +134,17 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
 
     not_ancestor = run(home, "rollback", TABLE, "--to-snapshot", str(third), "--yes")
     assert not_ancestor.returncode == 2 and "not an ancestor" in not_ancestor.stderr
+    assert "--allow-non-ancestor" in not_ancestor.stderr and "allow_non_ancestor=" not in not_ancestor.stderr
+    # the Python API names its parameter, not the flag
+    with pytest.raises(NotAnAncestorError) as raised:
+        plan_rollback(catalog_of(home), TABLE, to_snapshot=third)
+    assert raised.value.snapshot_id == third and "allow_non_ancestor=True" in str(raised.value)
+    assert "--" not in str(raised.value)
+    with pytest.raises(InvalidArgumentError) as no_job:
+        plan_rollback(catalog_of(home), TABLE, to_checkpoint=2)
+    assert no_job.value.argument == "job_id"
+    needs_job = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--yes")
+    assert needs_job.returncode == 2 and "--to-checkpoint needs --job" in needs_job.stderr
     assert rows(home) == 40
     forward = js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")
     assert forward["applied"] and sorted(map(tuple, forward["restored_checkpoints"])) == [("job", 2), ("job", 3)]
