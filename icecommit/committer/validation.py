@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.types import NestedField, StructType
 
 from icecommit.datafiles import DataFileRecord, WriteResult
 from icecommit.errors import DataFileMissingError, SchemaMismatchError, ValidationError
@@ -64,7 +65,7 @@ def validate_results(
     seen_paths: set[str] = set()
     spec = metadata.spec()
     field_ids = set(metadata.schema()._lazy_id_to_field.keys())
-    required_ids = {f.field_id for f in metadata.schema().fields if f.required}
+    required_ids = _required_leaves(metadata.schema().fields)
     for result in results:
         if (result.job_id is not None and result.job_id != job_id) or result.checkpoint_id != checkpoint_id:
             raise ValidationError(
@@ -143,6 +144,20 @@ def _validate_file(
         raise ValidationError(
             f"data file {data_file.path} has impossible counts", checkpoint_id=checkpoint_id, path=data_file.path
         )
+
+
+def _required_leaves(fields: Sequence[NestedField]) -> set[int]:
+    """Ids of the leaf columns every data file must have: required primitive fields, and the
+    required leaves of required structs (a struct itself is no column of the file)."""
+    ids: set[int] = set()
+    for f in fields:
+        if not f.required:
+            continue
+        if isinstance(f.field_type, StructType):
+            ids |= _required_leaves(f.field_type.fields)
+        elif f.field_type.is_primitive:
+            ids.add(f.field_id)
+    return ids
 
 
 def size_mismatches(files: Sequence[tuple[str, int]], io: FileIO, *, threads: int = 8) -> list[tuple[str, int | None]]:

@@ -13,7 +13,7 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -35,7 +35,7 @@ from pyiceberg.table import TableProperties
 from pyiceberg.table.locations import LocationProvider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
-from pyiceberg.types import DoubleType, FloatType
+from pyiceberg.types import DoubleType, FloatType, NestedField, StructType
 
 from icecommit.datafiles import (
     DataFileRecord,
@@ -75,6 +75,33 @@ def target_file_size(metadata: TableMetadata) -> int:
     """``write.target-file-size-bytes`` of the table (512 MiB when unset)."""
     default = TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
     return whole_number(dict(metadata.properties), TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, default)
+
+
+def _required_struct_paths(fields: Sequence[NestedField], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths of required fields inside structs (a top-level field is checked by name)."""
+    paths = []
+    for f in fields:
+        path = (*prefix, f.name)
+        if f.required and prefix:
+            paths.append(path)
+        if isinstance(f.field_type, StructType):
+            paths.extend(_required_struct_paths(f.field_type.fields, path))
+    return paths
+
+
+def _nulls_under_present_parents(column: pa.ChunkedArray, path: tuple[str, ...]) -> int:
+    """Nulls of the field at ``path`` inside a struct column where every parent is present
+    (a field of an absent optional struct is not a null of its own)."""
+    nulls = 0
+    for chunk in column.chunks:
+        present = pc.is_valid(chunk)
+        array = chunk
+        for name in path:
+            array = array.field(name)  # the child without its parent's validity
+            if name != path[-1]:
+                present = pc.and_(present, pc.is_valid(array))
+        nulls += pc.sum(pc.and_(present, pc.is_null(array))).as_py() or 0
+    return nulls
 
 
 @dataclass
@@ -141,6 +168,7 @@ class TaskFileWriter:
             (f.name, f.field_id) for f in self._schema.fields if isinstance(f.field_type, (FloatType, DoubleType))
         ]
         self._required = [f.name for f in self._schema.fields if f.required]
+        self._required_nested = _required_struct_paths(self._schema.fields)
         self._event_time = event_time_field_id(metadata)
         self._event_time_name = (
             self._schema.find_column_name(self._event_time) if self._event_time is not None else None
@@ -220,6 +248,11 @@ class TaskFileWriter:
             nulls = table.column(name).null_count
             if nulls:
                 self._violations[name] = self._violations.get(name, 0) + nulls
+        for path in self._required_nested:
+            nulls = _nulls_under_present_parents(table.column(path[0]), path[1:])
+            if nulls:
+                dotted = ".".join(path)
+                self._violations[dotted] = self._violations.get(dotted, 0) + nulls
         return bool(self._violations)
 
     # -- buffering and files ------------------------------------------------------------

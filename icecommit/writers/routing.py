@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from icecommit.datafiles import WriteResult
 from icecommit.errors import SchemaMismatchError
-from icecommit.writers.schema import aligned_columns
+from icecommit.writers.schema import aligned_columns, quoted
 from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
 
 logger = logging.getLogger(__name__)
@@ -103,13 +103,15 @@ class RoutedSparkWriter:
         routed = {name: t for name, t in self._tables.items() if name != self._dead_letter}
         check_routed_frame(df, routed, self._route_by)
         shared = {self._route_by} | {c for t in routed.values() for c in t.schema().column_names}
-        columns = [F.col(f"`{self._route_by}`").cast("string").alias(ROUTE_COLUMN)]
+        columns = [F.col(quoted(self._route_by)).cast("string").alias(ROUTE_COLUMN)]
         names: dict[str, list[str]] = {}
         for i, (name, table) in enumerate(self._tables.items()):
             # the dead-letter table keeps what it has columns for and ignores the rest
             ignore = df.columns if name == self._dead_letter else shared
             aligned = aligned_columns(df, table.schema(), name, ignore=ignore)
-            names[name] = [f"__t{i}__{f.name}" for f in table.schema().fields]
+            # transport names by position: mapInArrow parses names, and a table's own may hold
+            # a backtick or a dot; the task gives each table its names back
+            names[name] = [f"__t{i}__{j}" for j in range(len(table.schema().fields))]
             columns.extend(c.alias(alias) for c, alias in zip(aligned, names[name], strict=True))
         return columns, names
 
@@ -126,6 +128,7 @@ class RoutedSparkWriter:
         """
         columns, names = self._projection(df)
         projected = df.select(*columns)
+        plain = {name: [f.name for f in table.schema().fields] for name, table in self._tables.items()}
         wanted = set(self._tables) if targets is None else set(targets)
         specs = {name: ShippedTable.of(table) for name, table in self._tables.items() if name in wanted}
         keys_by_table: dict[str, list[str]] = {}
@@ -153,8 +156,7 @@ class RoutedSparkWriter:
                     skipped[name] += rows.num_rows
                     return
                 wanted_columns = [rows.column(c) for c in names[name]]
-                plain = [c.split("__", 2)[2] for c in names[name]]
-                writer.add(pa.RecordBatch.from_arrays(wanted_columns, names=plain))
+                writer.add(pa.RecordBatch.from_arrays(wanted_columns, names=plain[name]))
 
             for batch in batches:
                 if batch.num_rows == 0:

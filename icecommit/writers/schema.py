@@ -59,22 +59,23 @@ def spark_type(iceberg_type: IcebergType, path: str, table: str) -> T.DataType:
             return spark
     if isinstance(iceberg_type, DecimalType):
         return T.DecimalType(iceberg_type.precision, iceberg_type.scale)
+    # Nested fields are carried as nullable: Spark cannot cast a nullable field to a NOT
+    # NULL one, so a required nested field would refuse every DataFrame. Its nulls are
+    # found by the task writer instead, which refuses them naming the field.
     if isinstance(iceberg_type, StructType):
         return T.StructType(
             [
-                T.StructField(f.name, spark_type(f.field_type, f"{path}.{f.name}", table), not f.required)
+                T.StructField(f.name, spark_type(f.field_type, f"{path}.{f.name}", table), True)
                 for f in iceberg_type.fields
             ]
         )
     if isinstance(iceberg_type, ListType):
-        return T.ArrayType(
-            spark_type(iceberg_type.element_type, f"{path}.element", table), not iceberg_type.element_required
-        )
+        return T.ArrayType(spark_type(iceberg_type.element_type, f"{path}.element", table), True)
     if isinstance(iceberg_type, MapType):
         return T.MapType(
             spark_type(iceberg_type.key_type, f"{path}.key", table),
             spark_type(iceberg_type.value_type, f"{path}.value", table),
-            not iceberg_type.value_required,
+            True,
         )
     raise SchemaMismatchError(path, f"Iceberg type {iceberg_type} is not supported by the Spark writer", table=table)
 
@@ -162,6 +163,12 @@ def _check_struct(source: T.StructType, targets: tuple[NestedField, ...], path: 
         _check(by_name[target.name].dataType, target.field_type, field_path, table)
 
 
+def quoted(name: str) -> str:
+    """A column name as Spark parses it literally: in backticks, a backtick doubled (so
+    ``a.b``, ``with space`` and ``x`y`` are names, not paths or syntax)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def align_to_schema(df: DataFrame, schema: Schema, table: str) -> DataFrame:
     """Project ``df`` onto the table's columns, in order, with the exact Spark types.
 
@@ -200,7 +207,7 @@ def aligned_columns(df: DataFrame, schema: Schema, table: str, *, ignore: Collec
             columns.append(F.lit(None).cast(wanted).alias(target.name))
             continue
         _check(source.dataType, target.field_type, target.name, table)
-        column = F.col(f"`{target.name}`")
+        column = F.col(quoted(target.name))
         if source.dataType != wanted:
             column = column.cast(wanted)
         columns.append(column.alias(target.name))

@@ -123,6 +123,10 @@ class SparkWriter:
             SchemaMismatchError: the DataFrame does not fit the table (before any task runs).
         """
         aligned = self.prepare_frame(df)
+        # transport names by position: mapInArrow parses column names, and a table's own may
+        # hold a backtick; each task gives the columns their names back
+        names = list(aligned.columns)
+        transport = aligned.toDF(*[f"_c{i}" for i in range(len(names))])
         shipped = ShippedTable.of(self._table)
         job_id = self._job_id
         target_size = self._target_file_size
@@ -133,12 +137,12 @@ class SparkWriter:
             writer = shipped.file_writer(
                 job_id=job_id, checkpoint_id=checkpoint_id, attempt=attempt, target_size=target_size
             )
-            result = writer.write_batches(batches)
+            result = writer.write_batches(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)
             if hook is not None:
                 hook(attempt, result)
             yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
 
-        rows = aligned.mapInArrow(write_task, "result string").collect()
+        rows = transport.mapInArrow(write_task, "result string").collect()
         results = [WriteResult.from_json(row["result"]) for row in rows]
         logger.info(
             "checkpoint %d: %d task(s) wrote %d records in %d files",

@@ -151,3 +151,49 @@ def test_crossing_timestamp_kinds_is_refused_with_a_hint(spark: SparkSession, sq
     with pytest.raises(ic.SchemaMismatchError, match="cast it to TIMESTAMP \\(an instant\\) first"):
         ic.write(base.withColumn("instant", F.col("wall")), table, catalog=sqlite_catalog, job_id="t", checkpoint_id=1)
     assert sqlite_catalog.load_table("ns.times").current_snapshot() is None
+
+
+ODD = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("a.b", pa.string()),
+        pa.field("with space", pa.string()),
+        pa.field("x`y", pa.int32()),
+        pa.field("ünï-côdé", pa.string()),
+        pa.field(
+            "point",
+            pa.struct([pa.field("x", pa.float64(), nullable=False), pa.field("label", pa.string())]),
+            nullable=False,
+        ),
+    ]
+)
+
+
+def test_column_names_spark_would_parse_and_required_nested_fields_are_written(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.odd", ODD)
+    rows = [
+        {"id": i, "a.b": f"ab{i}", "with space": f"s{i}", "x`y": i * 3, "ünï-côdé": "é" * (i % 3),
+         "point": {"x": i / 2, "label": None if i % 2 else f"p{i}"}}
+        for i in range(12)
+    ]  # fmt: skip
+    df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=ODD).to_pandas(), schema=None).repartition(2)
+    result = ic.write(df, table, catalog=sqlite_catalog, job_id="odd", checkpoint_id=1)
+    assert result.status == "committed" and result.records == 12
+    back = sqlite_catalog.load_table("ns.odd").scan().to_arrow().sort_by("id")
+    assert back.column_names == ODD.names
+    assert back.select(["id", "a.b", "with space", "x`y", "ünï-côdé"]).to_pylist() == [
+        {k: r[k] for k in ("id", "a.b", "with space", "x`y", "ünï-côdé")} for r in rows
+    ]
+    assert back.column("point").to_pylist() == [r["point"] for r in rows]
+    # a null in the required nested field is refused, naming it
+    bad = spark.createDataFrame(
+        [(99, None, None, None, None, (None, "z"))],
+        "id long, `a.b` string, `with space` string, `x``y` int, `ünï-côdé` string, "
+        "point struct<x:double,label:string>",
+    )
+    with pytest.raises(ic.SchemaMismatchError) as refused:
+        ic.write(bad, table, catalog=sqlite_catalog, job_id="odd", checkpoint_id=2)
+    assert refused.value.column.startswith("point")
+    assert sqlite_catalog.load_table("ns.odd").scan().to_arrow().num_rows == 12

@@ -128,3 +128,30 @@ def test_write_result_round_trips_through_json(sqlite_catalog: SqlCatalog) -> No
     result = write_arrow(table, events(0, 500), job_id="j", checkpoint_id=9)
     assert WriteResult.from_json(result.to_json()) == result
     assert isinstance(pa.scalar(result.to_json()), pa.StringScalar)
+
+
+def test_nulls_in_required_nested_fields_are_violations_only_where_the_parent_is_present(
+    sqlite_catalog: SqlCatalog,
+) -> None:
+    nested = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", pa.struct([pa.field("x", pa.float64(), nullable=False), pa.field("y", pa.string())])),
+        ]
+    )
+    table = ic.create_table(sqlite_catalog, "ns.nested", nested)
+    kind = nested.field("s").type
+    absent_parent = pa.table(
+        {"id": pa.array([1, 2], pa.int64()), "s": pa.array([None, {"x": 1.0, "y": None}], kind)}, schema=nested
+    )
+    result = write_arrow(table, absent_parent, job_id="j", checkpoint_id=1)
+    assert result.violations == () and result.records == 2
+    child_null = pa.table(
+        {
+            "id": pa.array([3, 4, 5], pa.int64()),
+            "s": pa.array([{"x": None, "y": "a"}, None, {"x": None, "y": None}], kind),
+        },
+        schema=nested,
+    )
+    refused = write_arrow(table, child_null, job_id="j", checkpoint_id=2)
+    assert [(v.column, v.null_count) for v in refused.violations] == [("s.x", 2)] and refused.data_files == ()
