@@ -187,6 +187,13 @@ def test_column_names_spark_would_parse_and_required_nested_fields_are_written(
         {k: r[k] for k in ("id", "a.b", "with space", "x`y", "ünï-côdé")} for r in rows
     ]
     assert back.column("point").to_pylist() == [r["point"] for r in rows]
+    # the routed writer too, routing by a column whose name has a space
+    ic.create_table(sqlite_catalog, "ns.odd2", ODD)
+    routes = {f"s{i}": "ns.odd2" for i in range(12)}
+    routed = ic.write(df, routes, route_by="with space", catalog=sqlite_catalog, job_id="odd-routed", checkpoint_id=1)
+    assert routed["ns.odd2"].records == 12
+    again = sqlite_catalog.load_table("ns.odd2").scan().to_arrow().sort_by("id")
+    assert again.to_pylist() == back.to_pylist()
     # a null in the required nested field is refused, naming it
     bad = spark.createDataFrame(
         [(99, None, None, None, None, (None, "z"))],
