@@ -271,6 +271,34 @@ class DataFileMissingError(ValidationError):
         )
 
 
+class PartitionSpecChangedError(ValidationError):
+    """A checkpoint prepared under an older partition spec than the table's current one:
+    icecommit cannot commit files of an older spec yet (pyiceberg writes every added file
+    under the current spec). Nothing was committed; abandon it and write its rows again.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        prepared_spec_id / current_spec_id: the spec its files were written for, and the table's.
+    """
+
+    def __init__(
+        self, job_id: str, checkpoint_id: int, table: str, prepared_spec_id: int, current_spec_id: int
+    ) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.prepared_spec_id = prepared_spec_id
+        self.current_spec_id = current_spec_id
+        super().__init__(
+            f"job {job_id} in table {table}: prepared under partition spec {prepared_spec_id}, and the table's "
+            f"spec is now {current_spec_id}; files of an older spec cannot be committed yet. Give it up with "
+            f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
+            "checkpoint id",
+            checkpoint_id=checkpoint_id,
+            expected=current_spec_id,
+            actual=prepared_spec_id,
+        )
+
+
 class StagedManifestError(ValidationError):
     """A prepared checkpoint's staged manifest cannot be read (missing or corrupt), so the
     checkpoint cannot commit; abandoning it lets the job go on.
@@ -476,6 +504,7 @@ __all__ = [
     "InvalidRangeError",
     "JobNotFoundError",
     "NotAnAncestorError",
+    "PartitionSpecChangedError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "StagedManifestError",

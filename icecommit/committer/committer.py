@@ -41,6 +41,7 @@ from icecommit.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     DataFileMissingError,
+    PartitionSpecChangedError,
     StagedManifestError,
     StagingError,
     ValidationError,
@@ -566,6 +567,11 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
             return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
+        older = {f.spec_id for f in data_files} - {table.spec().spec_id}
+        if older:
+            raise PartitionSpecChangedError(
+                self.job_id, checkpoint_id, self._table_name, min(older), table.spec().spec_id
+            )
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         summary = self._summary(state)
         attempts = 0

@@ -80,8 +80,52 @@ def write_staged_manifest(table: Table, path: str, records: Sequence[DataFileRec
             )
 
 
+def staged_spec_id(io: FileIO, path: str) -> int | None:
+    """The partition spec a staged manifest was written under (its Avro header's
+    ``partition-spec-id``), or None when the header does not say."""
+    with io.new_input(path).open() as stream:
+        head = stream.read(64 * 1024)
+    if head[:4] != b"Obj\x01":
+        return None
+    position = 4
+
+    def varint() -> int:
+        nonlocal position
+        shift = value = 0
+        while True:
+            byte = head[position]
+            position += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return (value >> 1) ^ -(value & 1)
+
+    def blob() -> bytes:
+        nonlocal position
+        size = varint()
+        position += size
+        return head[position - size : position]
+
+    try:
+        while (count := varint()) != 0:
+            if count < 0:
+                count = -count
+                varint()  # the block's size in bytes
+            for _ in range(count):
+                key, value = blob().decode(), blob()
+                if key == "partition-spec-id":
+                    return int(value.decode())
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def read_staged_manifest(io: FileIO, path: str, spec_id: int) -> list[DataFile]:
-    """The data files of a staged manifest."""
+    """The data files of a staged manifest (read under the spec it was written with, when
+    its header says; ``spec_id`` otherwise)."""
+    recorded = staged_spec_id(io, path)
+    if recorded is not None:
+        spec_id = recorded
     manifest = ManifestFile.from_args(
         manifest_path=path,
         manifest_length=len(io.new_input(path)),
