@@ -8,7 +8,9 @@ state update) and by another tool (pyiceberg's, deleting nothing), rollbacks by
 checkpoint (icecommit's; sometimes crashing between the table's change and the state's)
 and by another tool (pyiceberg's ``rollback_to_snapshot``), re-commits of rolled-back
 checkpoints, abandons, orphan sweeps with no age limit, and schema changes (a column
-added, widened from int to long).
+added, widened from int to long) and a partition spec change (a checkpoint prepared
+before it is refused by name and abandoned: committing files of an older spec is not
+supported yet).
 
 After every step an independent checker compares the table with the model (every accepted
 row once; rolled-back and abandoned rows absent; nothing else), checks each replay's answer
@@ -44,6 +46,7 @@ import psutil
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
+from pyiceberg.transforms import DayTransform
 from pyiceberg.types import IntegerType, LongType
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -53,6 +56,7 @@ from icecommit import ancestry
 from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.committer import RetryPolicy
 from icecommit.committer.committer import FAULT_POINTS
+from icecommit.errors import PartitionSpecChangedError
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -97,6 +101,8 @@ class Model:
     next_checkpoint: dict[str, int] = field(default_factory=lambda: dict.fromkeys(JOBS, 1))
     pending: dict[str, int | None] = field(default_factory=lambda: dict.fromkeys(JOBS))
     foreign: int = 0
+    spec: int = 0  # the table's partition spec id
+    prepared_under: dict[Key, int] = field(default_factory=dict)  # the spec a checkpoint's files were written for
 
     def expected(self) -> Counter[int]:
         return Counter(i for entry in self.lineage for i in entry.ids)
@@ -199,6 +205,7 @@ class Trial:
         self.model.next_checkpoint[job] += 1
         point = self.rng.choice(FAULT_POINTS) if self.rng.random() < 0.35 else None
         committer = self.committer(job, point, n)
+        self.model.prepared_under[(job, n)] = self.model.spec
         try:
             committer.prepare(n, self.results(committer, n))
             result = committer.commit(n)
@@ -225,10 +232,22 @@ class Trial:
         self.operations["replay"] += 1
         key = (job, n)
         committer = self.committer(job)
-        recovered = {r.checkpoint_id: r for r in committer.recover()}
         status = self.model.status[key]
+        if status == "prepared" and self.model.prepared_under[key] != self.model.spec:
+            # prepared before the spec changed: refused by name; the operator abandons it
+            try:
+                committer.recover()
+            except PartitionSpecChangedError as e:
+                _expect(e.checkpoint_id == n, f"spec refusal names {e.checkpoint_id}, not {n}")
+            else:
+                raise SoakFailure(f"{job}/{n}, prepared under an older spec, was not refused")
+            self.operations["abandon-after-spec-change"] += 1
+            committer.abandon(n, reason="partition spec changed", by="soak")
+            self.model.status[key] = status = "abandoned"
+        recovered = {r.checkpoint_id: r for r in committer.recover()}
         if status == "staged":  # never prepared: the job writes it again
             _expect(n not in recovered, f"{job}/{n} was never prepared, recover() committed it")
+            self.model.prepared_under[key] = self.model.spec
             committer.prepare(n, self.results(committer, n))
             result = committer.commit(n)
             _expect(result.status == "committed", f"replay of unprepared {job}/{n} returned {result.status}")
@@ -321,6 +340,12 @@ class Trial:
         if not eligible:
             return
         job, n = self.rng.choice(eligible)
+        if self.model.prepared_under[(job, n)] != self.model.spec:
+            try:
+                self.committer(job).recommit(n)
+            except PartitionSpecChangedError:
+                return  # stays rolled back: its files are of an older spec
+            raise SoakFailure(f"recommit of {job}/{n}, prepared under an older spec, was not refused")
         result = self.committer(job).recommit(n)
         _expect(result.status == "committed", f"recommit of {job}/{n} returned {result.status}")
         assert result.snapshot_id is not None
@@ -365,6 +390,13 @@ class Trial:
                 update.update_column("extra", LongType())
             self.extra = "long"
 
+    def op_spec(self) -> None:
+        if self.model.spec > 0:
+            return  # one partition spec change per table's life
+        with self.table().update_spec() as update:
+            update.add_field("ts", DayTransform(), "ts_day")
+        self.model.spec = self.table().spec().spec_id
+
     def op_restart(self) -> None:
         self.replay(self.rng.choice(JOBS))
 
@@ -379,6 +411,7 @@ class Trial:
         ("abandon", 5),
         ("orphans", 4),
         ("schema", 3),
+        ("spec", 2),
         ("restart", 7),
     )
 
