@@ -22,7 +22,7 @@ from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
-from icecommit.errors import SchemaMismatchError, UnroutedRecordsError, ValidationError
+from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.tableprops import check_table_properties
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
@@ -178,7 +178,9 @@ def write(
     catalog = catalog or connect()
     if isinstance(table, Mapping):
         if route_by is None:
-            raise ValueError("a mapping of tables needs route_by= (the column whose value picks the table)")
+            raise InvalidArgumentError(
+                "route_by", None, "the column whose value picks the table, with a mapping of tables"
+            )
         return _write_routed(
             df,
             table,
@@ -194,7 +196,9 @@ def write(
             completeness=completeness,
         )
     if route_by is not None or dead_letter is not None:
-        raise ValueError("route_by= and dead_letter= need a mapping of routing values to tables")
+        raise InvalidArgumentError(
+            "table", table_name(table), "a mapping of routing values to tables when route_by or dead_letter is given"
+        )
     committer = GlobalCommitter(catalog, table, job_id=job_id, branch=branch, completeness=completeness)
     check_table_properties(committer.load_table().metadata)  # before any Spark job
     committer.recover()
@@ -255,7 +259,7 @@ def _write_routed(
     if dead_letter is not None:
         dead_name = table_name(dead_letter)
         if dead_name in tables:
-            raise ValueError(f"the dead-letter table {dead_name} is also a route target")
+            raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
         tables[dead_name] = _dead_letter_table(catalog, dead_letter, df)
     committers = {
         name: GlobalCommitter(catalog, name, job_id=job_id, branch=branch, completeness=completeness) for name in tables

@@ -27,7 +27,7 @@ from icecommit.catalog.storage import (
     union_of_snapshots,
 )
 from icecommit.catalog.tables import resolve_table
-from icecommit.errors import TableSpecError
+from icecommit.errors import InvalidArgumentError, TableSpecError
 from icecommit.identifiers import table_name
 from icecommit.state.identity import table_state
 
@@ -90,7 +90,7 @@ def plan_expire(
     pins nothing.
     """
     if retain_last < 1:
-        raise ValueError("retain_last must be at least 1")
+        raise InvalidArgumentError("retain_last", retain_last, "a whole number of at least 1")
     name = table_name(table)
     loaded = resolve_table(catalog, table)
     table_state(catalog, loaded)  # the table's own state database, or refuse before planning

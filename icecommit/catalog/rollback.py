@@ -73,7 +73,11 @@ def _select(
 ) -> tuple[Snapshot, str]:
     chosen = [x is not None for x in (to_snapshot, to_timestamp, to_checkpoint, to_event_time)]
     if sum(chosen) != 1:
-        raise ValueError("give exactly one of to_snapshot, to_timestamp, to_checkpoint (with job_id), to_event_time")
+        raise InvalidArgumentError(
+            "to_snapshot/to_timestamp/to_checkpoint/to_event_time",
+            sum(chosen),
+            "exactly one of them given (to_checkpoint with job_id)",
+        )
     lineage = list(ancestry.branch_ancestry(table.metadata, branch))  # newest first
     if to_snapshot is not None:
         snapshot = table.metadata.snapshot_by_id(to_snapshot)

@@ -26,7 +26,7 @@ from pyiceberg.transforms import (
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from icecommit.catalog.storage import catalog_tables, keys_of
-from icecommit.errors import TableSpecError, UnsafeLocationError
+from icecommit.errors import InvalidArgumentError, TableSpecError, UnsafeLocationError
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.identity import state_properties
 
@@ -113,7 +113,7 @@ def to_iceberg_schema(schema: pa.Schema | Schema) -> Schema:
         return schema
     converted = visit_pyarrow(schema, _ConvertToIcebergWithoutIDs())
     if not isinstance(converted, Schema):
-        raise TypeError("expected a pyarrow schema")
+        raise InvalidArgumentError("schema", type(schema).__name__, "a pyarrow schema or a pyiceberg Schema")
     return assign_fresh_schema_ids(converted)
 
 

@@ -41,6 +41,7 @@ from icecommit.errors import (
     CommitConflictError,
     CommitStateUnknownError,
     DataFileMissingError,
+    InvalidArgumentError,
     PartitionSpecChangedError,
     StagedManifestError,
     StagingError,
@@ -428,7 +429,9 @@ class GlobalCommitter:
             ValueError: an empty reason.
         """
         if not reason.strip():
-            raise ValueError("abandon needs a reason (it is kept with the checkpoint and shown in reports)")
+            raise InvalidArgumentError(
+                "reason", reason, "a non-empty text (it is kept with the checkpoint and shown in reports)"
+            )
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if state is None:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)

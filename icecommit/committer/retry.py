@@ -20,6 +20,7 @@ from tenacity import (
 )
 
 from icecommit.committer.attempt import AttemptNotSentError
+from icecommit.errors import InvalidArgumentError
 from icecommit.tableprops import whole_number
 
 logger = logging.getLogger(__name__)
@@ -54,9 +55,13 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
+            raise InvalidArgumentError("max_attempts", self.max_attempts, "a whole number of at least 1")
         if self.max_seconds <= 0 or self.min_wait_s < 0 or self.max_wait_s < self.min_wait_s:
-            raise ValueError("retry times must be positive and max_wait_s >= min_wait_s")
+            raise InvalidArgumentError(
+                "max_seconds/min_wait_s/max_wait_s",
+                (self.max_seconds, self.min_wait_s, self.max_wait_s),
+                "max_seconds > 0, min_wait_s >= 0 and max_wait_s >= min_wait_s",
+            )
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> RetryPolicy:

@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from icecommit.datafiles import WriteResult
-from icecommit.errors import SchemaMismatchError
+from icecommit.errors import InvalidArgumentError, SchemaMismatchError
 from icecommit.writers.schema import aligned_columns, quoted
 from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
 
@@ -89,7 +89,7 @@ class RoutedSparkWriter:
         if dead_letter is not None and dead_letter not in tables:
             unknown.append(dead_letter)
         if unknown:
-            raise ValueError(f"routes name tables that were not given: {', '.join(unknown)}")
+            raise InvalidArgumentError("routes", unknown, "tables among those given")
         self._tables = dict(tables)
         self._routes = {route_key(k): v for k, v in routes.items()}
         self._route_by = route_by

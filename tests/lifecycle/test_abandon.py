@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, inspect, text
 
 import icecommit as ic
 from icecommit.catalog import find_orphans
-from icecommit.errors import CheckpointCommittedError
+from icecommit.errors import CheckpointCommittedError, InvalidArgumentError
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.models import SCHEMA_VERSION
@@ -89,8 +89,9 @@ def test_abandon_refuses_what_the_table_holds(catalog: SqlCatalog) -> None:
     assert committed.store.get("A", committed.table_name, 2).status == "prepared"  # type: ignore[union-attr]
     with pytest.raises(ic.CheckpointNotFoundError):
         committed.abandon(9, reason="never prepared")
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError) as empty_reason:
         committed.abandon(2, reason="  ")
+    assert empty_reason.value.argument == "reason"
 
 
 def test_a_checkpoint_prepared_too_long_ago_is_reported_stuck_whatever_the_range(catalog: SqlCatalog) -> None:

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
-from icecommit.errors import SchemaMismatchError, UnroutedRecordsError
+from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError
 from icecommit.writers.routing import RoutedSparkWriter
 from tests.conftest import unique_table
 from tests.helpers import run_to_end
@@ -228,11 +228,14 @@ def test_the_source_is_read_once_by_one_spark_job(spark: SparkSession, sqlite_ca
 
 def test_routing_arguments_go_together(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
     df = source(spark, 0, 10)
-    with pytest.raises(ValueError, match="needs route_by="):
+    with pytest.raises(InvalidArgumentError) as no_route:
         ic.write(df, {"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r", checkpoint_id=0)
-    with pytest.raises(ValueError, match="need a mapping"):
+    assert no_route.value.argument == "route_by" and isinstance(no_route.value, ValueError)
+    with pytest.raises(InvalidArgumentError) as no_mapping:
         ic.write(df, "ns.clicks", catalog=sqlite_catalog, job_id="r", checkpoint_id=0, route_by="kind")
+    assert no_mapping.value.argument == "table" and "mapping" in no_mapping.value.accepted
     sink = ic.streaming_sink({"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r")
-    with pytest.raises(ValueError, match="needs route_by="):
+    with pytest.raises(InvalidArgumentError) as in_sink:
         sink(df, 0)
+    assert in_sink.value.argument == "route_by"
     assert not sqlite_catalog.table_exists("ns.clicks")
