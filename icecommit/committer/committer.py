@@ -571,7 +571,7 @@ class GlobalCommitter:
             return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
         older = {f.spec_id for f in data_files} - {table.spec().spec_id}
-        if older:
+        if older and first.action in (Action.COMMIT, Action.RECOMMIT):  # one that landed is recorded as it is
             raise PartitionSpecChangedError(
                 self.job_id, checkpoint_id, self._table_name, min(older), table.spec().spec_id
             )

@@ -74,3 +74,22 @@ def test_a_partition_spec_change_after_prepare_is_refused_by_name_and_the_job_go
     assert table.scan(row_filter="event == 'pv'").to_arrow().num_rows == sum(
         1 for i in range(30) if i % 11 and i % 3 == 0
     )
+
+
+def test_a_checkpoint_that_landed_before_the_spec_changed_is_recorded_not_refused(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+
+    def die_after_commit(where: str, checkpoint_id: int) -> None:
+        if where == "after-commit":
+            raise KeyboardInterrupt  # the process dies between the catalog's commit and the state's
+
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=die_after_commit)
+    dying.prepare(1, [write_arrow(dying.load_table(), events(0, 30), job_id="A", checkpoint_id=1)])
+    with pytest.raises(KeyboardInterrupt):
+        dying.commit(1)
+    with catalog.load_table(name).update_spec() as update:
+        update.add_identity("event")
+    [recovered] = ic.GlobalCommitter(catalog, name, job_id="A").recover()
+    assert recovered.status == "already-committed"
+    assert _ids(catalog) == Counter(range(30))
