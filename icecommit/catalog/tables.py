@@ -27,8 +27,6 @@ from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from icecommit.catalog.storage import catalog_tables, keys_of
 from icecommit.errors import InvalidArgumentError, TableSpecError, UnsafeLocationError
-from icecommit.state.database import state_engine, state_uri
-from icecommit.state.identity import state_properties
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
 _SIMPLE = {
@@ -159,9 +157,8 @@ def create_table(
         name: ``namespace.table``; the namespace is created if absent.
         schema: a pyarrow schema (ids are assigned) or a pyiceberg schema.
         partition_by: Iceberg transform strings, e.g. ``["day(ts)", "event"]``.
-        properties: table properties (``write.target-file-size-bytes`` ...). The table
-            also records the state database that will hold its checkpoints (the catalog's
-            database, or ``ICECOMMIT_METRICS_URI``) as ``icecommit.state.*``.
+        properties: table properties (``write.target-file-size-bytes`` ...). The state
+            database that holds the table's checkpoints is recorded by the first prepare.
         location: table location; the warehouse default when absent.
 
     Raises:
@@ -195,12 +192,11 @@ def create_table(
     namespace = name.rsplit(".", 1)[0] if "." in name else None
     if namespace:
         catalog.create_namespace_if_not_exists(namespace)
-    recorded = state_properties(state_engine(state_uri(catalog)))
     return catalog.create_table(
         name,
         schema=iceberg_schema,
         partition_spec=spec,
-        properties={**recorded, **(properties or {})},
+        properties=dict(properties or {}),
         location=location,
     )
 

@@ -163,6 +163,8 @@ class GlobalCommitter:
         """
         metadata = self.load_table().metadata
         check_table_properties(metadata)
+        with state_errors(self._store, "nothing was validated"):
+            records_state(self._table_name, metadata.properties, self._store.engine)  # before any table is prepared
         validate_results(
             results,
             metadata=metadata,
@@ -239,8 +241,9 @@ class GlobalCommitter:
     def _claim(self, table: Table) -> Table:
         """Make the table record this committer's state database before anything is staged
         for it (one catalog commit in the table's life); refuse when it records another."""
-        if records_state(self._table_name, table.metadata.properties, self._store.engine):
-            return table
+        with state_errors(self._store, "nothing was staged"):
+            if records_state(self._table_name, table.metadata.properties, self._store.engine):
+                return table
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         for attempt in policy.retrying(checkpoint_id=None, sleep=self._sleep):
             with attempt:
@@ -372,6 +375,8 @@ class GlobalCommitter:
             raise StagedManifestError(
                 self.job_id, state.checkpoint_id, self._table_name, state.manifest_path, "is missing from storage"
             ) from e
+        except OSError:
+            raise  # storage that failed to answer is not a damaged manifest: the caller retries
         except Exception as e:  # Avro decoding raises many kinds on a truncated or foreign file
             raise StagedManifestError(
                 self.job_id,
@@ -570,11 +575,10 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
             return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
-        older = {f.spec_id for f in data_files} - {table.spec().spec_id}
-        if older and first.action in (Action.COMMIT, Action.RECOMMIT):  # one that landed is recorded as it is
-            raise PartitionSpecChangedError(
-                self.job_id, checkpoint_id, self._table_name, min(older), table.spec().spec_id
-            )
+        if first.action in (Action.COMMIT, Action.RECOMMIT):  # one that landed is recorded as it is
+            # (a cached table may show an older spec: then the append's compare-and-swap fails,
+            # and the check in the retry loop sees the fresh table)
+            self._require_current_spec(data_files, table, checkpoint_id)
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         summary = self._summary(state)
         attempts = 0
@@ -602,6 +606,7 @@ class GlobalCommitter:
                             self.job_id, checkpoint_id, decision.snapshot_id, self._table_name
                         )
                     else:
+                        self._require_current_spec(data_files, table, checkpoint_id)  # on every fresh table
                         self._require_present(data_files, table, checkpoint_id)
                         attempts += 1
                         self._fault("before-commit-attempt", checkpoint_id)
@@ -692,6 +697,15 @@ class GlobalCommitter:
         if found is None:
             raise CommitStateUnknownError(self._table_name, checkpoint_id, cause) from cause
         return found.snapshot_id
+
+    def _require_current_spec(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
+        """Refuse files written for an older partition spec than the table's (pyiceberg would
+        append them under the current one, and their partition values would be misread)."""
+        older = {f.spec_id for f in data_files} - {table.spec().spec_id}
+        if older:
+            raise PartitionSpecChangedError(
+                self.job_id, checkpoint_id, self._table_name, min(older), table.spec().spec_id
+            )
 
     def _require_present(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
         bad = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in data_files], table.io)

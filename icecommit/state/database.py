@@ -109,7 +109,16 @@ def state_identity(engine: Engine) -> str:
     if known is not None:
         return known
     with Session(engine) as session:
-        identity = session.execute(select(StateIdentityRow.identity).where(StateIdentityRow.key == 1)).scalar_one()
+        try:
+            identity = session.execute(
+                select(StateIdentityRow.identity).where(StateIdentityRow.key == 1)
+            ).scalar_one_or_none()
+        except (OperationalError, ProgrammingError):  # an engine whose schema predates the identity
+            identity = None
+    if identity is None:  # an engine made outside state_engine: give it its schema (idempotent)
+        _create_schema(engine)
+        with Session(engine) as session:
+            identity = session.execute(select(StateIdentityRow.identity).where(StateIdentityRow.key == 1)).scalar_one()
     with _lock:
         _identities[engine] = identity
     return identity

@@ -84,7 +84,7 @@ def staged_spec_id(io: FileIO, path: str) -> int | None:
     """The partition spec a staged manifest was written under (its Avro header's
     ``partition-spec-id``), or None when the header does not say."""
     with io.new_input(path).open() as stream:
-        head = stream.read(64 * 1024)
+        head = stream.read()  # the header holds the schema first: a wide table's runs past any fixed prefix
     if head[:4] != b"Obj\x01":
         return None
     position = 4

@@ -22,6 +22,7 @@ from pyiceberg.io.pyarrow import PyArrowFileIO, PyArrowLocalFileSystem
 
 import icecommit as ic
 from icecommit.committer import RetryPolicy
+from icecommit.errors import StagingError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 ROWS = 60
@@ -179,7 +180,7 @@ def test_late_duplicated_deletes_and_false_timeouts_lose_nothing(
             failed_attempt_files.extend(failed)
             for path in failed:
                 _retry(lambda p=path: io.delete(p))
-            _retry(functools.partial(committer.prepare, checkpoint_id, [result]))
+            _retry(functools.partial(committer.prepare, checkpoint_id, [result]), on=(TimeoutError, StagingError))
             try:
                 committer.commit(checkpoint_id)
             except (ic.CommitStateUnknownError, TimeoutError):

@@ -37,13 +37,30 @@ def _files(catalog: SqlCatalog) -> set[Path]:
     return {p for p in root.rglob("*") if p.is_file()}
 
 
-def test_create_table_records_the_state_database_on_the_table(catalog: SqlCatalog) -> None:
+def test_the_first_prepare_records_the_state_database_on_the_table(catalog: SqlCatalog) -> None:
     table = ic.create_table(catalog, f"{catalog.name}.events", EVENTS_SCHEMA, partition_by=["event"])
-    engine = state_engine(state_uri(catalog))
-    assert table.metadata.properties[STATE_ID_PROPERTY] == state_identity(engine)
-    assert table.metadata.properties[STATE_URI_PROPERTY] == engine.url.render_as_string(hide_password=True)
-    _land(catalog, 1)  # no further commit of properties: one snapshot, one metadata change
-    assert len(catalog.load_table(f"{catalog.name}.events").metadata.metadata_log) == 1
+    assert STATE_ID_PROPERTY not in table.metadata.properties  # creating a table pins nothing
+    committer = _land(catalog, 1, commit=False)  # staged files need protecting before any commit
+    properties = catalog.load_table(f"{catalog.name}.events").metadata.properties
+    engine = committer.store.engine
+    assert properties[STATE_ID_PROPERTY] == state_identity(engine)
+    assert properties[STATE_URI_PROPERTY] == engine.url.render_as_string(hide_password=True)
+    committer.commit(1)
+    _land(catalog, 2)  # recorded once: one metadata change for the claim, one per commit
+    assert len(catalog.load_table(f"{catalog.name}.events").metadata.metadata_log) == 3
+
+
+def test_a_custom_state_store_is_the_one_the_table_records(catalog: SqlCatalog, tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    store = CheckpointStore(create_engine(f"sqlite:///{tmp_path / 'custom.db'}"))  # not made by state_engine
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", store=store)
+    committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id="A", checkpoint_id=1)])
+    assert committer.commit(1).status == "committed"
+    assert catalog.load_table(name).metadata.properties[STATE_ID_PROPERTY] == state_identity(store.engine)
+    store.engine.dispose()
 
 
 def test_a_table_made_by_another_tool_records_it_at_the_first_prepare(catalog: SqlCatalog) -> None:
