@@ -178,7 +178,14 @@ def test_column_names_spark_would_parse_and_required_nested_fields_are_written(
          "point": {"x": i / 2, "label": None if i % 2 else f"p{i}"}}
         for i in range(12)
     ]  # fmt: skip
-    df = spark.createDataFrame(pa.Table.from_pylist(rows, schema=ODD).to_pandas(), schema=None).repartition(2)
+    ddl = (
+        "id long, `a.b` string, `with space` string, `x``y` int, `ünï-côdé` string, point struct<x:double,label:string>"
+    )
+    tuples = [
+        (r["id"], r["a.b"], r["with space"], r["x`y"], r["ünï-côdé"], (r["point"]["x"], r["point"]["label"]))
+        for r in rows
+    ]
+    df = spark.createDataFrame(tuples, ddl).repartition(2)  # no pandas: pyspark 3.5 warns on its dtypes
     result = ic.write(df, table, catalog=sqlite_catalog, job_id="odd", checkpoint_id=1)
     assert result.status == "committed" and result.records == 12
     back = sqlite_catalog.load_table("ns.odd").scan().to_arrow().sort_by("id")
