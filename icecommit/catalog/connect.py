@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.errors import CatalogUnavailableError
 from icecommit.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
+from icecommit.state.database import briefly, shown_uri
 
 logger = logging.getLogger(__name__)
 
@@ -50,16 +51,9 @@ def _normalise_warehouse(warehouse: str, create: bool = True) -> str:
     return _file_uri(path)
 
 
-def _shown(uri: str) -> str:
-    try:
-        return make_url(uri).render_as_string(hide_password=True)
-    except SQLAlchemyError:
-        return uri.split(":", 1)[0] + ":..."
-
-
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
     """A SQL catalog that must exist already: nothing is created, not even an empty file."""
-    shown = _shown(uri)
+    shown = shown_uri(uri)
     try:
         url = make_url(uri)
     except SQLAlchemyError as e:
@@ -71,8 +65,7 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
         catalog = SqlCatalog(name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **properties})
         present = inspect(catalog.engine).has_table("iceberg_tables")
     except SQLAlchemyError as e:
-        first = (str(e).splitlines() or [""])[0]
-        raise CatalogUnavailableError(shown, f"cannot be opened: {type(e).__name__}: {first}") from e
+        raise CatalogUnavailableError(shown, f"cannot be opened: {briefly(e)}") from e
     if not present:
         catalog.engine.dispose()
         raise CatalogUnavailableError(shown, "holds no Iceberg catalog (nothing was created)")
@@ -125,7 +118,7 @@ def connect(
     catalog_warehouse = (
         _normalise_warehouse(resolved_warehouse, create) if resolved_warehouse else _default_warehouse(create)
     )
-    logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, _shown(catalog_uri))
+    logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, shown_uri(catalog_uri))
     if not create:
         return _open_existing(name or DEFAULT_CATALOG_NAME, catalog_uri, catalog_warehouse, properties)
     try:
@@ -136,5 +129,4 @@ def connect(
             **properties,
         )
     except SQLAlchemyError as e:
-        first = (str(e).splitlines() or [""])[0]
-        raise CatalogUnavailableError(_shown(catalog_uri), f"cannot be opened: {type(e).__name__}: {first}") from e
+        raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e

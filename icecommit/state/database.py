@@ -58,6 +58,12 @@ def shown_uri(engine_or_uri: Engine | str) -> str:
         return engine_or_uri.split(":", 1)[0] + ":..."
 
 
+def briefly(error: BaseException) -> str:
+    """An error in one line: its type and the first line of its message (a database
+    driver's messages run over several lines)."""
+    return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+
+
 def state_engine(uri: str) -> Engine:
     """A process-wide engine for ``uri`` with icecommit's tables created (or migrated).
 
@@ -79,8 +85,7 @@ def state_engine(uri: str) -> Engine:
         except SQLAlchemyError as e:
             if engine is not None:
                 engine.dispose()
-            first = (str(e).splitlines() or [""])[0]
-            raise StateDatabaseUnavailableError(shown_uri(uri), f"cannot be opened: {type(e).__name__}: {first}") from e
+            raise StateDatabaseUnavailableError(shown_uri(uri), f"cannot be opened: {briefly(e)}") from e
         except StateSchemaError:
             if engine is not None:
                 engine.dispose()
@@ -98,8 +103,7 @@ def state_errors(store_or_engine: object, then: str) -> Iterator[None]:
     except SQLAlchemyError as e:
         engine = getattr(store_or_engine, "engine", store_or_engine)
         shown = shown_uri(engine) if isinstance(engine, Engine) else "the state database"
-        first = (str(e).splitlines() or [""])[0]
-        raise StateDatabaseUnavailableError(shown, f"failed: {type(e).__name__}: {first}; {then}") from e
+        raise StateDatabaseUnavailableError(shown, f"failed: {briefly(e)}; {then}") from e
 
 
 def state_identity(engine: Engine) -> str:

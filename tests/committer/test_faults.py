@@ -9,7 +9,6 @@ from __future__ import annotations
 import errno
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,13 +27,6 @@ from tests.committer.test_committer import ScriptedCatalog
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=30, min_wait_s=0.001, max_wait_s=0.01)
-
-
-@pytest.fixture
-def scripted_catalog(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
-    scripted = ScriptedCatalog(catalog.name, **catalog.properties)
-    yield scripted
-    scripted.engine.dispose()
 
 
 def _name(catalog: SqlCatalog) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,13 +19,6 @@ from icecommit.committer import RetryPolicy
 from tests.cli.runner import invoke
 from tests.committer.test_committer import ScriptedCatalog, _concurrent_append
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
-
-
-@pytest.fixture
-def scripted_catalog(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
-    scripted = ScriptedCatalog(catalog.name, **catalog.properties)
-    yield scripted
-    scripted.engine.dispose()
 
 
 def _prepared(catalog: SqlCatalog, properties: dict[str, str] | None = None, **kwargs: object) -> ic.GlobalCommitter:
