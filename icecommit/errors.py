@@ -272,9 +272,10 @@ class DataFileMissingError(ValidationError):
 
 
 class PartitionSpecChangedError(ValidationError):
-    """A checkpoint prepared under an older partition spec than the table's current one:
-    icecommit cannot commit files of an older spec yet (pyiceberg writes every added file
-    under the current spec). Nothing was committed; abandon it and write its rows again.
+    """A checkpoint prepared under a partition spec that the table no longer has (another
+    engine's maintenance removed it as unused). Files of an older spec that the table still
+    has commit under it; these cannot, because their partition values have no spec to be
+    read with. Nothing was committed; abandon it and write its rows again.
 
     Attributes:
         job_id / checkpoint_id / table: the checkpoint.
@@ -289,8 +290,8 @@ class PartitionSpecChangedError(ValidationError):
         self.prepared_spec_id = prepared_spec_id
         self.current_spec_id = current_spec_id
         super().__init__(
-            f"job {job_id} in table {table}: prepared under partition spec {prepared_spec_id}, and the table's "
-            f"spec is now {current_spec_id}; files of an older spec cannot be committed yet. Give it up with "
+            f"job {job_id} in table {table}: prepared under partition spec {prepared_spec_id}, which the table "
+            f"no longer has (its spec is now {current_spec_id}); its files cannot be committed. Give it up with "
             f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
             "checkpoint id",
             checkpoint_id=checkpoint_id,

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import FileIO, InputFile, OutputFile
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
+from sqlalchemy.exc import OperationalError
+
+from icecommit import ancestry
+from icecommit.committer.producer import SpecPreservingAppend
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +49,18 @@ class AttemptNotSentError(Exception):
     """A commit attempt failed before it reached the catalog, so it cannot have landed
     (for example its base table was stale and a file it read had been expired). Retried
     on a fresh copy of the table, like a lost compare-and-swap."""
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """True for errors that prove an attempt did not land and another may succeed.
+
+    A lost compare-and-swap (``CommitFailedException``), an attempt that failed before
+    it reached the catalog (:class:`AttemptNotSentError`), and SQLite's "database is
+    locked" (the statement did not run; SQLite serialises writers across processes).
+    """
+    if isinstance(error, (CommitFailedException, AttemptNotSentError)):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
 class SendingCatalog:
@@ -93,3 +112,44 @@ def single_attempt_table(table: Table, catalog: Catalog | SendingCatalog, branch
         }
     )
     return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)  # type: ignore[arg-type]
+
+
+def append_once(
+    catalog: Catalog,
+    table: Table,
+    data_files: Sequence[DataFile],
+    *,
+    summary: dict[str, str],
+    properties: dict[str, str],
+    branch: str,
+    job_id: str,
+    checkpoint_id: int,
+) -> tuple[int, Table]:
+    """One commit attempt of a checkpoint: a single compare-and-swap that appends its files
+    (each under its own partition spec) with ``summary`` and sets ``properties`` in the same
+    catalog commit; no retries inside pyiceberg, no deletes.
+
+    Returns the snapshot id the checkpoint landed as and the table as the commit left it.
+
+    Raises:
+        AttemptNotSentError: the attempt failed before it reached the catalog (retryable).
+        Anything the catalog raised otherwise: a conflict, or an outcome not known.
+    """
+    sending = SendingCatalog(catalog)
+    single = single_attempt_table(table, sending, branch)
+    try:
+        with single.transaction() as tx:
+            if properties:
+                tx.set_properties(properties)
+            with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary) as append:
+                for data_file in data_files:
+                    append.append_data_file(data_file)
+    except Exception as e:
+        if not sending.sent and not is_commit_conflict(e):
+            logger.warning("commit attempt of checkpoint %d failed before reaching the catalog: %r", checkpoint_id, e)
+            raise AttemptNotSentError(f"checkpoint {checkpoint_id}: {e!r}") from e
+        raise
+    found = ancestry.find_checkpoint(single.metadata, job_id, checkpoint_id, branch)
+    if found is None:
+        raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
+    return found.snapshot_id, Table(table.name(), single.metadata, single.metadata_location, table.io, catalog)

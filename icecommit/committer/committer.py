@@ -20,14 +20,13 @@ from datetime import datetime
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
-from tenacity import RetryCallState
 
 from icecommit import ancestry
-from icecommit.committer.attempt import AttemptNotSentError, SendingCatalog, single_attempt_table
+from icecommit.committer.attempt import append_once
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
-from icecommit.committer.retry import RetryPolicy, is_commit_conflict
+from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
 from icecommit.committer.samples import minute_start, prepare_samples
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.datafiles import WriteResult
@@ -245,14 +244,16 @@ class GlobalCommitter:
             if records_state(self._table_name, table.metadata.properties, self._store.engine):
                 return table
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
-        for attempt in policy.retrying(checkpoint_id=None, sleep=self._sleep):
-            with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    table = self.load_table()
-                    if records_state(self._table_name, table.metadata.properties, self._store.engine):
-                        return table
-                with table.transaction() as tx:  # asserts nothing but the table's uuid
-                    tx.set_properties(state_properties(self._store.engine))
+
+        def claim(number: int) -> Table:
+            fresh = table if number == 0 else self.load_table()
+            if number > 0 and records_state(self._table_name, fresh.metadata.properties, self._store.engine):
+                return fresh  # another committer of this state database claimed it meanwhile
+            with fresh.transaction() as tx:  # asserts nothing but the table's uuid
+                tx.set_properties(state_properties(self._store.engine))
+            return fresh
+
+        table = run_with_retries(policy, claim, checkpoint_id=None, sleep=self._sleep).value
         logger.info("table %s now records its state database (%s)", self._table_name, STATE_ID_PROPERTY)
         return table
 
@@ -576,50 +577,54 @@ class GlobalCommitter:
             return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
         if first.action in (Action.COMMIT, Action.RECOMMIT):  # one that landed is recorded as it is
-            # (a cached table may show an older spec: then the append's compare-and-swap fails,
-            # and the check in the retry loop sees the fresh table)
-            self._require_current_spec(data_files, table, checkpoint_id)
+            self._require_known_spec(data_files, table, checkpoint_id)
         policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
         summary = self._summary(state)
-        attempts = 0
+        appends = 0  # attempts sent as appends (a retry may find the checkpoint already in)
         retries = 0
-        landed_before = False
-        snapshot_id: int | None = None
+        base = table
 
-        def count_retry(_state: RetryCallState) -> None:
-            nonlocal retries
-            retries += 1
+        def attempt(number: int) -> tuple[bool, int | None]:
+            """One attempt: decide on the table as it is, then append once or find it in."""
+            nonlocal appends, retries
+            retries = number
+            table = base if number == 0 else self.load_table()
+            decision = self._decide(checkpoint_id, state, table, recommit=recommit, data_files=data_files)
+            if decision.action is Action.ALREADY_IN:
+                return True, decision.snapshot_id or self._snapshot_that_added(table, data_files)
+            if decision.action not in (Action.COMMIT, Action.RECOMMIT):
+                raise CheckpointRolledBackError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
+            self._require_known_spec(data_files, table, checkpoint_id)  # on every fresh table
+            self._require_present(data_files, table, checkpoint_id)
+            appends += 1
+            self._fault("before-commit-attempt", checkpoint_id)
+            snapshot_id, self._latest = append_once(
+                self._catalog,
+                table,
+                data_files,
+                summary=summary,
+                properties=self._properties_with(table, checkpoint_id),
+                branch=self.branch,
+                job_id=self.job_id,
+                checkpoint_id=checkpoint_id,
+            )
+            return False, snapshot_id
 
-        retrying = policy.retrying(checkpoint_id=checkpoint_id, sleep=self._sleep, on_retry=count_retry)
         started = time.monotonic()
         try:
-            for attempt in retrying:
-                with attempt:
-                    if attempts > 0:
-                        table = self.load_table()
-                    decision = self._decide(checkpoint_id, state, table, recommit=recommit, data_files=data_files)
-                    if decision.action is Action.ALREADY_IN:
-                        landed_before = True
-                        snapshot_id = decision.snapshot_id or self._snapshot_that_added(table, data_files)
-                    elif decision.action not in (Action.COMMIT, Action.RECOMMIT):
-                        raise CheckpointRolledBackError(
-                            self.job_id, checkpoint_id, decision.snapshot_id, self._table_name
-                        )
-                    else:
-                        self._require_current_spec(data_files, table, checkpoint_id)  # on every fresh table
-                        self._require_present(data_files, table, checkpoint_id)
-                        attempts += 1
-                        self._fault("before-commit-attempt", checkpoint_id)
-                        snapshot_id = self._append(table, data_files, summary, checkpoint_id)
+            landed_before, snapshot_id = run_with_retries(
+                policy, attempt, checkpoint_id=checkpoint_id, sleep=self._sleep
+            ).value
         except (ValidationError, CheckpointRolledBackError):
             self._latest = None
             raise
         except Exception as e:
             self._latest = None
             if is_commit_conflict(e):
-                raise CommitConflictError(self._table_name, checkpoint_id, attempts, time.monotonic() - started) from e
+                raise CommitConflictError(self._table_name, checkpoint_id, appends, time.monotonic() - started) from e
             snapshot_id = self._resolve_unknown(checkpoint_id, e)
             landed_before = False
+        attempts = appends
         self._fault("after-commit", checkpoint_id)
         files = len(data_files)
         counters = PublishCounters(
@@ -698,13 +703,15 @@ class GlobalCommitter:
             raise CommitStateUnknownError(self._table_name, checkpoint_id, cause) from cause
         return found.snapshot_id
 
-    def _require_current_spec(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
-        """Refuse files written for an older partition spec than the table's (pyiceberg would
-        append them under the current one, and their partition values would be misread)."""
-        older = {f.spec_id for f in data_files} - {table.spec().spec_id}
-        if older:
+    def _require_known_spec(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
+        """Refuse files whose partition spec the table no longer has (removed as unused by
+        another engine's maintenance); files of an older spec that it still has commit under
+        that spec (:class:`~icecommit.committer.producer.SpecPreservingAppend`)."""
+        specs = table.metadata.specs()
+        gone = {f.spec_id for f in data_files} - set(specs)
+        if gone:
             raise PartitionSpecChangedError(
-                self.job_id, checkpoint_id, self._table_name, min(older), table.spec().spec_id
+                self.job_id, checkpoint_id, self._table_name, min(gone), table.spec().spec_id
             )
 
     def _require_present(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
@@ -745,36 +752,17 @@ class GlobalCommitter:
             recovered_by=self._recovered_by,
         )
 
-    def _append(self, table: Table, data_files: list[DataFile], summary: dict[str, str], checkpoint_id: int) -> int:
-        """One commit attempt: a single compare-and-swap, no retries inside pyiceberg."""
-        catalog = SendingCatalog(self._catalog)
-        single = single_attempt_table(table, catalog, self.branch)
+    def _properties_with(self, table: Table, checkpoint_id: int) -> dict[str, str]:
+        """The table properties set in the same catalog commit as the checkpoint's append:
+        the job's high-water mark when the checkpoint raises it, and the state database's
+        identity on a table prepared before tables recorded it."""
+        properties = {}
         highest = ancestry.highest_committed_checkpoint(table.metadata, self.job_id, self.branch)
-        try:
-            with single.transaction() as tx:
-                properties = {}
-                if highest is None or checkpoint_id > highest:
-                    # the job's high-water mark, in the same catalog commit as the append
-                    properties[ancestry.job_checkpoint_property(self.job_id)] = str(checkpoint_id)
-                if STATE_ID_PROPERTY not in table.metadata.properties:  # prepared before tables recorded it
-                    properties.update(state_properties(self._store.engine))
-                if properties:
-                    tx.set_properties(properties)
-                with tx.update_snapshot(snapshot_properties=summary, branch=self.branch).merge_append() as append:
-                    for data_file in data_files:
-                        append.append_data_file(data_file)
-        except Exception as e:
-            if not catalog.sent and not is_commit_conflict(e):
-                logger.warning(
-                    "commit attempt of checkpoint %d failed before reaching the catalog: %r", checkpoint_id, e
-                )
-                raise AttemptNotSentError(f"checkpoint {checkpoint_id}: {e!r}") from e
-            raise
-        found = ancestry.find_checkpoint(single.metadata, self.job_id, checkpoint_id, self.branch)
-        if found is None:
-            raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
-        self._latest = Table(table.name(), single.metadata, single.metadata_location, table.io, self._catalog)
-        return found.snapshot_id
+        if highest is None or checkpoint_id > highest:
+            properties[ancestry.job_checkpoint_property(self.job_id)] = str(checkpoint_id)
+        if STATE_ID_PROPERTY not in table.metadata.properties:
+            properties.update(state_properties(self._store.engine))
+        return properties
 
 
 def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: TableView) -> bool:

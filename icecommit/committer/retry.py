@@ -6,10 +6,9 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import TableProperties
-from sqlalchemy.exc import OperationalError
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -19,23 +18,13 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from icecommit.committer.attempt import AttemptNotSentError
+from icecommit.committer.attempt import is_commit_conflict
+
+__all__ = ["Retried", "RetryPolicy", "is_commit_conflict", "run_with_retries"]
 from icecommit.errors import InvalidArgumentError
 from icecommit.tableprops import whole_number
 
 logger = logging.getLogger(__name__)
-
-
-def is_commit_conflict(error: BaseException) -> bool:
-    """True for errors that prove an attempt did not land and another may succeed.
-
-    A lost compare-and-swap (``CommitFailedException``), an attempt that failed before
-    it reached the catalog (:class:`AttemptNotSentError`), and SQLite's "database is
-    locked" (the statement did not run; SQLite serialises writers across processes).
-    """
-    if isinstance(error, (CommitFailedException, AttemptNotSentError)):
-        return True
-    return isinstance(error, OperationalError) and "database is locked" in str(error)
 
 
 @dataclass(frozen=True)
@@ -86,7 +75,6 @@ class RetryPolicy:
         *,
         checkpoint_id: int | None,
         sleep: Callable[[float], None] = time.sleep,
-        on_retry: Callable[[RetryCallState], None] | None = None,
     ) -> Retrying:
         """A tenacity ``Retrying`` for one checkpoint's commit (or, with None, a commit of
         table properties); every retry is logged."""
@@ -100,8 +88,6 @@ class RetryPolicy:
                 state.attempt_number,
                 wait,
             )
-            if on_retry is not None:
-                on_retry(state)
 
         return Retrying(
             retry=retry_if_exception(is_commit_conflict),
@@ -113,3 +99,36 @@ class RetryPolicy:
             before_sleep=before_sleep,
             reraise=True,
         )
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Retried(Generic[T]):
+    """What :func:`run_with_retries` returns: the last attempt's value and how many times
+    a conflicting attempt was retried."""
+
+    value: T
+    retries: int
+
+
+def run_with_retries(
+    policy: RetryPolicy,
+    attempt: Callable[[int], T],
+    *,
+    checkpoint_id: int | None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Retried[T]:
+    """The commit retry loop: call ``attempt(0)``, and ``attempt(1)``, ``attempt(2)``...
+    after each commit conflict (:func:`is_commit_conflict`), waiting as the policy says,
+    until an attempt returns or the policy gives up. Any other error propagates at once;
+    so does the last conflict once the policy stops. ``attempt`` gets the number of
+    retries before it (0 for the first), so that a retry can start from a fresh table."""
+    for number, call in enumerate(policy.retrying(checkpoint_id=checkpoint_id, sleep=sleep)):
+        with call:
+            value = attempt(number)
+        outcome = call.retry_state.outcome
+        if outcome is not None and not outcome.failed:
+            return Retried(value, number)
+    raise AssertionError("the retry policy stopped without an outcome")  # tenacity re-raises the last error

@@ -1,18 +1,23 @@
-"""A checkpoint prepared before the table's schema or partition spec changed: schema
-changes that keep its files readable commit; a spec change is refused with an error that
-names both specs and says what to do, and the job goes on once the checkpoint is abandoned
-(committing files of an older spec needs a snapshot producer of icecommit's own: not yet)."""
+"""A checkpoint prepared before the table's schema or partition spec changed commits
+afterwards: schema changes that keep its files readable, and partition spec changes (its
+files keep the spec they were written for, in a manifest of that spec, and both specs
+prune correctly). Only files of a spec the table no longer has are refused, by name, and
+the job goes on once the checkpoint is abandoned."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+from pyiceberg.transforms import HourTransform
 from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
+from icecommit.catalog import apply_rollback, plan_rollback
 from icecommit.errors import PartitionSpecChangedError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -49,31 +54,102 @@ def test_a_column_added_and_widened_after_prepare_still_commits(catalog: SqlCata
     assert extras[0] is None and extras[105] == 5
 
 
-def test_a_partition_spec_change_after_prepare_is_refused_by_name_and_the_job_goes_on(catalog: SqlCatalog) -> None:
+def _pruned(table: Table, expression: str) -> tuple[set[int], int]:
+    """The ids a filtered scan returns, and how many files it plans to read."""
+    scan = table.scan(row_filter=expression, selected_fields=("id",))
+    return set(scan.to_arrow().column("id").to_pylist()), len(list(scan.plan_files()))
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["field added", "transform changed", "field removed"],
+)
+def test_a_checkpoint_prepared_before_a_partition_spec_change_commits_under_its_own_spec(
+    catalog: SqlCatalog, change: str
+) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    committer = _prepared(catalog, 1, events(0, 30))
+    with catalog.load_table(name).update_spec() as update:
+        if change == "field added":
+            update.add_identity("event")
+        elif change == "transform changed":
+            update.remove_field("ts_day")
+            update.add_field("ts", HourTransform(), "ts_hour")
+        else:
+            update.remove_field("ts_day")
+    assert committer.commit(1).status == "committed"
+    assert committer.recover() == []
+    _prepared(catalog, 2, events(100, 130)).commit(2)  # written under the new spec
+    table = catalog.load_table(name)
+    assert _ids(catalog) == Counter([*range(30), *range(100, 130)])
+    files = table.inspect.files()
+    specs = dict(zip(files.column("file_path").to_pylist(), files.column("spec_id").to_pylist(), strict=True))
+    assert sorted(set(specs.values())) == [0, 1]
+    # the old spec's files keep their day partition values, and both specs prune correctly
+    partitions = [p for p, s in zip(files.column("partition").to_pylist(), specs.values(), strict=True) if s == 0]
+    assert {p["ts_day"] for p in partitions} == {dt.date(2026, 1, 1), dt.date(2026, 1, 2), dt.date(2026, 1, 3)}
+    everything = [*range(30), *range(100, 130)]
+    second_day = {i for i in everything if i % 3 == 1}
+    ids, planned = _pruned(table, "ts >= '2026-01-02T00:00:00+00:00' and ts < '2026-01-03T00:00:00+00:00'")
+    assert ids == second_day
+    if change != "field removed":  # an unpartitioned new spec cannot prune its own files
+        old_files = sum(1 for s in specs.values() if s == 0)
+        assert planned < len(specs) and planned >= 1 and old_files == 3
+    ids, _ = _pruned(table, "event == 'pv'")
+    assert ids == {i for i in everything if i % 11 and i % 3 == 0}
+    # the snapshot's summary counts the older spec's files as added
+    head = table.current_snapshot()
+    assert head is not None
+    committed = [s for s in table.snapshots() if s.summary and s.summary.get("icecommit.checkpoint-id") == "1"]
+    assert committed[0].summary["added-data-files"] == "3" and committed[0].summary["added-records"] == "30"
+
+
+def test_a_recommit_after_a_spec_change_keeps_the_files_spec(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    _prepared(catalog, 1, events(0, 30)).commit(1)
+    committer = _prepared(catalog, 2, events(100, 130))
+    committer.commit(2)
+    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="A"))
+    with catalog.load_table(name).update_spec() as update:
+        update.add_identity("event")
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    assert committer.recommit(2).status == "committed"
+    table = catalog.load_table(name)
+    assert _ids(catalog) == Counter([*range(30), *range(100, 130)])
+    assert set(table.inspect.files().column("spec_id").to_pylist()) == {0}
+    ids, _ = _pruned(table, "event == 'click'")
+    assert ids == {i for i in [*range(30), *range(100, 130)] if i % 11 and i % 3 == 2}
+
+
+def test_files_of_a_spec_the_table_no_longer_has_are_refused_by_name_and_the_job_goes_on(
+    catalog: SqlCatalog,
+) -> None:
+    """Another engine's maintenance may remove unused specs (Java's RemoveUnusedSpecs);
+    files prepared under such a spec have nothing to be read with."""
     name = f"{catalog.name}.events"
     ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
     committer = _prepared(catalog, 1, events(0, 30))
     with catalog.load_table(name).update_spec() as update:
         update.add_identity("event")
-    before = catalog.load_table(name).metadata_location
-    for attempt in (lambda: committer.commit(1), committer.recover):
-        with pytest.raises(PartitionSpecChangedError) as raised:
-            attempt()
-        e = raised.value
-        assert isinstance(e, ic.ValidationError)
-        assert (e.job_id, e.checkpoint_id, e.prepared_spec_id, e.current_spec_id) == ("A", 1, 0, 1)
-        assert "abandon(1, reason=...)" in str(e)
-    assert catalog.load_table(name).metadata_location == before  # nothing committed, no retries into a conflict
-    committer.abandon(1, reason="partition spec changed")
-    assert committer.recover() == []
-    _prepared(catalog, 2, events(0, 30)).commit(2)  # the same rows, written under the new spec
-    assert _ids(catalog) == Counter(range(30))
     table = catalog.load_table(name)
-    files = table.inspect.files()
-    assert set(files.column("spec_id").to_pylist()) == {1}
-    assert table.scan(row_filter="event == 'pv'").to_arrow().num_rows == sum(
-        1 for i in range(30) if i % 11 and i % 3 == 0
+    # what a RemoveUnusedSpecs commit leaves: spec 0 is gone from the metadata
+    metadata = table.metadata.model_copy(
+        update={"partition_specs": [s for s in table.metadata.partition_specs if s.spec_id != 0]}
     )
+    pruned = Table(table.name(), metadata, table.metadata_location, table.io, catalog)
+    committer._latest = pruned
+    before = table.metadata_location
+    with pytest.raises(PartitionSpecChangedError) as raised:
+        committer.commit(1)
+    e = raised.value
+    assert isinstance(e, ic.ValidationError)
+    assert (e.job_id, e.checkpoint_id, e.prepared_spec_id, e.current_spec_id) == ("A", 1, 0, 1)
+    assert "no longer has" in str(e) and "abandon(1, reason=...)" in str(e)
+    assert catalog.load_table(name).metadata_location == before
+    committer.abandon(1, reason="its spec was removed")
+    assert committer.recover() == []
 
 
 def test_a_checkpoint_that_landed_before_the_spec_changed_is_recorded_not_refused(catalog: SqlCatalog) -> None:
@@ -107,8 +183,8 @@ def test_a_spec_change_behind_a_committers_cached_table_commits_under_the_files_
     with other.load_table(name).update_spec() as update:
         update.add_identity("event")
     other.engine.dispose()
-    # the append built on the cached table writes its manifest under the files' own spec, which
-    # Iceberg allows; a retry on the fresh table would be refused (PartitionSpecChangedError)
+    # whether the append built on the cached table lands on the catalog's newer metadata or
+    # is retried on the fresh table, its files keep their own spec
     assert committer.commit(2).status == "committed"
     table = catalog.load_table(name)
     assert _ids(catalog) == Counter([*range(30), *range(100, 130)])
