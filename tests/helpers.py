@@ -105,3 +105,31 @@ class DistinctMillis:
         now_ms = max(int(time.time() * 1000), self._last_ms + 1)
         self._last_ms = now_ms
         return (now_ms + 0.5) / 1000
+
+
+def compact(table: Table, *, snapshot_properties: dict[str, str] | None = None) -> int:
+    """Rewrite every live data file of ``table`` into new files holding the same rows, as
+    one ``replace`` snapshot (what an engine's compaction does); returns its snapshot id."""
+    from icecommit.committer.producer import RewriteFiles
+    from icecommit.state.manifests import to_data_file
+
+    current = table.current_snapshot()
+    assert current is not None
+    old = [
+        entry.data_file
+        for manifest in current.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    ]
+    data = table.scan().to_arrow()
+    result = write_arrow(table, data, job_id=None, checkpoint_id=0, task_id=99)
+    with (
+        table.transaction() as tx,
+        RewriteFiles.of(tx, branch="main", snapshot_properties=snapshot_properties or {}) as rewrite,
+    ):
+        for data_file in old:
+            rewrite.delete_data_file(data_file)
+        for record in result.data_files:
+            rewrite.append_data_file(to_data_file(record, table.metadata.format_version))
+    head = table.current_snapshot()
+    assert head is not None and head.summary is not None and head.summary.operation.value == "replace"
+    return head.snapshot_id

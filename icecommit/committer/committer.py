@@ -47,7 +47,7 @@ from icecommit.errors import (
     ValidationError,
 )
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
-from icecommit.paths import storage_key
+from icecommit.lineage import path_key, removals_of, trace_fates
 from icecommit.state.checkpoints import (
     ABANDONED,
     COMMITTED,
@@ -349,7 +349,7 @@ class GlobalCommitter:
             assert state is not None
             paths = [f.file_path for f in data_files] if data_files is not None else self._staged_paths(state, table)
             if paths:
-                view = dataclasses.replace(view, files_live=_all_live(table, paths))
+                view = dataclasses.replace(view, files_live=_all_live(table, paths, self.branch))
         return decide(checkpoint_id, row, view, recommit=recommit)
 
     def _staged_paths(self, state: CheckpointState, table: Table) -> list[str]:
@@ -778,19 +778,24 @@ def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: Table
     return state.status == PREPARED and highest is not None and checkpoint_id <= highest
 
 
-def _all_live(table: Table, paths: Sequence[str]) -> bool:
-    """True when every path is a live data file of the table's current snapshot (paths
-    compared by storage key, whatever their spelling)."""
+def _all_live(table: Table, paths: Sequence[str], branch: str) -> bool:
+    """True when every path is in the table: a live data file of the current snapshot, or
+    rewritten or removed on purpose by a retained snapshot of the branch (compaction, an
+    overwrite, a delete: the checkpoint was in the table and something after it changed its
+    rows). Paths are compared by storage key, whatever their spelling. False when some file
+    left the table with no retained snapshot to say why (a rollback, then expiry)."""
     current = table.current_snapshot()
     if current is None:
         return False
-    wanted = {storage_key(p) for p in paths}
     live = {
-        storage_key(entry.data_file.file_path)
+        path_key(entry.data_file.file_path): entry.data_file.record_count
         for manifest in current.manifests(table.io)
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     }
-    return wanted <= live
+    wanted = [(path_key(p), 1) for p in paths]
+    if all(path in live for path, _ in wanted):
+        return True
+    return trace_fates(wanted, live, removals_of(table, branch)).untraceable == 0
 
 
 def _current_user() -> str:

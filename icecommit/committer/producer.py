@@ -1,4 +1,4 @@
-"""icecommit's own append snapshot producer: every added file keeps its partition spec.
+"""icecommit's own snapshot producers: every added file keeps its partition spec.
 
 pyiceberg 0.12 writes all files added by an append into one manifest under the table's
 current spec, so a checkpoint prepared before a partition spec change would have its
@@ -7,6 +7,10 @@ allows data files of several specs in one snapshot, one manifest per spec: this 
 writes the added files that way, and computes the snapshot's partition summaries with each
 file's own spec. Existing manifests are kept or merged exactly as pyiceberg's merge append
 does (its merge manager already groups manifests by spec).
+
+pyiceberg 0.12 has no ``replace`` operation at all (its summaries refuse one); the
+:class:`RewriteFiles` producer makes Iceberg's ``replace`` snapshot, which swaps data files
+for others holding the same rows (compaction), summarised like an overwrite.
 """
 
 from __future__ import annotations
@@ -16,8 +20,61 @@ from collections import defaultdict
 from pyiceberg.manifest import DataFile, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
-from pyiceberg.table.update.snapshot import _MergeAppendFiles
+from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
+
+
+def _added_manifests(producer: _MergeAppendFiles | _OverwriteFiles) -> list[ManifestFile]:
+    """The producer's added files, one manifest per partition spec id (newest spec first)."""
+    by_spec: dict[int, list[DataFile]] = defaultdict(list)
+    for data_file in producer._added_data_files:
+        by_spec[data_file.spec_id].append(data_file)
+    manifests = []
+    for spec_id in sorted(by_spec, reverse=True):
+        with producer.new_manifest_writer(spec=producer.spec(spec_id)) as writer:
+            for data_file in by_spec[spec_id]:
+                writer.add(
+                    ManifestEntry.from_args(
+                        status=ManifestEntryStatus.ADDED,
+                        snapshot_id=producer.snapshot_id,
+                        sequence_number=None,
+                        file_sequence_number=None,
+                        data_file=data_file,
+                    )
+                )
+        manifests.append(writer.to_manifest_file())
+    return manifests
+
+
+def _summary(
+    producer: _MergeAppendFiles | _OverwriteFiles, operation: Operation, snapshot_properties: dict[str, str]
+) -> Summary:
+    """The snapshot summary, each added and removed file summarised under its own spec."""
+    metadata = producer._transaction.table_metadata
+    schema = metadata.schema()
+    specs = metadata.specs()
+    limit = int(
+        metadata.properties.get(
+            TableProperties.WRITE_PARTITION_SUMMARY_LIMIT, TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT
+        )
+    )
+    collector = SnapshotSummaryCollector(partition_summary_limit=limit)
+    for data_file in producer._added_data_files:
+        collector.add_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
+    for data_file in producer._deleted_data_files:
+        collector.remove_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
+    parent_id = producer._parent_snapshot_id
+    parent = metadata.snapshot_by_id(parent_id) if parent_id is not None else None
+    # pyiceberg totals only appends, overwrites and deletes; a replace's totals move the same way
+    totals = update_snapshot_summaries(
+        summary=Summary(
+            operation=Operation.OVERWRITE if operation == Operation.REPLACE else operation,
+            **collector.build(),
+            **snapshot_properties,
+        ),
+        previous_summary=parent.summary if parent is not None else None,
+    )
+    return Summary(operation=operation, **totals.additional_properties)
 
 
 class SpecPreservingAppend(_MergeAppendFiles):
@@ -40,39 +97,43 @@ class SpecPreservingAppend(_MergeAppendFiles):
         return self._process_manifests(self._added_manifests() + self._existing_manifests())
 
     def _added_manifests(self) -> list[ManifestFile]:
-        by_spec: dict[int, list[DataFile]] = defaultdict(list)
-        for data_file in self._added_data_files:
-            by_spec[data_file.spec_id].append(data_file)
-        manifests = []
-        for spec_id in sorted(by_spec, reverse=True):  # the newest spec's manifest first
-            with self.new_manifest_writer(spec=self.spec(spec_id)) as writer:
-                for data_file in by_spec[spec_id]:
-                    writer.add(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED,
-                            snapshot_id=self._snapshot_id,
-                            sequence_number=None,
-                            file_sequence_number=None,
-                            data_file=data_file,
-                        )
-                    )
-            manifests.append(writer.to_manifest_file())
-        return manifests
+        return _added_manifests(self)
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        metadata = self._transaction.table_metadata
-        schema = metadata.schema()
-        specs = metadata.specs()
-        limit = int(
-            metadata.properties.get(
-                TableProperties.WRITE_PARTITION_SUMMARY_LIMIT, TableProperties.WRITE_PARTITION_SUMMARY_LIMIT_DEFAULT
-            )
+        return _summary(self, self._operation, snapshot_properties)
+
+
+class RewriteFiles(_OverwriteFiles):
+    """A ``replace`` snapshot: the files given to :meth:`delete_data_file` leave the table,
+    the files given to :meth:`append_data_file` (holding the same rows) join it, each under
+    its own spec. Every file to delete must be live in the branch head, or the commit
+    fails (``ValidationException``) and nothing changes.
+
+    Use as ``with RewriteFiles.of(tx, ...) as rewrite:``."""
+
+    @classmethod
+    def of(cls, transaction, *, branch: str | None, snapshot_properties: dict[str, str]) -> RewriteFiles:  # type: ignore[no-untyped-def]
+        return cls(
+            operation=Operation.REPLACE,
+            transaction=transaction,
+            io=transaction._table.io,
+            branch=branch,
+            snapshot_properties=snapshot_properties,
         )
-        collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-        for data_file in self._added_data_files:
-            collector.add_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
-        parent = metadata.snapshot_by_id(self._parent_snapshot_id) if self._parent_snapshot_id is not None else None
-        return update_snapshot_summaries(
-            summary=Summary(operation=self._operation, **collector.build(), **snapshot_properties),
-            previous_summary=parent.summary if parent is not None else None,
-        )
+
+    def _manifests(self) -> list[ManifestFile]:
+        self._build_delete_files_partition_predicate()
+        deleted_entries = self._deleted_entries()  # validates that every file to delete is live
+        by_spec: dict[int, list[ManifestEntry]] = defaultdict(list)
+        for entry in deleted_entries:
+            by_spec[entry.data_file.spec_id].append(entry)
+        deleted = []
+        for spec_id, entries in sorted(by_spec.items()):
+            with self.new_manifest_writer(self.spec(spec_id)) as writer:
+                for entry in entries:
+                    writer.add_entry(entry)
+            deleted.append(writer.to_manifest_file())
+        return self._process_manifests(_added_manifests(self) + deleted + self._existing_manifests())
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        return _summary(self, Operation.REPLACE, snapshot_properties)

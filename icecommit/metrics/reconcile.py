@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from icecommit import ancestry
 from icecommit.errors import InvalidRangeError, JobNotFoundError
 from icecommit.eventtime import event_time_column
+from icecommit.lineage import Fate, path_key, removals_of, rounded, trace_fates
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -50,6 +51,7 @@ from icecommit.state.checkpoints import (
     as_utc,
 )
 from icecommit.state.identity import table_state
+from icecommit.state.manifests import read_staged_manifest
 from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
@@ -101,6 +103,10 @@ class Facts:
     # when each committed checkpoint reached the table: the state's commit time (its
     # snapshot's time where the state has none)
     landed_at: dict[Key, datetime] = field(default_factory=dict)
+    # committed checkpoints with fewer rows in their own live files than they committed:
+    # where their files' rows went (rewritten by a replace, removed by an overwrite or
+    # delete, or untraceable), followed through the retained snapshots
+    fates: dict[Key, Fate] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -176,8 +182,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             abandoned = state.status == ABANDONED
             why = "abandoned by an operator" if abandoned else "removed by a rollback"
             if key in facts.gone and state.status not in (ROLLED_BACK, ABANDONED):
-                why = ("no longer in the table: its snapshot was expired and none of its files are live "
-                       "(removed by another tool's rollback)")  # fmt: skip
+                why = ("no longer in the table: its snapshot was expired and none of its files are live, "
+                       "and no retained snapshot removed them (another tool's rollback, or a rewrite whose "
+                       "snapshot was expired too)")  # fmt: skip
             lines.append(
                 CheckpointLine(state.job_id, state.checkpoint_id, ABANDONED if abandoned else ROLLED_BACK,
                                state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
@@ -228,16 +235,41 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             sum(committed_windows.values()) if committed_windows else (state.records if state.snapshot_id else 0)
         )
         readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
+        fate = facts.fates.get(key)
+        compacted = rounded(fate.compacted) if fate is not None else 0
+        if fate is not None:  # its files' rows followed through rewrites and removals
+            readable = max(readable, rounded(fate.readable))
         if facts.deep_counts is not None and state.snapshot_id is not None:
-            readable = sum(facts.deep_counts.get(key, {}).values())
-        loss, dup = _line_numbers(source, (written, committed, readable))
+            readable = sum(facts.deep_counts.get(key, {}).values()) + compacted
+        removed = {by: rounded(rows) for by, rows in fate.removed.items()} if fate is not None else {}
+        untraceable = rounded(fate.untraceable) if fate is not None else 0
+        accounted = readable + sum(removed.values()) + untraceable  # removed on purpose is not lost
+        loss, dup = _line_numbers(source, (written, committed, accounted))
         notes = []
         if written != source:
             notes.append(f"written {written:+,} vs source")
         if committed != written:
             notes.append(f"committed {committed - written:+,} vs written")
-        if readable != committed:
-            notes.append(f"readable {readable - committed:+,} vs committed")
+        if compacted:
+            notes.append(f"{compacted:,} readable in files another snapshot rewrote")
+        for (snapshot_id, operation), rows in sorted(removed.items()):
+            notes.append(f"{rows:,} removed by snapshot {snapshot_id} ({operation})")
+            problems.append(
+                Problem("removed", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its rows "
+                        f"were removed on purpose by snapshot {snapshot_id} (an {operation}); information, not loss",
+                        state.job_id, state.checkpoint_id, severity="info")
+            )  # fmt: skip
+        if untraceable:
+            notes.append(f"{untraceable:,} untraceable")
+            problems.append(
+                Problem("untraceable", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {untraceable:,} of "
+                        "its rows are no longer in its files, and the snapshot that removed or rewrote them has "
+                        "been expired, so reconciliation cannot tell whether they were compacted, deleted on "
+                        "purpose or lost; reconcile before expiring another engine's rewrites to keep the trail",
+                        state.job_id, state.checkpoint_id, severity="warning")
+            )  # fmt: skip
+        if accounted != committed:
+            notes.append(f"readable {accounted - committed:+,} vs committed")
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
         status = "committed" if state.snapshot_id is not None else "empty"
         lines.append(
@@ -252,6 +284,10 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                         state.checkpoint_id)
             )  # fmt: skip
         deep_windows = facts.deep_counts.get(key, {}) if facts.deep_counts is not None else {}
+        if deep_windows is not None and (compacted or removed):
+            # rows in files another snapshot rewrote cannot be told apart by checkpoint; its
+            # windows are taken as committed and the checkpoint's total is what is checked
+            deep_windows = committed_windows
         for window in set(source_windows) | set(written_windows) | set(committed_windows) | set(deep_windows):
             totals = window_totals[window]
             totals["source"] += source_windows.get(window, 0)
@@ -554,7 +590,8 @@ def reconcile(
         for snapshot_id, key in snapshot_keys.items()
         if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
     )
-    gone = _gone(loaded.metadata, states, live, snapshot_keys)
+    fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch)
+    gone = _gone(loaded.metadata, states, live, snapshot_keys, fates)
     facts = Facts(
         table=name,
         job_id=job_id,
@@ -574,14 +611,64 @@ def reconcile(
         off_branch=off_branch,
         gone=gone,
         landed_at=_landed_at(loaded.metadata, states, off_branch | gone),
+        fates={k: v for k, v in fates.items() if k not in gone},
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))
     return report
 
 
+def _fates(
+    table: Table,
+    states: list[CheckpointState],
+    live: list[LiveFile],
+    snapshot_keys: dict[int, Key],
+    off_branch: frozenset[Key],
+    branch: str,
+) -> dict[Key, Fate]:
+    """Where the rows of each committed checkpoint that has fewer rows in its own live
+    files than it committed went: its files (from its staged manifest) followed through
+    the branch's retained snapshots that removed files. The table's removals are read only
+    when some checkpoint falls short."""
+    own: Counter[Key] = Counter()
+    for file in live:
+        if (key := snapshot_keys.get(file.snapshot_id)) is not None:
+            own[key] += file.records
+    short = [
+        s
+        for s in states
+        if s.committed
+        and s.snapshot_id is not None
+        and s.manifest_path is not None
+        and (key := (s.job_id, s.checkpoint_id)) not in off_branch
+        and own[key] < s.records
+    ]
+    if not short:
+        return {}
+    live_paths: dict[str, int] = {}
+    for file in live:
+        live_paths[path_key(file.path)] = file.records
+    removals = removals_of(table, branch)
+    fates: dict[Key, Fate] = {}
+    for state in short:
+        assert state.manifest_path is not None
+        try:
+            files = read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
+        except (OSError, ValueError) as e:  # staged manifest gone: nothing to follow
+            logger.warning("cannot follow checkpoint %d of job %s: %r", state.checkpoint_id, state.job_id, e)
+            continue
+        fates[(state.job_id, state.checkpoint_id)] = trace_fates(
+            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals
+        )
+    return fates
+
+
 def _gone(
-    metadata: TableMetadata, states: list[CheckpointState], live: list[LiveFile], snapshot_keys: dict[int, Key]
+    metadata: TableMetadata,
+    states: list[CheckpointState],
+    live: list[LiveFile],
+    snapshot_keys: dict[int, Key],
+    fates: Mapping[Key, Fate],
 ) -> frozenset[Key]:
     """Committed checkpoints that left the table without a trace: their snapshot expired
     and no live file was added by it. Only a snapshot removes files from the live set, so
@@ -596,7 +683,13 @@ def _gone(
         and s.records > 0
         and metadata.snapshot_by_id(s.snapshot_id) is None
         and (key := (s.job_id, s.checkpoint_id)) not in with_live_files
+        and not _traced(fates.get(key))
     )
+
+
+def _traced(fate: Fate | None) -> bool:
+    """Whether some of a checkpoint's rows were followed to a live file or a removal."""
+    return fate is not None and (fate.readable > 0 or bool(fate.removed))
 
 
 def _landed_at(

@@ -28,8 +28,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def to_data_file(record: DataFileRecord, format_version: int) -> DataFile:
-    """A pyiceberg DataFile from a task's record."""
-    return DataFile.from_args(
+    """A pyiceberg DataFile from a task's record (its spec id set: ``from_args`` keeps it
+    out of the struct, and a producer groups added files by it)."""
+    data_file = DataFile.from_args(
         _table_format_version=format_version,  # type: ignore[arg-type]
         content=DataFileContent.DATA,
         file_path=record.path,
@@ -49,6 +50,8 @@ def to_data_file(record: DataFileRecord, format_version: int) -> DataFile:
         equality_ids=None,
         key_metadata=None,
     )
+    data_file.spec_id = record.spec_id
+    return data_file
 
 
 def staged_manifest_path(table: Table, job_id: str, checkpoint_id: int) -> str:

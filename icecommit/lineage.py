@@ -1,0 +1,148 @@
+"""Where a checkpoint's rows went after its own files left the table.
+
+A checkpoint's rows stay readable when its files are rewritten by a ``replace`` snapshot
+(compaction, by icecommit or another engine's ``rewrite_data_files``) that conserves the
+record count: the rows live on in the files that snapshot added. An ``overwrite`` or
+``delete`` snapshot removes rows on purpose: the rows missing from the files it added (a
+copy-on-write delete rewrites a file without the deleted rows) are removed by it, not lost.
+Where one such snapshot rewrote files of several checkpoints, its added files cannot be
+told apart by checkpoint: the rows kept and removed are shared among the removed files in
+proportion to their records, which keeps every total exact. This
+module follows each of a checkpoint's files through the retained snapshots of the branch
+that removed it, and says how many of its rows are readable, removed (and by which
+snapshot), or untraceable (the snapshot that removed them was expired since).
+
+:func:`trace_fates` is pure over :class:`Removal` records; :func:`removals_of` reads them
+from the table's retained snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+from pyiceberg.table import Table
+
+from icecommit import ancestry
+from icecommit.paths import UnsupportedPathError, storage_key
+
+
+def path_key(path: str) -> str:
+    """One spelling per stored file (``file:/x``, ``file:///x`` and ``/x`` are one file)."""
+    try:
+        key = storage_key(path)
+    except UnsupportedPathError:
+        return path
+    return f"{key.scheme}://{key.authority}{key.path}"
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A retained snapshot that removed data files: its operation, the files it removed and
+    (for a replace) the files it added, each as (path key, records)."""
+
+    snapshot_id: int
+    operation: str
+    removed: tuple[tuple[str, int], ...]
+    added: tuple[tuple[str, int], ...]
+
+    @property
+    def conserves(self) -> bool:
+        """A replace whose added files hold exactly the rows of the files it removed."""
+        return (
+            self.operation == "replace"
+            and sum(n for _, n in self.added) == sum(n for _, n in self.removed)
+            and bool(self.added)
+        )
+
+
+@dataclass
+class Fate:
+    """What became of some rows: readable, removed by snapshot (id, operation), or
+    untraceable (no retained snapshot says what removed them)."""
+
+    readable: Fraction = Fraction(0)
+    removed: dict[tuple[int, str], Fraction] = field(default_factory=dict)
+    untraceable: Fraction = Fraction(0)
+    compacted: Fraction = Fraction(0)  # of the readable rows, those now in files another snapshot rewrote
+
+    def add(self, other: Fate, share: Fraction = Fraction(1)) -> None:
+        self.readable += other.readable * share
+        self.untraceable += other.untraceable * share
+        self.compacted += other.compacted * share
+        for by, rows in other.removed.items():
+            self.removed[by] = self.removed.get(by, Fraction(0)) + rows * share
+
+
+def trace_fates(files: Iterable[tuple[str, int]], live: Mapping[str, int], removals: Iterable[Removal]) -> Fate:
+    """The fate of the rows of ``files`` ((path key, records) pairs): readable where the
+    file is live (``live``: path key to records), else followed through the removal that
+    took it out, a conserving replace's added files sharing its rows in proportion to
+    their records."""
+    by_path: dict[str, Removal] = {}
+    for removal in removals:
+        for path, _ in removal.removed:
+            by_path.setdefault(path, removal)
+    memo: dict[str, Fate] = {}
+
+    def fate_of(path: str, records: int, seen: frozenset[str]) -> Fate:
+        if path in memo:
+            return memo[path]
+        fate = Fate()
+        if path in live:
+            fate.readable = Fraction(records)
+        elif (removal := by_path.get(path)) is None or path in seen:
+            fate.untraceable = Fraction(records)
+        else:  # rows carried into the files it added, in proportion; the rest removed by it
+            removed_rows = sum(n for _, n in removal.removed)
+            added_rows = sum(n for _, n in removal.added)
+            if not removal.conserves and removed_rows > added_rows:
+                gone = Fraction(records * (removed_rows - added_rows), removed_rows)
+                fate.removed[(removal.snapshot_id, removal.operation)] = gone
+            for added, n in removal.added:  # each added file holds this share of its rows from here
+                fate.add(fate_of(added, n, seen | {path}), Fraction(records, max(removed_rows, added_rows)))
+            fate.compacted = fate.readable
+        memo[path] = fate
+        return fate
+
+    total = Fate()
+    for path, records in files:
+        total.add(fate_of(path, records, frozenset()))
+    return total
+
+
+def removals_of(table: Table, branch: str = "main") -> list[Removal]:
+    """Every retained snapshot of the branch that removed data files, oldest first, with
+    the files it removed and added (read from the manifests it wrote)."""
+    metadata = table.metadata
+    found = []
+    for snapshot in reversed(list(ancestry.branch_ancestry(metadata, branch))):
+        operation = snapshot.summary.operation.value if snapshot.summary is not None else ""
+        if operation not in ("replace", "overwrite", "delete"):
+            continue
+        removed: list[tuple[str, int]] = []
+        added: list[tuple[str, int]] = []
+        for manifest in snapshot.manifests(table.io):
+            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
+                continue
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                if entry.snapshot_id != snapshot.snapshot_id:
+                    continue
+                item = (path_key(entry.data_file.file_path), entry.data_file.record_count)
+                if entry.status == ManifestEntryStatus.DELETED:
+                    removed.append(item)
+                elif entry.status == ManifestEntryStatus.ADDED:
+                    added.append(item)
+        if removed:
+            found.append(Removal(snapshot.snapshot_id, operation, tuple(removed), tuple(added)))
+    return found
+
+
+def rounded(value: Fraction) -> int:
+    """The nearest whole number of rows (halves up)."""
+    return (value.numerator * 2 + value.denominator) // (2 * value.denominator)
+
+
+__all__ = ["Fate", "Removal", "path_key", "removals_of", "rounded", "trace_fates"]

@@ -1,0 +1,68 @@
+"""The commit retry loop on its own, without a catalog: what is retried, how often, and
+what each attempt is told."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pyiceberg.exceptions import CommitFailedException
+from sqlalchemy.exc import OperationalError
+
+from icecommit.committer.attempt import AttemptNotSentError
+from icecommit.committer.retry import RetryPolicy, run_with_retries
+
+FAST = RetryPolicy(max_attempts=4, min_wait_s=0.01, max_wait_s=0.02)
+
+
+def _script(*outcomes: BaseException | str) -> tuple[list[int], Callable[[int], str]]:
+    seen: list[int] = []
+
+    def attempt(number: int) -> str:
+        seen.append(number)
+        outcome = outcomes[number]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return seen, attempt
+
+
+@pytest.mark.parametrize(
+    "conflict",
+    [
+        CommitFailedException("lost the compare-and-swap"),
+        AttemptNotSentError("stale base"),
+        OperationalError("update", {}, Exception("database is locked")),
+    ],
+    ids=["lost-cas", "not-sent", "sqlite-locked"],
+)
+def test_conflicts_are_retried_and_counted(conflict: Exception) -> None:
+    seen, attempt = _script(conflict, conflict, "landed")
+    waits: list[float] = []
+    result = run_with_retries(FAST, attempt, checkpoint_id=3, sleep=waits.append)
+    assert (result.value, result.retries) == ("landed", 2)
+    assert seen == [0, 1, 2]  # each attempt knows how many retries came before it
+    assert len(waits) == 2 and all(w > 0 for w in waits)
+
+
+def test_any_other_error_propagates_at_once() -> None:
+    seen, attempt = _script(CommitFailedException("conflict"), ValueError("outcome unknown"), "never")
+    with pytest.raises(ValueError, match="outcome unknown"):
+        run_with_retries(FAST, attempt, checkpoint_id=3, sleep=lambda _s: None)
+    assert seen == [0, 1]
+
+
+def test_the_last_conflict_is_raised_once_the_policy_stops() -> None:
+    conflicts = [CommitFailedException(f"conflict {n}") for n in range(4)]
+    seen, attempt = _script(*conflicts, "never")
+    with pytest.raises(CommitFailedException, match="conflict 3"):
+        run_with_retries(FAST, attempt, checkpoint_id=3, sleep=lambda _s: None)
+    assert seen == [0, 1, 2, 3]
+
+
+def test_a_first_attempt_that_lands_is_not_a_retry() -> None:
+    seen, attempt = _script("landed")
+    slept: list[float] = []
+    result = run_with_retries(FAST, attempt, checkpoint_id=None, sleep=slept.append)
+    assert (result.value, result.retries, seen, slept) == ("landed", 0, [0], [])

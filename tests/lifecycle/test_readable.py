@@ -1,0 +1,96 @@
+"""Readable means readable (issue 12, point 6): a checkpoint's rows count as readable
+wherever they live now. Compaction (a ``replace`` snapshot that conserves the record
+count) keeps them readable; an overwrite or delete removes them on purpose (information,
+not loss); and neither the checkpoint's own snapshot nor the rewrite's needs to be retained
+for a replay to know the checkpoint is in the table."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.catalog import apply_expire, plan_expire
+from tests.helpers import EVENTS_SCHEMA, compact, events, write_arrow
+
+
+def _commit(catalog: SqlCatalog, name: str, checkpoint_id: int, start: int) -> ic.GlobalCommitter:
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    rows = write_arrow(committer.load_table(), events(start, start + 30), job_id="A", checkpoint_id=checkpoint_id)
+    committer.prepare(checkpoint_id, [rows])
+    assert committer.commit(checkpoint_id).status == "committed"
+    return committer
+
+
+def _table(catalog: SqlCatalog) -> str:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    for n in (1, 2, 3):
+        _commit(catalog, name, n, n * 100)
+    return name
+
+
+def _ids(catalog: SqlCatalog, name: str) -> Counter[int]:
+    return Counter(catalog.load_table(name).scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def _expire_all_but_head(catalog: SqlCatalog, name: str) -> None:
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+
+
+def test_compacted_checkpoints_stay_readable_before_and_after_expiry(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    replace = compact(catalog.load_table(name))
+    for when in ("after compaction", "after the checkpoints' snapshots expired"):
+        for deep in (False, True):
+            report = ic.reconcile(catalog, name, deep=deep)
+            assert report.ok, (when, deep, report.problems)
+            lines = {line.checkpoint_id: line for line in report.checkpoints}
+            assert [(lines[n].committed, lines[n].readable) for n in (1, 2, 3)] == [(30, 30)] * 3, when
+            assert all("30 readable in files another snapshot rewrote" in lines[n].note for n in (1, 2, 3))
+            assert not [p for p in report.problems if p.kind in ("loss", "untraceable", "rolled-back")]
+        _expire_all_but_head(catalog, name)
+        table = catalog.load_table(name)
+        assert [s.snapshot_id for s in table.snapshots()] == [replace]
+    # a replay of a compacted checkpoint whose snapshot is gone: in the table, not rolled back
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    assert committer.commit(2).status == "already-committed"
+    assert committer.recover() == []
+    assert _ids(catalog, name) == Counter([*range(100, 130), *range(200, 230), *range(300, 330)])
+
+
+def test_rows_deleted_on_purpose_are_removed_not_lost_and_a_replay_does_not_bring_them_back(
+    catalog: SqlCatalog,
+) -> None:
+    name = _table(catalog)
+    table = catalog.load_table(name)
+    table.delete("id >= 200 and id < 215")  # 15 rows of checkpoint 2, by a pyiceberg delete
+    head = catalog.load_table(name).current_snapshot()
+    assert head is not None and head.summary is not None
+    removing = head.snapshot_id
+    report = ic.reconcile(catalog, name)
+    assert report.ok, report.problems
+    line = {line.checkpoint_id: line for line in report.checkpoints}[2]
+    assert (line.committed, line.readable) == (30, 15)
+    removed = [p for p in report.problems if p.kind == "removed"]
+    assert [(p.checkpoint_id, p.severity) for p in removed] == [(2, "info")]
+    assert f"snapshot {removing}" in removed[0].message and "15 of its rows" in removed[0].message
+    _expire_all_but_head(catalog, name)  # the delete is the head: its record is kept
+    assert ic.GlobalCommitter(catalog, name, job_id="A").commit(2).status == "already-committed"
+    assert _ids(catalog, name) == Counter([*range(100, 130), *range(215, 230), *range(300, 330)])
+    assert ic.reconcile(catalog, name).ok
+
+
+def test_rows_whose_rewrite_was_expired_too_are_untraceable_a_warning_not_loss(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    compact(catalog.load_table(name))
+    _commit(catalog, name, 4, 400)  # the rewrite is no longer the head
+    _expire_all_but_head(catalog, name)
+    report = ic.reconcile(catalog, name)
+    untraceable = [p for p in report.problems if p.kind == "untraceable"]
+    assert not untraceable  # the checkpoints' snapshots went with it: each is "gone", shown as information
+    lines = {line.checkpoint_id: line for line in report.checkpoints}
+    assert lines[4].readable == 30 and lines[4].ok
+    assert not [p for p in report.problems if p.kind == "loss"]

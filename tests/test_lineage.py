@@ -1,0 +1,65 @@
+"""Following a checkpoint's files through rewrites and removals, without a table."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from icecommit.lineage import Removal, path_key, rounded, trace_fates
+
+
+def test_live_files_are_readable_and_missing_ones_without_a_record_are_untraceable() -> None:
+    fate = trace_fates([("a", 10), ("b", 5)], {"a": 10}, [])
+    assert (fate.readable, fate.untraceable, fate.removed, fate.compacted) == (10, 5, {}, 0)
+
+
+def test_a_chain_of_conserving_rewrites_keeps_rows_readable() -> None:
+    removals = [
+        Removal(1, "replace", removed=(("a", 10), ("x", 30)), added=(("ab", 40),)),
+        Removal(2, "replace", removed=(("ab", 40),), added=(("c1", 25), ("c2", 15))),
+    ]
+    fate = trace_fates([("a", 10)], {"c1": 25, "c2": 15}, removals)
+    assert (fate.readable, fate.compacted, fate.untraceable) == (10, 10, 0)
+
+
+def test_a_copy_on_write_delete_removes_only_the_rows_missing_from_its_added_files() -> None:
+    removals = [Removal(7, "overwrite", removed=(("a", 30),), added=(("a2", 18),))]
+    fate = trace_fates([("a", 30)], {"a2": 18}, removals)
+    assert (fate.readable, fate.removed) == (18, {(7, "overwrite"): 12})
+
+
+def test_a_rewrite_of_several_checkpoints_shares_kept_and_removed_rows_in_proportion() -> None:
+    removals = [Removal(7, "delete", removed=(("a", 30), ("b", 10)), added=(("ab", 20),))]
+    first = trace_fates([("a", 30)], {"ab": 20}, removals)
+    second = trace_fates([("b", 10)], {"ab": 20}, removals)
+    assert (first.readable, first.removed[(7, "delete")]) == (15, 15)
+    assert (second.readable, second.removed[(7, "delete")]) == (5, 5)
+    assert first.readable + second.readable == 20  # every total exact
+
+
+def test_a_rewrite_whose_output_was_later_deleted_outright_is_removed_by_the_later_snapshot() -> None:
+    removals = [
+        Removal(1, "replace", removed=(("a", 10),), added=(("b", 10),)),
+        Removal(2, "delete", removed=(("b", 10),), added=()),
+    ]
+    fate = trace_fates([("a", 10)], {}, removals)
+    assert (fate.readable, fate.removed, fate.untraceable) == (0, {(2, "delete"): 10}, 0)
+
+
+def test_an_overwrite_that_also_adds_new_rows_keeps_all_of_the_old_ones() -> None:
+    removals = [Removal(3, "overwrite", removed=(("a", 10),), added=(("a2", 25),))]
+    fate = trace_fates([("a", 10)], {"a2": 25}, removals)
+    assert (fate.readable, fate.removed) == (10, {})
+
+
+def test_a_cycle_in_the_records_ends_as_untraceable_instead_of_looping() -> None:
+    removals = [
+        Removal(1, "replace", removed=(("a", 10),), added=(("b", 10),)),
+        Removal(2, "replace", removed=(("b", 10),), added=(("a", 10),)),
+    ]
+    assert trace_fates([("a", 10)], {}, removals).untraceable == 10
+
+
+def test_paths_are_compared_by_storage_key_and_counts_round_to_whole_rows() -> None:
+    assert path_key("file:/w/t/a.parquet") == path_key("file:///w/t/a.parquet") == path_key("/w/t/a.parquet")
+    assert path_key("s3://bucket/a") != path_key("s3://other/a")
+    assert [rounded(Fraction(n, 2)) for n in (1, 2, 3, 4, 5)] == [1, 1, 2, 2, 3]
