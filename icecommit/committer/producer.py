@@ -16,12 +16,32 @@ for others holding the same rows (compaction), summarised like an overwrite.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import TYPE_CHECKING, TypeVar
 
 from pyiceberg.manifest import DataFile, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
 from pyiceberg.typedef import EMPTY_DICT
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Transaction
+
+
+P = TypeVar("P", "SpecPreservingAppend", "RewriteFiles")
+
+
+def _producer(
+    cls: type[P], operation: Operation, transaction: Transaction, branch: str | None, properties: dict[str, str]
+) -> P:
+    """A producer of ``cls`` for one transaction (use it as a context manager)."""
+    return cls(
+        operation=operation,
+        transaction=transaction,
+        io=transaction._table.io,
+        branch=branch,
+        snapshot_properties=properties,
+    )
 
 
 def _added_manifests(producer: _MergeAppendFiles | _OverwriteFiles) -> list[ManifestFile]:
@@ -82,14 +102,10 @@ class SpecPreservingAppend(_MergeAppendFiles):
     partition spec id of the files it adds. Use as ``with SpecPreservingAppend.of(tx, ...)``."""
 
     @classmethod
-    def of(cls, transaction, *, branch: str | None, snapshot_properties: dict[str, str]) -> SpecPreservingAppend:  # type: ignore[no-untyped-def]
-        return cls(
-            operation=Operation.APPEND,
-            transaction=transaction,
-            io=transaction._table.io,
-            branch=branch,
-            snapshot_properties=snapshot_properties,
-        )
+    def of(
+        cls, transaction: Transaction, *, branch: str | None, snapshot_properties: dict[str, str]
+    ) -> SpecPreservingAppend:
+        return _producer(cls, Operation.APPEND, transaction, branch, snapshot_properties)
 
     def _manifests(self) -> list[ManifestFile]:
         # an append deletes nothing: the added manifests first (the merge manager treats
@@ -112,14 +128,8 @@ class RewriteFiles(_OverwriteFiles):
     Use as ``with RewriteFiles.of(tx, ...) as rewrite:``."""
 
     @classmethod
-    def of(cls, transaction, *, branch: str | None, snapshot_properties: dict[str, str]) -> RewriteFiles:  # type: ignore[no-untyped-def]
-        return cls(
-            operation=Operation.REPLACE,
-            transaction=transaction,
-            io=transaction._table.io,
-            branch=branch,
-            snapshot_properties=snapshot_properties,
-        )
+    def of(cls, transaction: Transaction, *, branch: str | None, snapshot_properties: dict[str, str]) -> RewriteFiles:
+        return _producer(cls, Operation.REPLACE, transaction, branch, snapshot_properties)
 
     def _manifests(self) -> list[ManifestFile]:
         self._build_delete_files_partition_predicate()
