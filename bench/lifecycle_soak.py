@@ -7,7 +7,8 @@ recovers and replays, as ``ic.write`` would), appends by another tool (plain pyi
 state update) and by another tool (pyiceberg's, deleting nothing), rollbacks by
 checkpoint (icecommit's; sometimes crashing between the table's change and the state's)
 and by another tool (pyiceberg's ``rollback_to_snapshot``), re-commits of rolled-back
-checkpoints, abandons, orphan sweeps with no age limit, and schema changes (a column
+checkpoints, abandons, compactions by another engine (a replace snapshot rewriting every
+live file), orphan sweeps with no age limit, and schema changes (a column
 added, widened from int to long) and a partition spec change (a checkpoint prepared
 before it commits under the spec its files were written for).
 
@@ -59,7 +60,7 @@ from icecommit.committer.committer import FAULT_POINTS
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.manifests import staged_spec_id
-from tests.helpers import DAY0, EVENTS_SCHEMA, events, write_arrow
+from tests.helpers import DAY0, EVENTS_SCHEMA, compact, events, write_arrow
 
 OUT = Path(__file__).resolve().parent / "out"
 JOBS = ("A", "B")
@@ -391,6 +392,14 @@ class Trial:
                 update.add_field("ts", DayTransform(), "ts_day")
         self.model.spec = self.table().spec().spec_id
 
+    def op_compact(self) -> None:
+        """Another engine's compaction: every live file rewritten, one replace snapshot."""
+        table = self.table()
+        if table.current_snapshot() is None or not self.model.expected():
+            return
+        snapshot_id = compact(table)
+        self.model.lineage.append(Entry(None, (), snapshot_id))
+
     def op_restart(self) -> None:
         self.replay(self.rng.choice(JOBS))
 
@@ -406,6 +415,7 @@ class Trial:
         ("orphans", 4),
         ("schema", 3),
         ("spec", 4),
+        ("compact", 5),
         ("restart", 7),
     )
 

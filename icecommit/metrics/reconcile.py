@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from sqlalchemy import Engine, func, select
@@ -68,6 +68,18 @@ class LiveFile:
     path: str
     records: int
     snapshot_id: int
+    sequence: int = 0
+
+
+@dataclass(frozen=True)
+class LiveDeleteFile:
+    """A row-level delete file the current snapshot references."""
+
+    path: str
+    equality: bool  # equality deletes; position deletes otherwise
+    records: int
+    snapshot_id: int
+    sequence: int
 
 
 @dataclass
@@ -107,6 +119,11 @@ class Facts:
     # where their files' rows went (rewritten by a replace, removed by an overwrite or
     # delete, or untraceable), followed through the retained snapshots
     fates: dict[Key, Fate] = field(default_factory=dict)
+    # rows of committed checkpoints' live files that position delete files remove, per
+    # (deleting snapshot, "row-level delete")
+    row_deletes: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
+    # live equality delete files (they match rows by value: not attributed to checkpoints)
+    equality_deletes: list[LiveDeleteFile] = field(default_factory=list)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -132,6 +149,10 @@ def _weighted_percentile(samples: Sequence[tuple[float, int]], q: float) -> floa
         if running >= threshold:
             return value
     return sorted(samples)[-1][0]
+
+
+def _removal(operation: str) -> str:
+    return "row-level deletes" if operation == "row-level delete" else f"an {operation}"
 
 
 def _out_of_order(facts: Facts) -> list[Problem]:
@@ -242,6 +263,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if facts.deep_counts is not None and state.snapshot_id is not None:
             readable = sum(facts.deep_counts.get(key, {}).values()) + compacted
         removed = {by: rounded(rows) for by, rows in fate.removed.items()} if fate is not None else {}
+        for by, rows in facts.row_deletes.get(key, {}).items():  # still in its files, deleted by position
+            removed[by] = removed.get(by, 0) + rows
+            readable -= rows
         untraceable = rounded(fate.untraceable) if fate is not None else 0
         accounted = readable + sum(removed.values()) + untraceable  # removed on purpose is not lost
         loss, dup = _line_numbers(source, (written, committed, accounted))
@@ -256,7 +280,8 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             notes.append(f"{rows:,} removed by snapshot {snapshot_id} ({operation})")
             problems.append(
                 Problem("removed", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its rows "
-                        f"were removed on purpose by snapshot {snapshot_id} (an {operation}); information, not loss",
+                        f"were removed on purpose by snapshot {snapshot_id} ({_removal(operation)}); information, "
+                        "not loss",
                         state.job_id, state.checkpoint_id, severity="info")
             )  # fmt: skip
         if untraceable:
@@ -343,6 +368,15 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         )  # fmt: skip
 
     problems.extend(_out_of_order(facts))
+    if facts.equality_deletes:
+        rows = sum(d.records for d in facts.equality_deletes)
+        snapshots = sorted({d.snapshot_id for d in facts.equality_deletes})
+        problems.append(
+            Problem("equality-deletes", f"{len(facts.equality_deletes):,} equality delete file(s) with {rows:,} "
+                    f"delete row(s) (snapshots {', '.join(map(str, snapshots))}) remove rows by value on purpose; "
+                    "they cannot be told apart by checkpoint, so readable counts do not subtract them",
+                    severity="info")
+        )  # fmt: skip
 
     for published in facts.partitions:
         if published.late_records:
@@ -436,17 +470,61 @@ def _metric_counts(
     return task_counts, declared, committed, ignored
 
 
-def _live_files(table: Table) -> list[LiveFile]:
+def _live_files(table: Table) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
+    """The current snapshot's live data files, and its live row-level delete files."""
     snapshot = table.current_snapshot()
     if snapshot is None:
-        return []
+        return [], []
     files = []
+    deletes = []
     for manifest in snapshot.manifests(table.io):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             if entry.status == ManifestEntryStatus.DELETED or entry.snapshot_id is None:
                 continue
-            files.append(LiveFile(entry.data_file.file_path, entry.data_file.record_count, entry.snapshot_id))
-    return files
+            data_file = entry.data_file
+            sequence = entry.sequence_number or 0
+            if data_file.content == DataFileContent.DATA:
+                files.append(LiveFile(data_file.file_path, data_file.record_count, entry.snapshot_id, sequence))
+            else:
+                deletes.append(
+                    LiveDeleteFile(
+                        data_file.file_path,
+                        data_file.content == DataFileContent.EQUALITY_DELETES,
+                        data_file.record_count,
+                        entry.snapshot_id,
+                        sequence,
+                    )
+                )
+    return files, deletes
+
+
+def _row_deletes(
+    table: Table, live: Sequence[LiveFile], deletes: Sequence[LiveDeleteFile], snapshot_keys: Mapping[int, Key]
+) -> dict[Key, dict[tuple[int, str], int]]:
+    """Rows of each checkpoint's live files that position delete files remove (a delete
+    applies to data files of its sequence number or older), per deleting snapshot."""
+    positional = [d for d in deletes if not d.equality]
+    if not positional:
+        return {}
+    by_path = {path_key(f.path): f for f in live}
+    removed: dict[Key, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
+
+    def read(delete: LiveDeleteFile) -> tuple[LiveDeleteFile, list[dict[str, object]]]:
+        with table.io.new_input(delete.path).open() as stream:
+            paths = pq.read_table(stream, columns=["file_path"]).column("file_path")
+        return delete, pc.value_counts(paths).to_pylist()
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for delete, counts in pool.map(read, positional):
+            for item in counts:
+                target = by_path.get(path_key(str(item["values"])))
+                if target is None or target.sequence > delete.sequence:
+                    continue
+                key = snapshot_keys.get(target.snapshot_id)
+                if key is not None:
+                    rows = min(int(item["counts"]), target.records)  # type: ignore[call-overload]
+                    removed[key][(delete.snapshot_id, "row-level delete")] += rows
+    return {key: dict(by) for key, by in removed.items()}
 
 
 def _missing(paths: Sequence[str], io: FileIO) -> list[str]:
@@ -582,9 +660,9 @@ def reconcile(
         if state.committed and state.snapshot_id is not None:
             snapshot_keys.setdefault(state.snapshot_id, (state.job_id, state.checkpoint_id))
     in_ancestry = Counter((c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch))
-    live = _live_files(loaded)
+    live, deletes = _live_files(loaded)
     event_time = event_time_column(loaded.metadata)
-    missing = _missing(sorted({f.path for f in live}), loaded.io)
+    missing = _missing(sorted({f.path for f in live} | {d.path for d in deletes}), loaded.io)
     off_branch = frozenset(
         key
         for snapshot_id, key in snapshot_keys.items()
@@ -612,6 +690,8 @@ def reconcile(
         gone=gone,
         landed_at=_landed_at(loaded.metadata, states, off_branch | gone),
         fates={k: v for k, v in fates.items() if k not in gone},
+        row_deletes=_row_deletes(loaded, live, deletes, snapshot_keys),
+        equality_deletes=[d for d in deletes if d.equality],
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))

@@ -12,8 +12,8 @@ from datetime import timedelta
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, plan_expire
-from tests.helpers import EVENTS_SCHEMA, compact, events, write_arrow
+from icecommit.catalog import apply_expire, find_orphans, plan_expire
+from tests.helpers import EVENTS_SCHEMA, compact, delete_positions, events, write_arrow
 
 
 def _commit(catalog: SqlCatalog, name: str, checkpoint_id: int, start: int) -> ic.GlobalCommitter:
@@ -94,3 +94,24 @@ def test_rows_whose_rewrite_was_expired_too_are_untraceable_a_warning_not_loss(c
     lines = {line.checkpoint_id: line for line in report.checkpoints}
     assert lines[4].readable == 30 and lines[4].ok
     assert not [p for p in report.problems if p.kind == "loss"]
+
+
+def test_rows_deleted_by_position_delete_files_are_removed_by_that_snapshot(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    table = catalog.load_table(name)
+    files = table.inspect.files()
+    by_path = dict(zip(files.column("file_path").to_pylist(), files.column("record_count").to_pylist(), strict=True))
+    path = sorted(by_path)[0]  # one data file of one checkpoint
+    deleting = delete_positions(table, {path: [0, 2, 4]})
+    table = catalog.load_table(name)
+    assert sum(_ids(catalog, name).values()) == 90 - 3  # readers apply the deletes
+    for deep in (False, True):
+        report = ic.reconcile(catalog, name, deep=deep)
+        assert report.ok, report.problems
+        removed = [p for p in report.problems if p.kind == "removed"]
+        assert len(removed) == 1 and removed[0].severity == "info"
+        assert f"3 of its rows were removed on purpose by snapshot {deleting} (row-level deletes)" in removed[0].message
+        line = {line.checkpoint_id: line for line in report.checkpoints}[removed[0].checkpoint_id]  # type: ignore[index]
+        assert (line.committed, line.readable) == (30, 27)
+    sweep = find_orphans(catalog, name, older_than=timedelta(0))  # the delete file is the table's
+    assert not [o.path for o in sweep.orphans if "deletes-" in o.path]
