@@ -13,7 +13,7 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -35,7 +35,7 @@ from pyiceberg.table import TableProperties
 from pyiceberg.table.locations import LocationProvider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
-from pyiceberg.types import DoubleType, FloatType, NestedField, StructType
+from pyiceberg.types import DoubleType, FloatType, IcebergType, ListType, MapType, NestedField, StructType
 
 from icecommit.datafiles import (
     DataFileRecord,
@@ -77,31 +77,51 @@ def target_file_size(metadata: TableMetadata) -> int:
     return whole_number(dict(metadata.properties), TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, default)
 
 
-def _required_struct_paths(fields: Sequence[NestedField], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """Paths of required fields inside structs (a top-level field is checked by name)."""
-    paths = []
-    for f in fields:
-        path = (*prefix, f.name)
-        if f.required and prefix:
-            paths.append(path)
-        if isinstance(f.field_type, StructType):
-            paths.extend(_required_struct_paths(f.field_type.fields, path))
-    return paths
+def _has_required_nested(fields: Sequence[NestedField]) -> bool:
+    """Whether any field below the top level is required (a struct field, a list element,
+    a map value): such columns are checked value by value before the cast."""
+
+    def nested(field_type: IcebergType) -> bool:
+        if isinstance(field_type, StructType):
+            return any(f.required or nested(f.field_type) for f in field_type.fields)
+        if isinstance(field_type, ListType):
+            return field_type.element_required or nested(field_type.element_type)
+        if isinstance(field_type, MapType):
+            return field_type.value_required or nested(field_type.key_type) or nested(field_type.value_type)
+        return False
+
+    return any(nested(f.field_type) for f in fields)
 
 
-def _nulls_under_present_parents(column: pa.ChunkedArray, path: tuple[str, ...]) -> int:
-    """Nulls of the field at ``path`` inside a struct column where every parent is present
-    (a field of an absent optional struct is not a null of its own)."""
-    nulls = 0
-    for chunk in column.chunks:
-        present = pc.is_valid(chunk)
-        array = chunk
-        for name in path:
-            array = array.field(name)  # the child without its parent's validity
-            if name != path[-1]:
-                present = pc.and_(present, pc.is_valid(array))
-        nulls += pc.sum(pc.and_(present, pc.is_null(array))).as_py() or 0
-    return nulls
+def _nested_nulls(array: pa.Array, field_type: IcebergType, path: str) -> Iterator[tuple[str, int]]:
+    """(dotted path, nulls) of every required field below ``array``'s type, counting only
+    values whose parents are present (a field of an absent optional struct, or of a null
+    list, is not a null of its own). Elements are named ``path.element``, map values
+    ``path.value``."""
+    if isinstance(field_type, StructType):
+        present = array.is_valid()
+        for f in field_type.fields:
+            child = array.field(f.name).filter(present)  # the child without its parent's validity
+            name = f"{path}.{f.name}"
+            if f.required and child.null_count:
+                yield name, child.null_count
+            yield from _nested_nulls(child, f.field_type, name)
+    elif isinstance(field_type, ListType):
+        values = pc.list_flatten(array)  # the elements of the lists that are present
+        name = f"{path}.element"
+        if field_type.element_required and values.null_count:
+            yield name, values.null_count
+        yield from _nested_nulls(values, field_type.element_type, name)
+    elif isinstance(field_type, MapType):
+        # a map is a list of key-value entries: its values, of the maps that are present
+        present = array.filter(array.is_valid())
+        start = present.offsets[0].as_py() if len(present) else 0
+        end = present.offsets[-1].as_py() if len(present) else 0
+        values = present.items.slice(start, end - start)
+        name = f"{path}.value"
+        if field_type.value_required and values.null_count:
+            yield name, values.null_count
+        yield from _nested_nulls(values, field_type.value_type, name)
 
 
 @dataclass
@@ -168,7 +188,7 @@ class TaskFileWriter:
             (f.name, f.field_id) for f in self._schema.fields if isinstance(f.field_type, (FloatType, DoubleType))
         ]
         self._required = [f.name for f in self._schema.fields if f.required]
-        self._required_nested = _required_struct_paths(self._schema.fields)
+        self._check_nested = _has_required_nested(self._schema.fields)
         self._event_time = event_time_field_id(metadata)
         self._event_time_name = (
             self._schema.find_column_name(self._event_time) if self._event_time is not None else None
@@ -248,11 +268,11 @@ class TaskFileWriter:
             nulls = table.column(name).null_count
             if nulls:
                 self._violations[name] = self._violations.get(name, 0) + nulls
-        for path in self._required_nested:
-            nulls = _nulls_under_present_parents(table.column(path[0]), path[1:])
-            if nulls:
-                dotted = ".".join(path)
-                self._violations[dotted] = self._violations.get(dotted, 0) + nulls
+        if self._check_nested:
+            for f in self._schema.fields:
+                for chunk in table.column(f.name).chunks:
+                    for dotted, nulls in _nested_nulls(chunk, f.field_type, f.name):
+                        self._violations[dotted] = self._violations.get(dotted, 0) + nulls
         return bool(self._violations)
 
     # -- buffering and files ------------------------------------------------------------

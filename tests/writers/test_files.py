@@ -155,3 +155,50 @@ def test_nulls_in_required_nested_fields_are_violations_only_where_the_parent_is
     )
     refused = write_arrow(table, child_null, job_id="j", checkpoint_id=2)
     assert [(v.column, v.null_count) for v in refused.violations] == [("s.x", 2)] and refused.data_files == ()
+
+
+def test_nulls_in_required_list_elements_and_map_values_are_violations_by_path(sqlite_catalog: SqlCatalog) -> None:
+    """Only elements of lists that are present, and values of maps that are present, count;
+    a required struct field inside a list element is checked too."""
+    point = pa.struct([pa.field("x", pa.int64(), nullable=False)])
+    nested = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("tags", pa.list_(pa.field("element", pa.int64(), nullable=False))),
+            pa.field("attrs", pa.map_(pa.string(), pa.field("value", pa.string(), nullable=False))),
+            pa.field("points", pa.list_(pa.field("element", point))),
+        ]
+    )
+    table = ic.create_table(sqlite_catalog, "ns.lists", nested)
+    tags, attrs, points = pa.list_(pa.int64()), pa.map_(pa.string(), pa.string()), pa.list_(point)
+    good = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "tags": pa.array([[1, 2], None], tags),
+            "attrs": pa.array([[("a", "x")], None], attrs),
+            "points": pa.array([[{"x": 1}, None], None], points),
+        }
+    )
+    written = write_arrow(table, good, job_id="j", checkpoint_id=1)
+    assert written.violations == () and written.records == 2
+    read = table.io.new_input(written.data_files[0].path)
+    with read.open() as stream:
+        import pyarrow.parquet as pq
+
+        back = pq.read_table(stream)
+    assert back.column("tags").to_pylist() == [[1, 2], None]
+    bad = pa.table(
+        {
+            "id": pa.array([3, 4, 5], pa.int64()),
+            "tags": pa.array([[1, None, None], [None], None], tags),
+            "attrs": pa.array([[("a", None)], [("b", "y"), ("c", None)], None], attrs),
+            "points": pa.array([[{"x": None}], [{"x": 2}], None], points),
+        }
+    )
+    refused = write_arrow(table, bad, job_id="j", checkpoint_id=2)
+    assert [(v.column, v.null_count) for v in refused.violations] == [
+        ("attrs.value", 2),
+        ("points.element.x", 1),
+        ("tags.element", 3),
+    ]
+    assert refused.data_files == ()
