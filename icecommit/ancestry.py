@@ -26,6 +26,7 @@ RECOVERED_BY = "icecommit.recovered-by"
 WATERMARK = "icecommit.watermark-us"
 #: Records of this snapshot that fall into time partitions already published complete.
 LATE_RECORDS = "icecommit.late-records"
+FUTURE_RECORDS = "icecommit.future-records"
 #: Table property prefix: ``icecommit.job.<job id>.checkpoint`` holds the job's highest
 #: committed checkpoint id. It is set in the same catalog commit as every append, so it
 #: is exact whenever the append is, and no snapshot expiry (icecommit's or another
@@ -44,6 +45,7 @@ def snapshot_summary(
     max_event_time_us: int | None = None,
     watermark_us: int | None = None,
     late_records: int = 0,
+    future_records: int = 0,
     recovered_by: str | None = None,
 ) -> dict[str, str]:
     """The summary properties of the snapshot that commits one checkpoint (what every
@@ -61,6 +63,8 @@ def snapshot_summary(
         summary[WATERMARK] = str(watermark_us)
     if late_records:
         summary[LATE_RECORDS] = str(late_records)
+    if future_records:
+        summary[FUTURE_RECORDS] = str(future_records)
     if recovered_by is not None:
         summary[RECOVERED_BY] = recovered_by
     return summary

@@ -3,7 +3,10 @@
 A table partitioned by ``hour``, ``day``, ``month`` or ``year`` of its event-time column
 has *time partitions*. A job's *watermark* is the largest event time it has committed.
 A time partition is complete once the watermark of every writer of the table has passed
-the partition's end by the allowed lateness: ``min(watermarks) >= end + lateness``.
+the partition's end by the allowed lateness: ``min(watermarks) >= end + lateness``. Every
+partition from the first one with data on is published, empty ones with 0 records. Rows
+further ahead of the committing clock than the table's ``icecommit.max-future-skew`` do not
+move a watermark (a device clock in 2099 must not close every hour in between).
 Records that arrive for a partition after it was published complete are still committed,
 and counted as late.
 """
@@ -136,11 +139,21 @@ def newly_complete(
     lateness_us: int,
     published: Iterable[int] = (),
 ) -> list[int]:
-    """The candidate partitions that the watermark has closed and that are not published yet."""
-    if watermark_us is None:
+    """The partitions the watermark has closed and that are not published yet: every one
+    from the first partition with data (``candidates``) on, empty ones included, so that a
+    scheduler waiting for each partition in turn never waits for an hour in which nothing
+    arrived."""
+    values = set(candidates)
+    if watermark_us is None or not values:
         return []
     done = set(published)
-    return sorted(v for v in set(candidates) - done if field.bounds(v)[1] + lateness_us <= watermark_us)
+    closed = []
+    value = min(values)
+    while field.bounds(value)[1] + lateness_us <= watermark_us:
+        if value not in done:
+            closed.append(value)
+        value += 1
+    return closed
 
 
 __all__ = [

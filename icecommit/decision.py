@@ -61,6 +61,9 @@ class StateView:
 
     status: CheckpointStatus | None = None
     snapshot_id: int | None = None
+    #: whether it staged data files (a committed row with files whose snapshot could not be
+    #: found, its files since rewritten, is not an empty checkpoint)
+    has_files: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def decide(checkpoint_id: int, state: StateView, table: TableView, *, recommit: 
         return Decision(Action.ALREADY_IN, table.landed_snapshot_id, "in the branch's ancestry")
     if state.status == "abandoned":
         return Decision(Action.ABANDONED, None, "abandoned by an operator")
-    if state.status == "committed" and state.snapshot_id is None:
+    if state.status == "committed" and state.snapshot_id is None and not state.has_files:
         return Decision(Action.EMPTY, None, "committed with no data files")
 
     def rolled_back(snapshot_id: int | None, why: str) -> Decision:

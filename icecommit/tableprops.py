@@ -4,6 +4,8 @@ raised before any Spark job, file or state row."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import TimestampType, TimestamptzType
@@ -13,6 +15,10 @@ from icecommit.eventtime import EVENT_TIME_PROPERTY
 from icecommit.timeparse import parse_duration
 
 LATENESS_PROPERTY = "icecommit.partition-lateness"
+#: Rows further ahead of the committing clock than this do not move the watermark.
+FUTURE_SKEW_PROPERTY = "icecommit.max-future-skew"
+DEFAULT_FUTURE_SKEW = timedelta(hours=1)
+_DURATIONS = (LATENESS_PROPERTY, FUTURE_SKEW_PROPERTY)
 #: Whole-number properties: name -> smallest value accepted.
 _NUMBERS = {
     TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: 1,
@@ -40,6 +46,27 @@ def whole_number(properties: dict[str, str], key: str, default: int) -> int:
     return int(text)
 
 
+def duration(properties: dict[str, str], key: str, default: timedelta) -> timedelta:
+    """A duration table property (``default`` when unset).
+
+    Raises:
+        InvalidArgumentError: not a duration.
+    """
+    value = properties.get(key)
+    if value is None:
+        return default
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise InvalidArgumentError(f"table property {key}", value, "a duration such as 0s, 15m, 2h or 1d") from None
+
+
+def future_skew(properties: dict[str, str]) -> timedelta:
+    """How far ahead of the committing clock an event time may lie and still move the
+    watermark (``icecommit.max-future-skew``; one hour when unset)."""
+    return duration(properties, FUTURE_SKEW_PROPERTY, DEFAULT_FUTURE_SKEW)
+
+
 def check_table_properties(metadata: TableMetadata) -> None:
     """Check every property icecommit reads from this table.
 
@@ -49,14 +76,8 @@ def check_table_properties(metadata: TableMetadata) -> None:
     properties = dict(metadata.properties)
     for key in _NUMBERS:
         whole_number(properties, key, 0)
-    lateness = properties.get(LATENESS_PROPERTY)
-    if lateness is not None:
-        try:
-            parse_duration(lateness)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"table property {LATENESS_PROPERTY}", lateness, "a duration such as 0s, 15m, 2h or 1d"
-            ) from None
+    for key in _DURATIONS:
+        duration(properties, key, timedelta(0))
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         schema = metadata.schema()

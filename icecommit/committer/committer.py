@@ -27,8 +27,9 @@ from icecommit.committer.completion import CompletionPublisher, PartitionComplet
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
-from icecommit.committer.samples import minute_start, prepare_samples
+from icecommit.committer.samples import capped_watermark, minute_start, prepare_samples
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
+from icecommit.completeness import micros
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action, Decision, StateView, TableView, decide
 from icecommit.errors import (
@@ -63,7 +64,7 @@ from icecommit.state.database import state_engine, state_errors, state_uri
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.tableprops import check_table_properties
+from icecommit.tableprops import check_table_properties, future_skew
 
 logger = logging.getLogger(__name__)
 
@@ -209,6 +210,18 @@ class GlobalCommitter:
             except OSError as e:  # a full disk, a lost connection: nothing recorded yet
                 raise StagingError(checkpoint_id, manifest_path, e) from e
         self._fault("after-stage", checkpoint_id)
+        watermark_us, future_records = capped_watermark(
+            results, validated.max_event_time_us, micros(self._store.clock() + future_skew(table.metadata.properties))
+        )
+        if future_records:
+            logger.warning(
+                "checkpoint %d of job %s: %d row(s) lie more than %s ahead of the clock; they are committed, "
+                "but do not move the watermark",
+                checkpoint_id,
+                self.job_id,
+                future_records,
+                future_skew(table.metadata.properties),
+            )
         with state_errors(self._store, "nothing was recorded: prepare it again"):
             state, inserted = self._store.insert_prepared(
                 job_id=self.job_id,
@@ -221,6 +234,8 @@ class GlobalCommitter:
                 files=len(validated.data_files),
                 bytes_=validated.bytes,
                 max_event_time_us=validated.max_event_time_us,
+                watermark_us=watermark_us,
+                future_records=future_records,
                 tasks=[(r.task_id, r.attempt) for r in results],
                 samples=prepare_samples(results),
                 partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
@@ -344,7 +359,11 @@ class GlobalCommitter:
     ) -> Decision:
         records_state(self._table_name, table.metadata.properties, self._store.engine)
         view = ancestry.table_view(table.metadata, self.job_id, checkpoint_id, self.branch)
-        row = StateView(state.status, state.snapshot_id) if state is not None else StateView()  # type: ignore[arg-type]
+        row = (
+            StateView(state.status, state.snapshot_id, has_files=state.manifest_path is not None)  # type: ignore[arg-type]
+            if state is not None
+            else StateView()
+        )
         if _files_decide(checkpoint_id, state, view):
             assert state is not None
             paths = [f.file_path for f in data_files] if data_files is not None else self._staged_paths(state, table)
@@ -749,6 +768,7 @@ class GlobalCommitter:
             max_event_time_us=state.max_event_time_us,
             watermark_us=store.watermark_through(self.job_id, self._table_name, state.checkpoint_id),
             late_records=store.late_records_in(self.job_id, self._table_name, state.checkpoint_id),
+            future_records=state.future_records,
             recovered_by=self._recovered_by,
         )
 

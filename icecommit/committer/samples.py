@@ -28,3 +28,31 @@ def prepare_samples(results: Sequence[WriteResult]) -> list[MetricSample]:
             samples.append(MetricSample(SOURCE, start, window.source_records, result.task_id, result.attempt))
             samples.append(MetricSample(WRITTEN, start, window.written_records, result.task_id, result.attempt))
     return samples
+
+
+_MINUTE_US = 60_000_000
+
+
+def capped_watermark(
+    results: Sequence[WriteResult], max_event_time_us: int | None, limit_us: int
+) -> tuple[int | None, int]:
+    """What a checkpoint lets its job's watermark reach, and how many of its rows lie in
+    the future: rows in one-minute windows that start after ``limit_us`` (the clock plus
+    the table's max future skew) are committed but do not move the watermark. With such
+    rows, the watermark is the start of the latest window at or before the limit (never
+    past a row that was really there); without them it is the largest event time."""
+    future = 0
+    latest: int | None = None
+    for result in results:
+        for window in result.windows:
+            if window.window_start_us is None or not window.written_records:
+                continue
+            if window.window_start_us > limit_us:
+                future += window.written_records
+            elif latest is None or window.window_start_us > latest:
+                latest = window.window_start_us
+    if not future:
+        return max_event_time_us, 0
+    if latest is None:
+        return None, future
+    return min(latest, max_event_time_us) if max_event_time_us is not None else latest, future

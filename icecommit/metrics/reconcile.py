@@ -252,15 +252,16 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                 window_totals[window]["written"] += written_windows.get(window, 0)
             continue
         committed_windows = facts.committed.get(key, {})
-        committed = (
-            sum(committed_windows.values()) if committed_windows else (state.records if state.snapshot_id else 0)
-        )
+        # a checkpoint with files whose snapshot could not be found (it landed, its snapshot
+        # expired and its files were rewritten before its state was recorded) is not empty
+        landed = state.snapshot_id is not None or state.manifest_path is not None
+        committed = sum(committed_windows.values()) if committed_windows else (state.records if landed else 0)
         readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
         fate = facts.fates.get(key)
         compacted = rounded(fate.compacted) if fate is not None else 0
         if fate is not None:  # its files' rows followed through rewrites and removals
             readable = max(readable, rounded(fate.readable))
-        if facts.deep_counts is not None and state.snapshot_id is not None:
+        if facts.deep_counts is not None and landed:
             readable = sum(facts.deep_counts.get(key, {}).values()) + compacted
         removed = {by: rounded(rows) for by, rows in fate.removed.items()} if fate is not None else {}
         for by, rows in facts.row_deletes.get(key, {}).items():  # still in its files, deleted by position
@@ -296,7 +297,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if accounted != committed:
             notes.append(f"readable {accounted - committed:+,} vs committed")
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
-        status = "committed" if state.snapshot_id is not None else "empty"
+        status = "committed" if landed else "empty"
         lines.append(
             CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at, source,
                            written, committed, readable, loss, dup, ok, "; ".join(notes))
@@ -368,6 +369,15 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         )  # fmt: skip
 
     problems.extend(_out_of_order(facts))
+    for state in facts.checkpoints:
+        if state.future_records and state.committed:
+            problems.append(
+                Problem("future-records", f"checkpoint {state.checkpoint_id} of job {state.job_id}: "
+                        f"{state.future_records:,} row(s) had event times further ahead of the clock than the "
+                        "table's icecommit.max-future-skew when prepared; they are in the table but did not move "
+                        "the watermark (a wrong device clock or a parsing bug?)", state.job_id, state.checkpoint_id,
+                        severity="warning")
+            )  # fmt: skip
     if facts.equality_deletes:
         rows = sum(d.records for d in facts.equality_deletes)
         snapshots = sorted({d.snapshot_id for d in facts.equality_deletes})
@@ -718,7 +728,6 @@ def _fates(
         s
         for s in states
         if s.committed
-        and s.snapshot_id is not None
         and s.manifest_path is not None
         and (key := (s.job_id, s.checkpoint_id)) not in off_branch
         and own[key] < s.records

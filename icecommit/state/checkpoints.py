@@ -88,6 +88,10 @@ class CheckpointState:
     abandoned_at: datetime | None = None
     acknowledged_by: str | None = None
     acknowledged_at: datetime | None = None
+    #: the event time this checkpoint lets its job's watermark reach (future rows left out)
+    watermark_us: int | None = None
+    #: rows further ahead of the clock at prepare than the table's max future skew
+    future_records: int = 0
 
     @property
     def committed(self) -> bool:
@@ -113,6 +117,8 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         files=row.files,
         bytes=row.bytes,
         max_event_time_us=row.max_event_time_us,
+        watermark_us=row.watermark_us if row.watermark_us is not None or row.future_records else row.max_event_time_us,
+        future_records=row.future_records or 0,
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -202,6 +208,8 @@ class CheckpointStore:
         files: int,
         bytes_: int,
         max_event_time_us: int | None,
+        watermark_us: int | None = None,
+        future_records: int = 0,
         tasks: Sequence[tuple[int, int]] = (),
         samples: Sequence[MetricSample] = (),
         partitions: Sequence[tuple[str, int, int]] = (),
@@ -224,6 +232,8 @@ class CheckpointStore:
             files=files,
             bytes=bytes_,
             max_event_time_us=max_event_time_us,
+            watermark_us=watermark_us if watermark_us is not None or future_records else max_event_time_us,
+            future_records=future_records,
             attempts=0,
             retries=0,
             files_created=files,

@@ -154,6 +154,10 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     ],
     # 5 added the identity table (create_all makes it; _create_schema_once fills it)
     5: [],
+    6: [
+        ("icecommit_checkpoints", "watermark_us", "BIGINT"),
+        ("icecommit_checkpoints", "future_records", "BIGINT NOT NULL DEFAULT 0"),
+    ],
 }
 
 

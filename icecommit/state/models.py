@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class Base(DeclarativeBase):
@@ -65,6 +65,11 @@ class CheckpointRow(Base):
     files: Mapped[int] = mapped_column(Integer, default=0)
     bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     max_event_time_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # what the checkpoint lets the job's watermark reach: its largest event time that was
+    # not further ahead of the clock at prepare than the table's max future skew (NULL in
+    # rows of schema 5 and before: max_event_time_us), and how many rows lay beyond that
+    watermark_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    future_records: Mapped[int] = mapped_column(BigInteger, default=0)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)

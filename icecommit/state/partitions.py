@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, Engine, and_, func, select
+from sqlalchemy import ColumnElement, Engine, and_, case, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -59,6 +59,14 @@ class PartitionStatus:
         return self.records - self.records_at_completion
 
 
+#: what a checkpoint lets the watermark reach: rows of schema 5 and before have only the
+#: maximum; a checkpoint all of whose rows lay in the future has none
+_WATERMARK = case(
+    (CheckpointRow.future_records > 0, CheckpointRow.watermark_us),
+    else_=func.coalesce(CheckpointRow.watermark_us, CheckpointRow.max_event_time_us),
+)
+
+
 def _committed_partitions(table_name: str, field: str) -> ColumnElement[bool]:
     return and_(
         CheckpointRow.job_id == CheckpointPartitionRow.job_id,
@@ -80,7 +88,7 @@ class PartitionStatusStore:
     def watermark_through(self, job_id: str, table_name: str, checkpoint_id: int) -> int | None:
         """The job's watermark once ``checkpoint_id`` is committed: the largest event time
         of its checkpoints up to that one (checkpoints commit in order)."""
-        query = select(func.max(CheckpointRow.max_event_time_us)).where(
+        query = select(func.max(_WATERMARK)).where(
             CheckpointRow.job_id == job_id,
             CheckpointRow.table_name == table_name,
             CheckpointRow.checkpoint_id <= checkpoint_id,
@@ -114,7 +122,7 @@ class PartitionStatusStore:
         marks: dict[str, int | None] = {}
         for job in writers:
             value = session.execute(
-                select(func.max(CheckpointRow.max_event_time_us)).where(
+                select(func.max(_WATERMARK)).where(
                     CheckpointRow.job_id == job,
                     CheckpointRow.table_name == table_name,
                     CheckpointRow.status == COMMITTED,
@@ -175,7 +183,7 @@ class PartitionStatusStore:
                             watermark=from_micros(watermark),
                             lateness_s=int(lateness.total_seconds()),
                             writers=",".join(sorted(writers)),
-                            records_at_completion=totals[value],
+                            records_at_completion=totals.get(value, 0),
                             completed_at=now,
                             completed_by=completed_by,
                         )
@@ -183,7 +191,7 @@ class PartitionStatusStore:
                     ]
                     session.add_all(rows)
                     session.flush()
-                    return [self._status(row, totals[row.partition_value]) for row in rows]
+                    return [self._status(row, totals.get(row.partition_value, 0)) for row in rows]
             except IntegrityError:
                 # another committer published one of them first; look again
                 if attempt == 2:

@@ -22,6 +22,7 @@ from icecommit.completeness import (
     table_watermark,
     time_partition,
 )
+from icecommit.errors import InvalidArgumentError
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus
 from tests.conftest import unique_table
@@ -181,13 +182,18 @@ def test_a_partition_waits_for_every_writer(catalog: SqlCatalog) -> None:
     commit(catalog, table, "slow", 0, at(20, 70, first_id=100), completeness=both)  # slow reaches 01:10
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (2, 0)}
     commit(catalog, table, "slow", 1, at(250, first_id=200), completeness=both)  # slow reaches 04:10
-    # hour 3 holds fast's row at 03:20; it waits for fast, whose watermark is 03:20
-    assert sorted(hours(committer.partition_status())) == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
+    # hour 2 holds no data and both watermarks passed it: published with 0 records; hour 3
+    # holds fast's row at 03:20 and waits for fast, whose watermark is 03:20
+    assert hours(committer.partition_status()) == {
+        "ts_hour=2026-05-01-00": (2, 0),
+        "ts_hour=2026-05-01-01": (1, 0),
+        "ts_hour=2026-05-01-02": (0, 0),
+    }
     commit(catalog, table, "fast", 1, at(245, first_id=300), completeness=both)  # fast reaches 04:05
-    # hour 2 holds no data, so there is nothing to publish for it
     assert sorted(hours(committer.partition_status())) == [
         "ts_hour=2026-05-01-00",
         "ts_hour=2026-05-01-01",
+        "ts_hour=2026-05-01-02",
         "ts_hour=2026-05-01-03",
     ]
     statuses = committer.partition_status()
@@ -242,3 +248,44 @@ def test_rows_without_event_time_belong_to_no_time_partition(sqlite_catalog: Sql
     commit(sqlite_catalog, table, "job", 0, pa.concat_tables([data, nulls]))
     committer = ic.GlobalCommitter(sqlite_catalog, "ns.t", job_id="job")
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (1, 0)}
+
+
+def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    rows = at(10, 20)
+    future = pa.table(
+        {
+            "id": pa.array([99], pa.int64()),
+            "ts": pa.array([dt.datetime(2099, 1, 1, 12, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+            "event": pa.array(["pv"]),
+            "score": pa.array([1.0]),
+        },
+        schema=rows.schema,
+    )
+    commit(catalog, table, "job", 0, pa.concat_tables([rows, future]))
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    assert committer.partition_status() == []  # the 2099 row did not close 73 years of hours
+    state = committer.store.get("job", name, 0)
+    assert state is not None and (state.future_records, state.max_event_time_us) == (1, micros(future["ts"][0].as_py()))
+    head = catalog.load_table(name).current_snapshot()
+    assert head is not None and head.summary is not None
+    assert head.summary["icecommit.future-records"] == "1"
+    assert catalog.load_table(name).scan(row_filter="id == 99").to_arrow().num_rows == 1  # committed all the same
+    commit(catalog, table, "job", 1, at(130, first_id=10))  # the watermark reaches 02:10
+    assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (2, 0), "ts_hour=2026-05-01-01": (0, 0)}
+    report = ic.reconcile(catalog, name)
+    [warning] = [p for p in report.problems if p.kind == "future-records"]
+    assert (warning.checkpoint_id, warning.severity) == (0, "warning") and "1 row(s)" in warning.message
+
+
+def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(
+        catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"], properties={"icecommit.max-future-skew": "soon"}
+    )
+    committer = ic.GlobalCommitter(catalog, name, job_id="job")
+    with pytest.raises(InvalidArgumentError) as raised:
+        committer.prepare(0, [write_arrow(table, at(10), job_id="job", checkpoint_id=0)])
+    assert "icecommit.max-future-skew" in str(raised.value) and "'soon'" in str(raised.value)
+    assert committer.store.get("job", name, 0) is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
@@ -115,3 +116,39 @@ def test_rows_deleted_by_position_delete_files_are_removed_by_that_snapshot(cata
         assert (line.committed, line.readable) == (30, 27)
     sweep = find_orphans(catalog, name, older_than=timedelta(0))  # the delete file is the table's
     assert not [o.path for o in sweep.orphans if "deletes-" in o.path]
+
+
+def test_a_checkpoint_that_landed_unrecorded_then_was_compacted_and_expired_is_recorded_as_in(
+    catalog: SqlCatalog,
+) -> None:
+    """Found by the lifecycle soak: the job died after the catalog accepted checkpoint 4
+    and before its state said so; its snapshot was then expired and its files compacted.
+    Recovery must record it as in the table (not as an empty checkpoint), replays must say
+    already-committed, and reconciliation must count its rows."""
+    name = _table(catalog)
+
+    def die_after_commit(where: str, _checkpoint_id: int) -> None:
+        if where == "after-commit":
+            raise KeyboardInterrupt
+
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=die_after_commit)
+    rows = write_arrow(dying.load_table(), events(400, 430), job_id="A", checkpoint_id=4)
+    dying.prepare(4, [rows])
+    with pytest.raises(KeyboardInterrupt):
+        dying.commit(4)
+    other = ic.GlobalCommitter(catalog, name, job_id="B")  # another job of the table goes on
+    other.prepare(1, [write_arrow(other.load_table(), events(500, 530), job_id="B", checkpoint_id=1)])
+    other.commit(1)
+    compact(catalog.load_table(name))
+    _expire_all_but_head(catalog, name)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    state = committer.store.get("A", name, 4)
+    assert state is not None and state.status == "prepared"
+    [recovered] = committer.recover()
+    assert (recovered.checkpoint_id, recovered.status) == (4, "already-committed")
+    assert committer.commit(4).status == "already-committed"
+    assert sum(_ids(catalog, name).values()) == 150
+    report = ic.reconcile(catalog, name)
+    assert report.ok, report.problems
+    line = {line.checkpoint_id: line for line in report.checkpoints}[4]
+    assert (line.status, line.committed, line.readable) == ("committed", 30, 30)
