@@ -23,8 +23,14 @@ CASES = [
     ("abandoned, even if asked to recommit", 5, StateView("abandoned"), EXPIRED, True, Action.ABANDONED),
     ("committed empty", 5, StateView("committed", None), COMPLETE, False, Action.EMPTY),
     # recorded when its snapshot was already gone and its files rewritten (found by the soak)
-    ("committed with files, snapshot unknown", 5, StateView("committed", None, has_files=True), EXPIRED, False,
-     Action.ALREADY_IN),  # fmt: skip
+    (
+        "committed with files, snapshot unknown",
+        5,
+        StateView("committed", None, has_files=True),
+        EXPIRED,
+        False,
+        Action.ALREADY_IN,
+    ),
     ("recorded rolled back", 5, StateView("rolled-back", 10), EXPIRED, False, Action.ROLLED_BACK),
     ("recorded rolled back, recommit asked", 5, StateView("rolled-back", 10), EXPIRED, True, Action.RECOMMIT),
     ("off the branch (another tool's rollback)", 7, StateView("committed", 12), OFF, False, Action.ROLLED_BACK),
