@@ -164,7 +164,36 @@ __all__ = [
     "micros",
     "newly_complete",
     "parse_duration",
+    "partition_value",
     "records_per_partition",
     "table_watermark",
     "time_partition",
 ]
+
+
+_LABEL_FORMATS = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}
+
+
+def partition_value(field: TimePartition, label: str) -> int:
+    """The partition value of a label such as ``ts_hour=2026-05-01-13`` (the form
+    :meth:`TimePartition.label` gives).
+
+    Raises:
+        ValueError: the label is not one of this field's (names what is expected).
+    """
+    example = field.label(0).split("=", 1)[1].replace("1970", "YYYY")
+    expected = f"{field.name}=<{_LABEL_FORMATS[field.granularity]}>, e.g. {field.name}={example}"
+    name, sep, shown = label.partition("=")
+    if not sep or name != field.name:
+        raise ValueError(f"partition label {label!r} is not one of this table's: expected {expected}")
+    try:
+        start = datetime.strptime(shown, _LABEL_FORMATS[field.granularity]).replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ValueError(f"partition label {label!r} is not one of this table's: expected {expected}") from None
+    start_us = micros(start)
+    if field.granularity == "hour":
+        return start_us // _HOUR_US
+    if field.granularity == "day":
+        return start_us // _DAY_US
+    months = (start.year - 1970) * 12 + start.month - 1
+    return months if field.granularity == "month" else start.year - 1970

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
+from icecommit.completeness import partition_value, time_partition
+from icecommit.errors import InvalidArgumentError
 from icecommit.identifiers import table_name
 from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
@@ -165,3 +169,43 @@ def partition_status(catalog: Catalog, table: Table | str) -> list[PartitionStat
     """
     resolve_table(catalog, table)
     return PartitionStatusStore(state_engine(state_uri(catalog))).statuses(table_name(table))
+
+
+def wait_for_partition(
+    catalog: Catalog,
+    table: Table | str,
+    label: str,
+    *,
+    timeout: timedelta = timedelta(hours=1),
+    poll: timedelta = timedelta(seconds=30),
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PartitionStatus | None:
+    """Wait until the time partition ``label`` (e.g. ``ts_hour=2026-05-01-13``) is
+    published complete: its status, within one ``poll`` of its publication, or None once
+    ``timeout`` has passed without it (what a scheduler's sensor does).
+
+    Raises:
+        NoSuchTableError: the table does not exist.
+        InvalidArgumentError: the table has no time partition, or its partition spec
+            cannot have ``label``; raised at once, without waiting.
+    """
+    loaded = resolve_table(catalog, table)
+    field = time_partition(loaded.metadata)
+    if field is None:
+        raise InvalidArgumentError("label", label, "a label of a time partition, and the table has none")
+    try:
+        value = partition_value(field, label)
+    except ValueError as e:
+        raise InvalidArgumentError("label", label, str(e).split("expected ", 1)[-1]) from None
+    store = PartitionStatusStore(state_engine(state_uri(catalog)))
+    name = table_name(table)
+    deadline = clock() + timeout.total_seconds()
+    while True:
+        for status in store.statuses(name):
+            if status.field == field.name and status.value == value:
+                return status
+        left = deadline - clock()
+        if left <= 0:
+            return None
+        sleep(min(poll.total_seconds(), left))

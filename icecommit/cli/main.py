@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
-from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partition_status
+from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partition_status, wait_for_partition
 from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
@@ -205,21 +205,62 @@ def checkpoints(ctx: Context, table: str, job: str | None) -> None:
     _run(ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job)))
 
 
+class _Duration(click.ParamType):  # type: ignore[type-arg]
+    """A duration such as 90s, 30m, 12h, 3d or 1w (parsed as the API parses it)."""
+
+    name = "DURATION"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
+
+
 @cli.command()
 @click.argument("table")
+@click.option(
+    "--wait", "label", default=None, help="Wait until this partition is published, e.g. ts_hour=2026-05-01-13."
+)
+@click.option("--timeout", type=DURATION, default="1h", show_default=True,
+              help="With --wait: give up (exit 1) after this long.")  # fmt: skip
+@click.option("--poll", type=DURATION, default="30s", show_default=True,
+              help="With --wait: look this often.")  # fmt: skip
 @click.pass_obj
-def partitions(ctx: Context, table: str) -> None:
-    """List the time partitions published complete, with the late records committed since.
+def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, poll: timedelta) -> None:
+    """List the time partitions published complete, with the late records committed since;
+    or, with --wait, wait for one of them (a scheduler's sensor).
 
     A partition (an hour or a day of the event-time column, per the table's spec) is
     complete once every writer's watermark passed its end plus the allowed lateness
-    (table property icecommit.partition-lateness).
+    (table property icecommit.partition-lateness). Every partition from the first with
+    data on is published, empty ones with 0 records.
+
+    With --wait the exit code is 0 once the partition is published (within one --poll of
+    it), 1 at the --timeout, and 2 at once for a label the table's spec cannot have.
 
     \b
-    Example:
+    Examples:
       icecommit partitions demo.clickstream
+      icecommit partitions demo.clickstream --wait ts_hour=2026-05-01-13 --timeout 2h --poll 1m
     """
-    _run(ctx, lambda: ctx.output.partitions(table, partition_status(ctx.catalog(), table)))
+    if label is None:
+        _run(ctx, lambda: ctx.output.partitions(table, partition_status(ctx.catalog(), table)))
+        return
+
+    def action() -> None:
+        status = wait_for_partition(ctx.catalog(), table, label, timeout=timeout, poll=poll)
+        ctx.output.waited(table, label, status, timeout)
+        if status is None:
+            ctx.close()
+            sys.exit(EXIT_PROBLEM)
+
+    _run(ctx, action)
 
 
 class _Instant(click.ParamType):  # type: ignore[type-arg]
@@ -295,23 +336,6 @@ def reconcile(
             sys.exit(EXIT_PROBLEM)
 
     _run(ctx, action)
-
-
-class _Duration(click.ParamType):  # type: ignore[type-arg]
-    """A duration such as 90s, 30m, 12h, 3d or 1w (parsed as the API parses it)."""
-
-    name = "DURATION"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
-        if isinstance(value, timedelta):
-            return value
-        try:
-            return parse_duration(str(value))
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-DURATION = _Duration()
 
 
 @cli.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,8 @@ class Output(Protocol):
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None: ...
 
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None: ...
+
+    def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None: ...
 
     def demo(self, report: DemoReport) -> None: ...
 
@@ -82,6 +84,16 @@ class JsonOutput:
             document["late_records"] = row.late_records
             documents.append(document)
         self._emit({"table": table, "partitions": documents})
+
+    def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None:
+        document: dict[str, Any] = {"table": table, "partition": label, "published": status is not None}
+        if status is None:
+            document["timeout_s"] = timeout.total_seconds()
+        else:
+            document["completed_at"] = status.completed_at.isoformat()
+            document["records_at_completion"] = status.records_at_completion
+            document["late_records"] = status.late_records
+        self._emit(document)
 
     def demo(self, report: DemoReport) -> None:
         self._emit(_plain(report))
@@ -197,6 +209,17 @@ class TextOutput:
                 _time(row.notified_at) or "no callback yet",
             )
         self.console.print(view)
+
+    def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None:
+        if status is None:
+            self.console.print(f"{label} of {table} was not published within {timeout}", soft_wrap=True)
+        else:
+            self.console.print(
+                f"{label} of {table} is complete: published {_time(status.completed_at)} UTC with "
+                f"{status.records_at_completion:,} records ({status.late_records:,} late since)",
+                soft_wrap=True,
+                highlight=False,
+            )
 
     def demo(self, report: DemoReport) -> None:
         self.snapshots(report.table, list(report.snapshots))

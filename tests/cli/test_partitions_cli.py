@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
 
 import icecommit as ic
 from icecommit.catalog import partition_status
+from icecommit.catalog.inspect import wait_for_partition
+from icecommit.completeness import TimePartition, partition_value
+from icecommit.errors import InvalidArgumentError
 from tests.cli.test_cli import run as wide_run
-from tests.cli.test_maintenance_cli import catalog_of, js, run
+from tests.cli.test_maintenance_cli import ICECOMMIT, catalog_of, js, run
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
@@ -53,3 +63,79 @@ def test_partitions_lists_completion_and_late_records(tmp_path: Path) -> None:
 
     missing = run(home, "partitions", "ns.nope")
     assert missing.returncode == 2 and "nope" in missing.stderr
+
+
+def _hourly(home: Path) -> tuple[SqlCatalog, Table, ic.GlobalCommitter]:
+    catalog = catalog_of(home)
+    table = ic.create_table(catalog, "ns.events", EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    return catalog, table, ic.GlobalCommitter(catalog, table, job_id="job")
+
+
+def _commit(committer: ic.GlobalCommitter, table: Table, checkpoint_id: int, data: pa.Table) -> None:
+    committer.prepare(checkpoint_id, [write_arrow(table, data, job_id="job", checkpoint_id=checkpoint_id)])
+    committer.commit(checkpoint_id)
+
+
+def test_wait_for_partition_returns_once_published_and_none_at_the_timeout(tmp_path: Path) -> None:
+    catalog, table, committer = _hourly(tmp_path)
+    _commit(committer, table, 0, rows_at(0, 10, 20))
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    label = "ts_hour=2026-03-01-00"
+    missed = wait_for_partition(
+        catalog, "ns.events", label, timeout=dt.timedelta(seconds=95), poll=dt.timedelta(seconds=30),
+        clock=lambda: now[0], sleep=sleep,
+    )  # fmt: skip
+    assert missed is None and slept == [30, 30, 30, 5]
+    _commit(committer, table, 1, rows_at(10, 130))  # the watermark reaches 02:10: hours 0 and 1 close
+    found = wait_for_partition(catalog, "ns.events", label, clock=lambda: now[0], sleep=sleep)
+    assert found is not None and (found.label, found.records_at_completion) == (label, 2)
+    empty = wait_for_partition(catalog, "ns.events", "ts_hour=2026-03-01-01", clock=lambda: now[0], sleep=sleep)
+    assert empty is not None and empty.records_at_completion == 0  # an hour with no rows is published too
+    assert slept == [30, 30, 30, 5]  # found at once, no waiting
+
+
+def test_a_label_the_spec_cannot_have_is_refused_at_once(tmp_path: Path) -> None:
+    catalog, _table, _committer = _hourly(tmp_path)
+    for label in ("ts_day=2026-03-01", "ts_hour=2026-03-01", "ts_hour=tomorrow", "2026-03-01-00"):
+        with pytest.raises(InvalidArgumentError) as raised:
+            wait_for_partition(catalog, "ns.events", label, sleep=lambda _s: pytest.fail("waited"))
+        assert raised.value.argument == "label" and "ts_hour=<%Y-%m-%d-%H>" in str(raised.value)
+    refused = run(tmp_path, "partitions", "ns.events", "--wait", "ts_day=2026-03-01")
+    assert refused.returncode == 2 and "ts_hour" in refused.stderr
+
+
+def test_labels_of_every_granularity_parse_back_to_their_value() -> None:
+    for granularity, value in (("hour", 493_000), ("day", 20_500), ("month", 675), ("year", 56)):
+        field = TimePartition(f"ts_{granularity}", 0, granularity, "ts")
+        assert partition_value(field, field.label(value)) == value
+
+
+def test_a_scheduler_process_waiting_on_a_partition_exits_within_one_poll_of_its_publication(tmp_path: Path) -> None:
+    _catalog, table, committer = _hourly(tmp_path)
+    _commit(committer, table, 0, rows_at(0, 10, 20))
+    env = {**os.environ, "ICECOMMIT_HOME": str(tmp_path)}
+    command = [*ICECOMMIT, "--output", "json", "partitions", "ns.events", "--wait", "ts_hour=2026-03-01-00"]
+    timed_out = subprocess.run([*command, "--timeout", "1s", "--poll", "1s"], env=env, capture_output=True,
+                               text=True, timeout=120)  # fmt: skip
+    assert timed_out.returncode == 1 and json.loads(timed_out.stdout)["published"] is False
+    waiting = subprocess.Popen([*command, "--timeout", "120s", "--poll", "2s"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        time.sleep(8)  # the process is up and polling (its start-up takes a few seconds)
+        assert waiting.poll() is None, waiting.communicate()
+        _commit(committer, table, 1, rows_at(10, 130))
+        published = time.monotonic()
+        out, err = waiting.communicate(timeout=60)
+        exited = time.monotonic()
+    finally:
+        waiting.kill()
+    assert waiting.returncode == 0, err
+    document = json.loads(out)
+    assert document["published"] is True and document["records_at_completion"] == 2
+    assert exited - published < 2 + 5  # one poll, and the process's own exit on a busy machine
