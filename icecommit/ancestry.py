@@ -27,6 +27,7 @@ WATERMARK = "icecommit.watermark-us"
 #: Records of this snapshot that fall into time partitions already published complete.
 LATE_RECORDS = "icecommit.late-records"
 FUTURE_RECORDS = "icecommit.future-records"
+QUERY_ID = "icecommit.query-id"
 #: Table property prefix: ``icecommit.job.<job id>.checkpoint`` holds the job's highest
 #: committed checkpoint id. It is set in the same catalog commit as every append, so it
 #: is exact whenever the append is, and no snapshot expiry (icecommit's or another
@@ -46,6 +47,7 @@ def snapshot_summary(
     watermark_us: int | None = None,
     late_records: int = 0,
     future_records: int = 0,
+    query_id: str | None = None,
     recovered_by: str | None = None,
 ) -> dict[str, str]:
     """The summary properties of the snapshot that commits one checkpoint (what every
@@ -65,6 +67,8 @@ def snapshot_summary(
         summary[LATE_RECORDS] = str(late_records)
     if future_records:
         summary[FUTURE_RECORDS] = str(future_records)
+    if query_id is not None:
+        summary[QUERY_ID] = query_id
     if recovered_by is not None:
         summary[RECOVERED_BY] = recovered_by
     return summary

@@ -53,6 +53,9 @@ class Action(str, Enum):
     ABANDONED = "abandoned"
     #: At or below the job's highest committed checkpoint, never prepared: refuse.
     OUT_OF_ORDER = "out-of-order"
+    #: A streaming batch id the job prepared or committed under another streaming query
+    #: (a new checkpoint location, the same job id): refuse (StreamingQueryMismatchError).
+    OTHER_QUERY = "other-query"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,8 @@ class StateView:
     #: whether it staged data files (a committed row with files whose snapshot could not be
     #: found, its files since rewritten, is not an empty checkpoint)
     has_files: bool = False
+    #: the streaming query that prepared it (None: a batch write)
+    query_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,14 @@ class Decision:
     reason: str
 
 
-def decide(checkpoint_id: int, state: StateView, table: TableView, *, recommit: bool = False) -> Decision:
-    """What to do with ``checkpoint_id`` of a job, given its state row and the table."""
+def decide(
+    checkpoint_id: int, state: StateView, table: TableView, *, recommit: bool = False, query_id: str | None = None
+) -> Decision:
+    """What to do with ``checkpoint_id`` of a job, given its state row and the table;
+    ``query_id`` is the streaming query offering it as a batch (None for a batch write or a
+    recovery, which commits what was prepared whoever prepared it)."""
+    if query_id is not None and state.query_id is not None and state.query_id != query_id:
+        return Decision(Action.OTHER_QUERY, state.snapshot_id, f"batch of streaming query {state.query_id}")
     if table.landed_snapshot_id is not None:
         return Decision(Action.ALREADY_IN, table.landed_snapshot_id, "in the branch's ancestry")
     if state.status == "abandoned":

@@ -197,6 +197,32 @@ class CheckpointOutOfOrderError(ValidationError):
         )
 
 
+class StreamingQueryMismatchError(ValidationError):
+    """A streaming batch whose job already committed that batch id under another Spark
+    streaming query: a query restarted with a new checkpoint location but the same job id
+    starts its batch ids at 0 again, and skipping them as "already committed" would drop
+    its data. Nothing was written or committed.
+
+    Attributes:
+        job_id / checkpoint_id / table: the batch.
+        query_id: the query offering it now; committed_by: the query that committed the id.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, query_id: str, committed_by: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.query_id = query_id
+        self.committed_by = committed_by
+        super().__init__(
+            f"job {job_id!r} committed batch {checkpoint_id} to {table} under streaming query {committed_by}, and "
+            f"query {query_id} offers it again: a query with a new checkpoint location counts its batches from 0. "
+            "Give the new query a new job_id (or restart the old one from its checkpoint location)",
+            checkpoint_id=checkpoint_id,
+            expected=committed_by,
+            actual=query_id,
+        )
+
+
 class CheckpointReusedError(ValidationError):
     """Different data files offered under a checkpoint id this job already prepared or
     committed: the job's checkpoint counter went back (a new streaming checkpoint location,
@@ -514,6 +540,7 @@ __all__ = [
     "StateDatabaseMismatchError",
     "StateDatabaseUnavailableError",
     "StateSchemaError",
+    "StreamingQueryMismatchError",
     "TableSpecError",
     "UnroutedRecordsError",
     "UnsafeLocationError",

@@ -56,6 +56,7 @@ def _settled(committer: GlobalCommitter, checkpoint_id: int, recommit: bool) -> 
     None when it must be written. Refusals (rolled back, out of order) raise here, before
     any Spark job runs."""
     decision = committer.decide(checkpoint_id, recommit=recommit)
+    committer.refuse(checkpoint_id, decision)  # another streaming query's batch
     if decision.action is Action.WRITE:
         return None
     if decision.action is Action.RECOMMIT:
@@ -86,6 +87,7 @@ def write(
     task_hook: TaskHook | None = None,
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
+    query_id: str | None = None,
 ) -> CommitResult: ...
 
 
@@ -104,6 +106,7 @@ def write(
     task_hook: TaskHook | None = None,
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
+    query_id: str | None = None,
 ) -> RoutedCommitResult: ...
 
 
@@ -122,6 +125,7 @@ def write(
     task_hook: TaskHook | None = None,
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
+    query_id: str | None = None,
 ) -> CommitResult | RoutedCommitResult: ...
 
 
@@ -139,6 +143,7 @@ def write(
     task_hook: TaskHook | None = None,
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
+    query_id: str | None = None,
 ) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -156,6 +161,9 @@ def write(
     Args:
         completeness: when time partitions are published complete and whom to tell (see
             :class:`~icecommit.committer.PartitionCompleteness`).
+        query_id: the streaming query whose batch this is (the streaming sink passes
+            Spark's ``query.id``): a batch id the job committed under another query is
+            refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
 
     Returns:
         The commit result (a :class:`RoutedCommitResult` with one result per table when
@@ -194,12 +202,15 @@ def write(
             task_hook=task_hook,
             recommit=recommit,
             completeness=completeness,
+            query_id=query_id,
         )
     if route_by is not None or dead_letter is not None:
         raise InvalidArgumentError(
             "table", table_name(table), "a mapping of routing values to tables when route_by or dead_letter is given"
         )
-    committer = GlobalCommitter(catalog, table, job_id=job_id, branch=branch, completeness=completeness)
+    committer = GlobalCommitter(
+        catalog, table, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id
+    )
     check_table_properties(committer.load_table().metadata)  # before any Spark job
     committer.recover()
     settled = _settled(committer, checkpoint_id, recommit)
@@ -247,6 +258,7 @@ def _write_routed(
     task_hook: TaskHook | None,
     recommit: bool,
     completeness: PartitionCompleteness | None,
+    query_id: str | None,
 ) -> RoutedCommitResult:
     tables: dict[str, Table] = {}
     for target in routes.values():
@@ -262,7 +274,8 @@ def _write_routed(
             raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
         tables[dead_name] = _dead_letter_table(catalog, dead_letter, df)
     committers = {
-        name: GlobalCommitter(catalog, name, job_id=job_id, branch=branch, completeness=completeness) for name in tables
+        name: GlobalCommitter(catalog, name, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id)
+        for name in tables
     }
     for committer in committers.values():
         committer.recover()

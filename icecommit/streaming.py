@@ -2,7 +2,9 @@
 
 The micro-batch id is the checkpoint id. A batch Spark replays after a restart (same id)
 is found in the table's ancestry and not written again; a batch that was prepared and not
-committed before a crash is committed by the recovery each batch starts with.
+committed before a crash is committed by the recovery each batch starts with. Spark's
+query id is recorded with each batch: a query restarted with a new checkpoint location but
+the same job id counts its batches from 0 again, and is refused rather than skipped.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def streaming_sink(
             branch=branch,
             target_file_size=target_file_size,
             completeness=completeness,
+            query_id=_query_id(batch),
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)
@@ -76,3 +79,15 @@ def streaming_sink(
             on_commit(result)
 
     return sink
+
+
+def _query_id(batch: DataFrame) -> str | None:
+    """The id of the streaming query running this batch (stable across restarts from one
+    checkpoint location; Spark sets it as a local property of the batch's thread); None
+    where it cannot be read (Spark Connect runs the function in another process)."""
+    try:
+        value = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    except Exception:  # Spark Connect has no SparkContext
+        logger.debug("no streaming query id for this batch", exc_info=True)
+        return None
+    return str(value) if value else None

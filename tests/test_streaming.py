@@ -125,3 +125,48 @@ def test_the_stream_publishes_each_hour_once_after_all_its_writers_closed_it(
     assert summary.get("icecommit.late-records") == "2"
     watermark = datetime(2026, 5, 1, 2, 21, tzinfo=timezone.utc)
     assert summary.get("icecommit.watermark-us") == str(int(watermark.timestamp()) * 1_000_000)
+
+
+def test_a_query_with_a_new_checkpoint_location_and_the_same_job_id_is_refused_not_skipped(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    ic.create_table(sqlite_catalog, "ns.stream", SCHEMA, partition_by=["hour(ts)"])
+    source = tmp_path / "in"
+    source.mkdir()
+    _drop(source, "a.json", range(0, 50))
+    results: list[str] = []
+    _run_query(spark, source, tmp_path / "chk", sqlite_catalog, results)
+    assert results == ["committed"]
+    table = sqlite_catalog.load_table("ns.stream")
+    [first_query] = {(s.summary or {}).get("icecommit.query-id") for s in table.snapshots()} - {None}
+    state = ic.GlobalCommitter(sqlite_catalog, "ns.stream", job_id="stream").store.get("stream", "ns.stream", 0)
+    assert state is not None and state.query_id == first_query
+
+    # a new checkpoint location: Spark starts a new query whose batch ids count from 0 again
+    other = tmp_path / "in2"
+    other.mkdir()
+    _drop(other, "z.json", range(1000, 1040))
+    before = sqlite_catalog.load_table("ns.stream").metadata_location
+    with pytest.raises(Exception) as raised:
+        sink = ic.streaming_sink("ns.stream", catalog=sqlite_catalog, job_id="stream")
+        stream = spark.readStream.schema(SPARK_SCHEMA).json(str(other))
+        run_to_end(stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / "chk2"))
+                   .trigger(availableNow=True).start())  # fmt: skip
+    message = str(raised.value)
+    assert "StreamingQueryMismatchError" in message
+    assert first_query in message and "new job_id" in message
+    assert sqlite_catalog.load_table("ns.stream").metadata_location == before  # nothing written, nothing skipped
+    ids = sqlite_catalog.load_table("ns.stream").scan().to_arrow().column("id").to_pylist()
+    assert sorted(ids) == list(range(50))
+
+
+def test_the_decision_refuses_another_querys_batch_and_lets_recovery_through() -> None:
+    from icecommit.decision import Action, StateView, TableView, decide
+
+    landed = TableView(landed_snapshot_id=11, highest_committed=3)
+    mine = StateView("committed", 11, has_files=True, query_id="q-old")
+    assert decide(3, mine, landed, query_id="q-new").action is Action.OTHER_QUERY
+    assert decide(3, mine, landed, query_id="q-old").action is Action.ALREADY_IN  # a restart of the same query
+    assert decide(3, mine, landed).action is Action.ALREADY_IN  # recovery and batch writes do not compare
+    batch = StateView("committed", 11, has_files=True)  # written by ic.write, no query
+    assert decide(3, batch, landed, query_id="q-new").action is Action.ALREADY_IN

@@ -45,6 +45,7 @@ from icecommit.errors import (
     PartitionSpecChangedError,
     StagedManifestError,
     StagingError,
+    StreamingQueryMismatchError,
     ValidationError,
 )
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
@@ -97,6 +98,10 @@ class GlobalCommitter:
         fault: called at each of :data:`FAULT_POINTS`; injected in tests.
         completeness: when time partitions are published complete (after each commit)
             and whom to tell; see :class:`PartitionCompleteness`.
+        query_id: the Spark streaming query whose batches this committer commits (the
+            streaming sink passes ``query.id``); recorded with each checkpoint, and a batch
+            id the job committed under another query is refused
+            (:class:`~icecommit.errors.StreamingQueryMismatchError`).
     """
 
     def __init__(
@@ -111,8 +116,10 @@ class GlobalCommitter:
         sleep: Callable[[float], None] = time.sleep,
         fault: FaultHook | None = None,
         completeness: PartitionCompleteness | None = None,
+        query_id: str | None = None,
     ) -> None:
         checked_job_id(job_id)
+        self._query_id = query_id
         self._catalog = catalog
         self._table_name = table_name(table)
         self.job_id = job_id
@@ -198,7 +205,7 @@ class GlobalCommitter:
         if existing is not None:
             return self._same_or_error(existing, validated.digest, len(validated.data_files))
         decision = self._decide(checkpoint_id, None, table)
-        self._refuse(checkpoint_id, decision)
+        self.refuse(checkpoint_id, decision)
         if decision.action is Action.ALREADY_IN:
             self._refuse_reused_checkpoint(table, checkpoint_id, {f.path for f in validated.data_files})
         require_files_present(validated.data_files, table.io, checkpoint_id)
@@ -234,6 +241,7 @@ class GlobalCommitter:
                 files=len(validated.data_files),
                 bytes_=validated.bytes,
                 max_event_time_us=validated.max_event_time_us,
+                query_id=self._query_id,
                 watermark_us=watermark_us,
                 future_records=future_records,
                 tasks=[(r.task_id, r.attempt) for r in results],
@@ -332,7 +340,7 @@ class GlobalCommitter:
         if outcome is not None and outcome.status != "rolled-back":
             return outcome
         decision = self.decide(checkpoint_id)
-        self._refuse(checkpoint_id, decision)
+        self.refuse(checkpoint_id, decision)
         if decision.action is Action.ALREADY_IN:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             if target is None:
@@ -346,7 +354,7 @@ class GlobalCommitter:
         """What the committer would do with ``checkpoint_id`` now (see
         :func:`icecommit.decision.decide`); reads the state and the table, changes nothing."""
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
-        return self._decide(checkpoint_id, state, self.load_table(), recommit=recommit)
+        return self._decide(checkpoint_id, state, self.load_table(), recommit=recommit, query_id=self._query_id)
 
     def _decide(
         self,
@@ -356,20 +364,24 @@ class GlobalCommitter:
         *,
         recommit: bool = False,
         data_files: Sequence[DataFile] | None = None,
+        query_id: str | None = None,
     ) -> Decision:
         records_state(self._table_name, table.metadata.properties, self._store.engine)
         view = ancestry.table_view(table.metadata, self.job_id, checkpoint_id, self.branch)
-        row = (
-            StateView(state.status, state.snapshot_id, has_files=state.manifest_path is not None)  # type: ignore[arg-type]
-            if state is not None
-            else StateView()
-        )
+        row = StateView()
+        if state is not None:
+            row = StateView(
+                state.status,  # type: ignore[arg-type]
+                state.snapshot_id,
+                has_files=state.manifest_path is not None,
+                query_id=state.query_id,
+            )
         if _files_decide(checkpoint_id, state, view):
             assert state is not None
             paths = [f.file_path for f in data_files] if data_files is not None else self._staged_paths(state, table)
             if paths:
                 view = dataclasses.replace(view, files_live=_all_live(table, paths, self.branch))
-        return decide(checkpoint_id, row, view, recommit=recommit)
+        return decide(checkpoint_id, row, view, recommit=recommit, query_id=query_id)
 
     def _staged_paths(self, state: CheckpointState, table: Table) -> list[str]:
         """The data files a checkpoint staged ([] when its staged manifest is gone or
@@ -406,8 +418,18 @@ class GlobalCommitter:
                 f"cannot be read ({type(e).__name__}: {e})",
             ) from e
 
-    def _refuse(self, checkpoint_id: int, decision: Decision) -> None:
-        """Raise the error of a decision that refuses the checkpoint."""
+    def refuse(self, checkpoint_id: int, decision: Decision) -> None:
+        """Raise the error of a decision that refuses the checkpoint (rolled back, out of
+        order, another streaming query's batch); nothing for any other decision."""
+        if decision.action is Action.OTHER_QUERY:
+            state = self._store.get(self.job_id, self._table_name, checkpoint_id)
+            raise StreamingQueryMismatchError(
+                self.job_id,
+                checkpoint_id,
+                self._table_name,
+                self._query_id or "",
+                (state.query_id if state is not None else None) or "",
+            )
         if decision.action is Action.ROLLED_BACK:
             raise CheckpointRolledBackError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
         if decision.action is Action.OUT_OF_ORDER:
@@ -769,6 +791,7 @@ class GlobalCommitter:
             watermark_us=store.watermark_through(self.job_id, self._table_name, state.checkpoint_id),
             late_records=store.late_records_in(self.job_id, self._table_name, state.checkpoint_id),
             future_records=state.future_records,
+            query_id=state.query_id,
             recovered_by=self._recovered_by,
         )
 

@@ -92,6 +92,8 @@ class CheckpointState:
     watermark_us: int | None = None
     #: rows further ahead of the clock at prepare than the table's max future skew
     future_records: int = 0
+    #: the streaming query whose batch it is (None for a batch write)
+    query_id: str | None = None
 
     @property
     def committed(self) -> bool:
@@ -119,6 +121,7 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         max_event_time_us=row.max_event_time_us,
         watermark_us=row.watermark_us if row.watermark_us is not None or row.future_records else row.max_event_time_us,
         future_records=row.future_records or 0,
+        query_id=row.query_id,
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -210,6 +213,7 @@ class CheckpointStore:
         max_event_time_us: int | None,
         watermark_us: int | None = None,
         future_records: int = 0,
+        query_id: str | None = None,
         tasks: Sequence[tuple[int, int]] = (),
         samples: Sequence[MetricSample] = (),
         partitions: Sequence[tuple[str, int, int]] = (),
@@ -234,6 +238,7 @@ class CheckpointStore:
             max_event_time_us=max_event_time_us,
             watermark_us=watermark_us if watermark_us is not None or future_records else max_event_time_us,
             future_records=future_records,
+            query_id=query_id,
             attempts=0,
             retries=0,
             files_created=files,

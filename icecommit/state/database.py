@@ -157,6 +157,7 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     6: [
         ("icecommit_checkpoints", "watermark_us", "BIGINT"),
         ("icecommit_checkpoints", "future_records", "BIGINT NOT NULL DEFAULT 0"),
+        ("icecommit_checkpoints", "query_id", "VARCHAR(64)"),
     ],
 }
 

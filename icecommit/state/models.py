@@ -70,6 +70,9 @@ class CheckpointRow(Base):
     # rows of schema 5 and before: max_event_time_us), and how many rows lay beyond that
     watermark_us: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     future_records: Mapped[int] = mapped_column(BigInteger, default=0)
+    # the Spark streaming query (query.id, stable across restarts from one checkpoint
+    # location) whose batch this is; NULL for batch writes
+    query_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)
