@@ -16,10 +16,13 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
+from icecommit.catalog.connect import connect
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.results import CommitResult, RoutedCommitResult
-from icecommit.identifiers import checked_job_id
+from icecommit.identifiers import checked_job_id, table_name
 from icecommit.pipeline import Routes, write
+from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.database import state_engine, state_uri
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ def streaming_sink(
     target_file_size: int | None = None,
     completeness: PartitionCompleteness | None = None,
     on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
+    preserves_rows: bool = False,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
@@ -52,14 +56,22 @@ def streaming_sink(
             tell a scheduler; every snapshot records the watermark the query reached.
         on_commit: called with each batch's commit result (committed, already committed
             or empty).
+        preserves_rows: declare that every row the query's source reads must land (no
+            filter, no aggregation in the query): reconciliation then reports a shortfall
+            against the source's count as loss; without it, as rows the query did not write
+            (information). Either way each batch's source count (Spark's progress,
+            ``numInputRows``) is recorded as the checkpoint's source count.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
     """
 
     checked_job_id(job_id)
+    progress = _SourceCounts(table, catalog, job_id, preserves_rows)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
+        query_id = _query_id(batch)
+        progress.listen(query_id)
         result = write(
             batch,
             table,
@@ -71,7 +83,7 @@ def streaming_sink(
             branch=branch,
             target_file_size=target_file_size,
             completeness=completeness,
-            query_id=_query_id(batch),
+            query_id=query_id,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)
@@ -91,3 +103,67 @@ def _query_id(batch: DataFrame) -> str | None:
         logger.debug("no streaming query id for this batch", exc_info=True)
         return None
     return str(value) if value else None
+
+
+class _SourceCounts:
+    """Records each batch's source count (Spark's ``numInputRows``, reported in the query's
+    progress after the batch function returned) as the checkpoint's source count, through
+    a ``StreamingQueryListener`` registered on the first batch of each query. Routed sinks
+    record nothing: one source count cannot be split among the tables."""
+
+    def __init__(self, table: Table | str | Routes, catalog: Catalog | None, job_id: str, preserves: bool) -> None:
+        self._tables = [table_name(table)] if isinstance(table, (str, Table)) else []
+        self._catalog = catalog
+        self._job_id = job_id
+        self._preserves = preserves
+        self._queries: set[str] = set()
+
+    def listen(self, query_id: str | None) -> None:
+        if query_id is None or query_id in self._queries or not self._tables:
+            return
+        from pyspark.sql import SparkSession
+        from pyspark.sql.streaming.listener import StreamingQueryListener
+
+        # the batch runs in a clone of the session that started the query, and only that
+        # session's stream manager reports the query's progress
+        session = SparkSession.builder.getOrCreate()
+        if session.streams.get(query_id) is None:
+            logger.warning(
+                "streaming query %s was not started from the default Spark session; its source counts are not "
+                "recorded",
+                query_id,
+            )
+            self._queries.add(query_id)
+            return
+        counts, mine = self, query_id
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: object) -> None:
+                pass
+
+            def onQueryProgress(self, event: object) -> None:
+                counts.progress(event.progress, mine)  # type: ignore[attr-defined]
+
+            def onQueryIdle(self, event: object) -> None:
+                pass
+
+            def onQueryTerminated(self, event: object) -> None:
+                if str(event.id) == mine:  # type: ignore[attr-defined]
+                    session.streams.removeListener(self)
+
+        session.streams.addListener(Listener())
+        self._queries.add(query_id)
+
+    def progress(self, progress: object, query_id: str) -> None:
+        """Record one progress report of ``query_id`` (others are ignored)."""
+        try:
+            if str(progress.id) != query_id:  # type: ignore[attr-defined]
+                return
+            batch_id = int(progress.batchId)  # type: ignore[attr-defined]
+            records = int(progress.numInputRows)  # type: ignore[attr-defined]
+            catalog = self._catalog or connect()
+            store = CheckpointStore(state_engine(state_uri(catalog)))
+            for name in self._tables:
+                store.record_query_input(self._job_id, name, batch_id, records, preserves_rows=self._preserves)
+        except Exception:  # a listener must never fail the query; reconciliation shows it as not recorded
+            logger.exception("could not record the source count of a batch of job %s", self._job_id)

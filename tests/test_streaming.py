@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
@@ -170,3 +171,52 @@ def test_the_decision_refuses_another_querys_batch_and_lets_recovery_through() -
     assert decide(3, mine, landed).action is Action.ALREADY_IN  # recovery and batch writes do not compare
     batch = StateView("committed", 11, has_files=True)  # written by ic.write, no query
     assert decide(3, batch, landed, query_id="q-new").action is Action.ALREADY_IN
+
+
+def _source_counted(catalog: SqlCatalog, checkpoints: int) -> ic.ReconciliationReport:
+    """The report once the query's progress reports (delivered after each batch, on
+    Spark's listener bus) have recorded every batch's source count."""
+    deadline = time.monotonic() + 60
+    while True:
+        report = ic.reconcile(catalog, "ns.stream")
+        recorded = [line for line in report.checkpoints if "source count not recorded" not in line.note]
+        if len(recorded) == checkpoints or time.monotonic() > deadline:
+            return report
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("preserves_rows", [False, True])
+def test_source_counts_come_from_the_querys_progress(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path, preserves_rows: bool
+) -> None:
+    ic.create_table(sqlite_catalog, "ns.stream", SCHEMA, partition_by=["hour(ts)"])
+    source = tmp_path / "in"
+    source.mkdir()
+    _drop(source, "a.json", range(0, 40))
+    _drop(source, "b.json", range(40, 100))
+    sink = ic.streaming_sink("ns.stream", catalog=sqlite_catalog, job_id="stream", preserves_rows=preserves_rows)
+
+    def drop_odd_ids(batch: DataFrame, batch_id: int) -> None:  # a batch function that loses rows
+        sink(batch.filter("id % 2 = 0"), batch_id)
+
+    stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(source))
+    run_to_end(
+        stream.writeStream.foreachBatch(drop_odd_ids)
+        .option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    report = _source_counted(sqlite_catalog, 2)
+    lines = {line.checkpoint_id: line for line in report.checkpoints}
+    assert [(lines[n].written, lines[n].committed) for n in (0, 1)] == [(20, 20), (30, 30)]
+    if preserves_rows:
+        assert not report.ok
+        assert [(lines[n].source, lines[n].ok) for n in (0, 1)] == [(40, False), (60, False)]
+        assert sorted(p.checkpoint_id for p in report.problems if p.kind == "loss") == [0, 1]
+    else:
+        assert report.ok, report.problems
+        infos = sorted((p.checkpoint_id, p.severity) for p in report.problems if p.kind == "query-input")
+        assert infos == [(0, "info"), (1, "info")]
+        assert "reported 60 row(s) and it wrote 30" in next(
+            p.message for p in report.problems if p.kind == "query-input" and p.checkpoint_id == 1
+        )

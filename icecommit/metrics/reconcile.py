@@ -43,6 +43,8 @@ from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
     PREPARED,
+    QUERY_INPUT,
+    QUERY_INPUT_KEPT,
     ROLLED_BACK,
     SOURCE,
     STAGE_COMMITTED,
@@ -124,6 +126,9 @@ class Facts:
     row_deletes: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
     # live equality delete files (they match rows by value: not attributed to checkpoints)
     equality_deletes: list[LiveDeleteFile] = field(default_factory=list)
+    # per streaming batch: the rows its query's source reported (Spark's numInputRows), and
+    # whether the sink declared that every one of them must land (preserves_rows)
+    query_input: dict[Key, tuple[int, bool]] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -269,8 +274,22 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             readable -= rows
         untraceable = rounded(fate.untraceable) if fate is not None else 0
         accounted = readable + sum(removed.values()) + untraceable  # removed on purpose is not lost
-        loss, dup = _line_numbers(source, (written, committed, accounted))
         notes = []
+        query = facts.query_input.get(key)
+        if query is not None and query[1]:
+            source = query[0]  # every row the query read must land: the source is the query's input
+        loss, dup = _line_numbers(source, (written, committed, accounted))
+        if query is not None and not query[1] and query[0] != written:
+            notes.append(f"query input {query[0]:,}")
+            problems.append(
+                Problem("query-input", f"checkpoint {state.checkpoint_id} of job {state.job_id}: the streaming "
+                        f"query's source reported {query[0]:,} row(s) and it wrote {written:,} "
+                        f"({query[0] - written:+,} the query itself did not write: a filter, an aggregation); "
+                        "information (declare streaming_sink(..., preserves_rows=True) to count them as loss)",
+                        state.job_id, state.checkpoint_id, severity="info")
+            )  # fmt: skip
+        elif query is None and state.query_id is not None:
+            notes.append("source count not recorded")
         if written != source:
             notes.append(f"written {written:+,} vs source")
         if committed != written:
@@ -435,12 +454,13 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
 def _metric_counts(
     engine: Engine, table: str, keys: set[Key]
 ) -> tuple[dict[Key, dict[str, dict[Window, int]]], dict[Key, dict[Window, int]], dict[Key, dict[Window, int]],
-           list[tuple[str, int, int, int, int]]]:  # fmt: skip
+           list[tuple[str, int, int, int, int]], dict[Key, tuple[int, bool]]]:  # fmt: skip
     accepted = ACCEPTED_ATTEMPT
     task_counts: dict[Key, dict[str, dict[Window, int]]] = defaultdict(lambda: defaultdict(dict))
     declared: dict[Key, dict[Window, int]] = defaultdict(dict)
     committed: dict[Key, dict[Window, int]] = defaultdict(dict)
     ignored: list[tuple[str, int, int, int, int]] = []
+    query_input: dict[Key, tuple[int, bool]] = {}
     with Session(engine) as session:
         task_rows = session.execute(
             select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
@@ -463,6 +483,9 @@ def _metric_counts(
             key = (job_id, checkpoint_id)
             if key not in keys:
                 continue
+            if stage in (QUERY_INPUT, QUERY_INPUT_KEPT):
+                query_input[key] = (int(records), stage == QUERY_INPUT_KEPT)
+                continue
             target = declared if stage == SOURCE else committed if stage == STAGE_COMMITTED else None
             if target is not None:
                 target[key][as_utc(window) if window else None] = int(records)
@@ -477,7 +500,7 @@ def _metric_counts(
         for job_id, checkpoint_id, task_id, attempt, records in orphan_rows:
             if (job_id, checkpoint_id) in keys:
                 ignored.append((job_id, checkpoint_id, int(task_id or 0), int(attempt or 0), int(records)))
-    return task_counts, declared, committed, ignored
+    return task_counts, declared, committed, ignored, query_input
 
 
 def _live_files(table: Table) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
@@ -658,7 +681,7 @@ def reconcile(
         or (s.status == ABANDONED and s.acknowledged_at is None)
     ]
     keys = {(s.job_id, s.checkpoint_id) for s in states}
-    task_counts, declared, committed, ignored = _metric_counts(engine, name, keys)
+    task_counts, declared, committed, ignored, query_input = _metric_counts(engine, name, keys)
     snapshot_keys = {
         snapshot.snapshot_id: key
         for snapshot in loaded.metadata.snapshots
@@ -702,6 +725,7 @@ def reconcile(
         fates={k: v for k, v in fates.items() if k not in gone},
         row_deletes=_row_deletes(loaded, live, deletes, snapshot_keys),
         equality_deletes=[d for d in deletes if d.equality],
+        query_input=query_input,
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))

@@ -30,6 +30,11 @@ ABANDONED = "abandoned"
 SOURCE = "source"
 WRITTEN = "written"
 STAGE_COMMITTED = "committed"
+#: rows a streaming query's source reported for a batch (its progress's numInputRows): a
+#: shortfall of the written rows is information ...
+QUERY_INPUT = "query-input"
+#: ... or, when the sink was declared ``preserves_rows=True``, loss
+QUERY_INPUT_KEPT = "query-input-kept"
 
 
 def utc_now() -> datetime:
@@ -303,6 +308,23 @@ class CheckpointStore:
         """Add metrics rows for a checkpoint (for example source counts a caller declares)."""
         with Session(self._engine) as session, session.begin():
             session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+
+    def record_query_input(
+        self, job_id: str, table_name: str, checkpoint_id: int, records: int, *, preserves_rows: bool
+    ) -> None:
+        """Record the rows a streaming query's source reported for a batch (replacing an
+        earlier report of the same batch: a restarted query reports a replayed batch again)."""
+        stage = QUERY_INPUT_KEPT if preserves_rows else QUERY_INPUT
+        with Session(self._engine) as session, session.begin():
+            session.execute(
+                delete(MetricRow).where(
+                    MetricRow.job_id == job_id,
+                    MetricRow.table_name == table_name,
+                    MetricRow.checkpoint_id == checkpoint_id,
+                    MetricRow.stage.in_((QUERY_INPUT, QUERY_INPUT_KEPT)),
+                )
+            )
+            session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)]))
 
     def window_totals(self, job_id: str, table_name: str, checkpoint_id: int, stage: str) -> dict[datetime | None, int]:
         """Records per window at ``stage``, from the accepted task attempts only."""
