@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from icecommit.catalog import connect, create_table
+from icecommit.catalog import connect, create_table, publish_complete_partitions
 from icecommit.committer import (
     CommitResult,
     GlobalCommitter,
@@ -69,6 +69,7 @@ __all__ = [
     "__version__",
     "connect",
     "create_table",
+    "publish_complete_partitions",
     "reconcile",
     "streaming_sink",
     "write",

@@ -72,6 +72,16 @@ class TimePartition:
             return _month_start_us(value), _month_start_us(value + 1)
         return _month_start_us(value * 12), _month_start_us((value + 1) * 12)
 
+    def value_of(self, micros_: int) -> int:
+        """The partition value holding the instant ``micros_``."""
+        if self.granularity == "hour":
+            return micros_ // _HOUR_US
+        if self.granularity == "day":
+            return micros_ // _DAY_US
+        moment = from_micros(micros_)
+        months = (moment.year - 1970) * 12 + moment.month - 1
+        return months if self.granularity == "month" else moment.year - 1970
+
     def label(self, value: int) -> str:
         """``name=start`` in the unit of the partition, e.g. ``ts_hour=2026-05-01-03``."""
         start = from_micros(self.bounds(value)[0])
@@ -131,6 +141,55 @@ def table_watermark(watermarks: Mapping[str, int | None]) -> int | None:
     return min(w for w in watermarks.values() if w is not None)
 
 
+@dataclass(frozen=True)
+class WriterMark:
+    """One writer of a table as completeness sees it: its watermark (None: it has
+    committed nothing) and when it last committed (microseconds since the epoch)."""
+
+    watermark_us: int | None
+    last_commit_us: int | None
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What closes partitions now: a partition closes once its end plus the lateness is at
+    or before ``watermark_us``, and, when ``last_value`` is set, only up to that partition."""
+
+    watermark_us: int | None
+    last_value: int | None = None
+
+
+def closing(
+    field: TimePartition, writers: Mapping[str, WriterMark], *, now_us: int, lateness_us: int, idle_us: int | None
+) -> Closing:
+    """The watermark every writer that still counts has reached.
+
+    A writer that has committed nothing holds everything back (a typo in ``writers`` must
+    not release partitions). With an idle timeout, a *live* writer (its watermark was
+    within idle timeout plus lateness of the clock when it last committed) that has not
+    committed for longer than the timeout stops holding partitions back; a writer far
+    behind the clock (a paused backfill) keeps holding them. When every writer is idle,
+    each partition up to and including the one holding the largest watermark closes once
+    its end plus lateness plus the idle timeout lies in the past.
+    """
+    if not writers or any(w.watermark_us is None or w.last_commit_us is None for w in writers.values()):
+        return Closing(None)
+    marks = {name: w for name, w in writers.items()}
+    if idle_us is None:
+        return Closing(min(w.watermark_us for w in marks.values()))  # type: ignore[type-var]
+
+    def idle(w: WriterMark) -> bool:
+        assert w.watermark_us is not None and w.last_commit_us is not None
+        live = w.watermark_us >= w.last_commit_us - idle_us - lateness_us
+        return live and now_us - w.last_commit_us > idle_us
+
+    active = [w.watermark_us for w in marks.values() if not idle(w)]
+    if active:
+        return Closing(min(a for a in active if a is not None))
+    highest = max(w.watermark_us for w in marks.values() if w.watermark_us is not None)
+    return Closing(now_us - idle_us, last_value=field.value_of(highest))
+
+
 def newly_complete(
     field: TimePartition,
     candidates: Iterable[int],
@@ -138,6 +197,7 @@ def newly_complete(
     watermark_us: int | None,
     lateness_us: int,
     published: Iterable[int] = (),
+    last_value: int | None = None,
 ) -> list[int]:
     """The partitions the watermark has closed and that are not published yet: every one
     from the first partition with data (``candidates``) on, empty ones included, so that a
@@ -149,7 +209,7 @@ def newly_complete(
     done = set(published)
     closed = []
     value = min(values)
-    while field.bounds(value)[1] + lateness_us <= watermark_us:
+    while field.bounds(value)[1] + lateness_us <= watermark_us and (last_value is None or value <= last_value):
         if value not in done:
             closed.append(value)
         value += 1
@@ -158,7 +218,10 @@ def newly_complete(
 
 __all__ = [
     "LATENESS_PROPERTY",
+    "Closing",
     "TimePartition",
+    "WriterMark",
+    "closing",
     "from_micros",
     "lateness",
     "micros",

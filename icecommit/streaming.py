@@ -17,8 +17,10 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
 from icecommit.catalog.connect import connect
+from icecommit.catalog.inspect import publish_complete_partitions
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.results import CommitResult, RoutedCommitResult
+from icecommit.errors import InvalidArgumentError
 from icecommit.identifiers import checked_job_id, table_name
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore
@@ -129,8 +131,7 @@ class _SourceCounts:
         session = SparkSession.builder.getOrCreate()
         if session.streams.get(query_id) is None:
             logger.warning(
-                "streaming query %s was not started from the default Spark session; its source counts are not "
-                "recorded",
+                "streaming query %s was not started from the default Spark session; its source counts are not recorded",
                 query_id,
             )
             self._queries.add(query_id)
@@ -145,7 +146,8 @@ class _SourceCounts:
                 counts.progress(event.progress, mine)  # type: ignore[attr-defined]
 
             def onQueryIdle(self, event: object) -> None:
-                pass
+                if str(event.id) == mine:  # type: ignore[attr-defined]
+                    counts.idle()
 
             def onQueryTerminated(self, event: object) -> None:
                 if str(event.id) == mine:  # type: ignore[attr-defined]
@@ -153,6 +155,20 @@ class _SourceCounts:
 
         session.streams.addListener(Listener())
         self._queries.add(query_id)
+
+    def idle(self) -> None:
+        """The query found no new data: publish what the recorded policy deems complete now
+        (an idle writer's partitions need no commit to be published)."""
+        try:
+            catalog = self._catalog or connect()
+            for name in self._tables:
+                published = publish_complete_partitions(catalog, name)
+                if published:
+                    logger.info("%s: published %s while the query is idle", name, [p.label for p in published])
+        except InvalidArgumentError:
+            return  # no time partition, or no policy recorded yet
+        except Exception:  # a listener must never fail the query
+            logger.exception("could not publish complete partitions of job %s while idle", self._job_id)
 
     def progress(self, progress: object, query_id: str) -> None:
         """Record one progress report of ``query_id`` (others are ignored)."""

@@ -18,7 +18,9 @@ LATENESS_PROPERTY = "icecommit.partition-lateness"
 #: Rows further ahead of the committing clock than this do not move the watermark.
 FUTURE_SKEW_PROPERTY = "icecommit.max-future-skew"
 DEFAULT_FUTURE_SKEW = timedelta(hours=1)
-_DURATIONS = (LATENESS_PROPERTY, FUTURE_SKEW_PROPERTY)
+#: A writer that has committed nothing for this long stops holding partitions back.
+IDLE_TIMEOUT_PROPERTY = "icecommit.writer-idle-timeout"
+_DURATIONS = (LATENESS_PROPERTY, FUTURE_SKEW_PROPERTY, IDLE_TIMEOUT_PROPERTY)
 #: Whole-number properties: name -> smallest value accepted.
 _NUMBERS = {
     TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: 1,
@@ -65,6 +67,13 @@ def future_skew(properties: dict[str, str]) -> timedelta:
     """How far ahead of the committing clock an event time may lie and still move the
     watermark (``icecommit.max-future-skew``; one hour when unset)."""
     return duration(properties, FUTURE_SKEW_PROPERTY, DEFAULT_FUTURE_SKEW)
+
+
+def idle_timeout(properties: dict[str, str]) -> timedelta | None:
+    """The table's writer idle timeout (``icecommit.writer-idle-timeout``; None when unset:
+    every listed writer holds partitions back until its watermark passes them)."""
+    value = properties.get(IDLE_TIMEOUT_PROPERTY)
+    return duration(properties, IDLE_TIMEOUT_PROPERTY, timedelta(0)) if value is not None else None
 
 
 def check_table_properties(metadata: TableMetadata) -> None:

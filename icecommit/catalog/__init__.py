@@ -9,6 +9,7 @@ from icecommit.catalog.inspect import (
     list_checkpoints,
     list_snapshots,
     partition_status,
+    publish_complete_partitions,
 )
 from icecommit.catalog.maintenance import (
     ExpirePlan,
@@ -44,6 +45,7 @@ __all__ = [
     "partition_status",
     "plan_expire",
     "plan_rollback",
+    "publish_complete_partitions",
     "resolve_table",
     "table_name",
 ]

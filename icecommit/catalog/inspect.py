@@ -15,7 +15,7 @@ from icecommit.catalog.tables import resolve_table
 from icecommit.completeness import partition_value, time_partition
 from icecommit.errors import InvalidArgumentError
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, utc_now
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
@@ -209,3 +209,32 @@ def wait_for_partition(
         if left <= 0:
             return None
         sleep(min(poll.total_seconds(), left))
+
+
+def publish_complete_partitions(
+    catalog: Catalog, table: Table | str, *, clock: Callable[[], datetime] | None = None
+) -> list[PartitionStatus]:
+    """Publish the time partitions that the table's recorded completeness policy (writers,
+    lateness, idle timeout; recorded by the committers that use it) deems complete now, as
+    a committer does after each commit; returns those published by this call. For a
+    scheduler: an idle writer's partitions need no commit to be published. Completion
+    callbacks are delivered by the next commit of a committer that has one.
+
+    Raises:
+        NoSuchTableError: the table does not exist.
+        InvalidArgumentError: the table has no time partition, or no committer has recorded
+            a completeness policy for it yet.
+    """
+    loaded = resolve_table(catalog, table)
+    name = table_name(table)
+    field = time_partition(loaded.metadata)
+    if field is None:
+        raise InvalidArgumentError("table", name, "a table partitioned by a time transform of its event-time column")
+    store = PartitionStatusStore(state_engine(state_uri(catalog)), clock=clock or utc_now)
+    policy = store.policy(name)
+    if policy is None:
+        raise InvalidArgumentError(
+            "table", name, "a table whose committers have recorded a completeness policy (none has committed yet)"
+        )
+    writers, lateness, idle = policy
+    return store.publish(name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish")

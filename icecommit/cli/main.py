@@ -20,7 +20,13 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
-from icecommit.catalog.inspect import list_checkpoints, list_snapshots, partition_status, wait_for_partition
+from icecommit.catalog.inspect import (
+    list_checkpoints,
+    list_snapshots,
+    partition_status,
+    publish_complete_partitions,
+    wait_for_partition,
+)
 from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
@@ -231,8 +237,9 @@ DURATION = _Duration()
               help="With --wait: give up (exit 1) after this long.")  # fmt: skip
 @click.option("--poll", type=DURATION, default="30s", show_default=True,
               help="With --wait: look this often.")  # fmt: skip
+@click.option("--publish", is_flag=True, help="First publish what the recorded policy deems complete now.")
 @click.pass_obj
-def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, poll: timedelta) -> None:
+def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, poll: timedelta, publish: bool) -> None:
     """List the time partitions published complete, with the late records committed since;
     or, with --wait, wait for one of them (a scheduler's sensor).
 
@@ -244,17 +251,32 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
     With --wait the exit code is 0 once the partition is published (within one --poll of
     it), 1 at the --timeout, and 2 at once for a label the table's spec cannot have.
 
+    With --publish, partitions that the policy the table's committers recorded (writers,
+    lateness, idle timeout) deems complete now are published first, without a commit: run
+    it from a scheduler so that the last hour of a stream that went quiet is published.
+
     \b
     Examples:
       icecommit partitions demo.clickstream
       icecommit partitions demo.clickstream --wait ts_hour=2026-05-01-13 --timeout 2h --poll 1m
+      icecommit partitions demo.clickstream --publish
     """
     if label is None:
-        _run(ctx, lambda: ctx.output.partitions(table, partition_status(ctx.catalog(), table)))
+
+        def listing() -> None:
+            catalog = ctx.catalog()
+            if publish:
+                publish_complete_partitions(catalog, table)
+            ctx.output.partitions(table, partition_status(catalog, table))
+
+        _run(ctx, listing)
         return
 
     def action() -> None:
-        status = wait_for_partition(ctx.catalog(), table, label, timeout=timeout, poll=poll)
+        catalog = ctx.catalog()
+        if publish:
+            publish_complete_partitions(catalog, table)
+        status = wait_for_partition(catalog, table, label, timeout=timeout, poll=poll)
         ctx.output.waited(table, label, status, timeout)
         if status is None:
             ctx.close()

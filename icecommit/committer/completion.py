@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from icecommit.completeness import lateness, records_per_partition, time_partition
 from icecommit.datafiles import DataFileRecord
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.tableprops import idle_timeout
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +40,16 @@ class PartitionCompleteness:
         on_complete: called once per partition published complete (for example to
             trigger a scheduler); an exception is logged and the call is retried after the
             next commit.
+        idle_timeout: a writer that has committed nothing for longer than this no longer
+            holds partitions back, if it was live (its watermark near the clock when it last
+            committed); None takes the table's ``icecommit.writer-idle-timeout`` property
+            (no idleness when unset). See :func:`icecommit.completeness.closing`.
     """
 
     writers: tuple[str, ...] | None = None
     lateness: timedelta | None = None
     on_complete: PartitionCallback | None = None
+    idle_timeout: timedelta | None = None
 
 
 class CompletionPublisher:
@@ -83,9 +89,15 @@ class CompletionPublisher:
             return []
         writers = self._policy.writers or (self._job_id,)
         allowed = self._policy.lateness if self._policy.lateness is not None else lateness(metadata)
+        idle = self._policy.idle_timeout if self._policy.idle_timeout is not None else idle_timeout(metadata.properties)
         try:
+            if self._policy.writers is not None or self._store.policy(self._table_name) is None:
+                # a job without a policy of its own never replaces a recorded one
+                self._store.record_policy(
+                    self._table_name, writers=writers, lateness=allowed, idle_timeout=idle, recorded_by=self._job_id
+                )
             published = self._store.publish(
-                self._table_name, field, writers=writers, lateness=allowed, completed_by=self._job_id
+                self._table_name, field, writers=writers, lateness=allowed, completed_by=self._job_id, idle_timeout=idle
             )
         except SQLAlchemyError:
             logger.exception(

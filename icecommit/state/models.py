@@ -186,6 +186,20 @@ class PartitionStatusRow(Base):
     notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class CompletenessPolicyRow(Base):
+    """The completeness policy a committer of the table last used (writers, lateness, idle
+    timeout), so that a scheduler can publish partitions without a commit."""
+
+    __tablename__ = "icecommit_completeness_policy"
+
+    table_name: Mapped[str] = mapped_column(String(512), primary_key=True)
+    writers: Mapped[str] = mapped_column(Text)
+    lateness_s: Mapped[int] = mapped_column(BigInteger)
+    idle_timeout_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    recorded_by: Mapped[str] = mapped_column(String(255))
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class ReconcileRunRow(Base):
     """One reconciliation run: when, over which range, whether it held, and a summary."""
 

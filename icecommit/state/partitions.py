@@ -17,9 +17,9 @@ from sqlalchemy import ColumnElement, Engine, and_, case, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.completeness import TimePartition, from_micros, newly_complete, table_watermark
+from icecommit.completeness import TimePartition, WriterMark, closing, from_micros, micros, newly_complete
 from icecommit.state.checkpoints import COMMITTED, as_utc, utc_now
-from icecommit.state.models import CheckpointPartitionRow, CheckpointRow, PartitionStatusRow
+from icecommit.state.models import CheckpointPartitionRow, CheckpointRow, CompletenessPolicyRow, PartitionStatusRow
 
 
 @dataclass(frozen=True)
@@ -118,18 +118,57 @@ class PartitionStatusStore:
         with Session(self._engine) as session:
             return int(session.execute(query).scalar_one())
 
-    def _watermarks(self, session: Session, table_name: str, writers: Sequence[str]) -> dict[str, int | None]:
-        marks: dict[str, int | None] = {}
+    def _watermarks(self, session: Session, table_name: str, writers: Sequence[str]) -> dict[str, WriterMark]:
+        marks: dict[str, WriterMark] = {}
         for job in writers:
-            value = session.execute(
-                select(func.max(_WATERMARK)).where(
+            value, last = session.execute(
+                select(func.max(_WATERMARK), func.max(CheckpointRow.committed_at)).where(
                     CheckpointRow.job_id == job,
                     CheckpointRow.table_name == table_name,
                     CheckpointRow.status == COMMITTED,
                 )
-            ).scalar_one_or_none()
-            marks[job] = int(value) if value is not None else None
+            ).one()
+            marks[job] = WriterMark(
+                int(value) if value is not None else None, micros(as_utc(last)) if last is not None else None
+            )
         return marks
+
+    def record_policy(
+        self,
+        table_name: str,
+        *,
+        writers: Sequence[str],
+        lateness: timedelta,
+        idle_timeout: timedelta | None,
+        recorded_by: str,
+    ) -> None:
+        """Record the completeness policy a committer uses, for publication without a commit."""
+        values = {
+            "writers": ",".join(sorted(writers)),
+            "lateness_s": int(lateness.total_seconds()),
+            "idle_timeout_s": int(idle_timeout.total_seconds()) if idle_timeout is not None else None,
+        }
+        with Session(self._engine) as session, session.begin():
+            row = session.get(CompletenessPolicyRow, table_name)
+            if row is None:
+                session.add(
+                    CompletenessPolicyRow(
+                        table_name=table_name, recorded_by=recorded_by, recorded_at=self._clock(), **values
+                    )
+                )
+            elif (row.writers, row.lateness_s, row.idle_timeout_s) != tuple(values.values()):
+                row.writers, row.lateness_s, row.idle_timeout_s = values.values()  # type: ignore[assignment]
+                row.recorded_by, row.recorded_at = recorded_by, self._clock()
+
+    def policy(self, table_name: str) -> tuple[tuple[str, ...], timedelta, timedelta | None] | None:
+        """The recorded policy (writers, lateness, idle timeout), None when no committer
+        with a completeness policy has committed to the table yet."""
+        with Session(self._engine) as session:
+            row = session.get(CompletenessPolicyRow, table_name)
+            if row is None:
+                return None
+            idle = timedelta(seconds=row.idle_timeout_s) if row.idle_timeout_s is not None else None
+            return tuple(row.writers.split(",")), timedelta(seconds=row.lateness_s), idle
 
     def _totals(self, session: Session, table_name: str, field: str) -> dict[int, int]:
         query = (
@@ -147,6 +186,7 @@ class PartitionStatusStore:
         writers: Sequence[str],
         lateness: timedelta,
         completed_by: str,
+        idle_timeout: timedelta | None = None,
     ) -> list[PartitionStatus]:
         """Insert a status row for every partition with committed data that the writers'
         watermarks have closed and that is not published yet; returns the new ones.
@@ -158,7 +198,15 @@ class PartitionStatusStore:
         for attempt in range(3):
             try:
                 with Session(self._engine) as session, session.begin():
-                    watermark = table_watermark(self._watermarks(session, table_name, writers))
+                    now = self._clock()
+                    closes = closing(
+                        field,
+                        self._watermarks(session, table_name, writers),
+                        now_us=micros(now),
+                        lateness_us=lateness_us,
+                        idle_us=int(idle_timeout.total_seconds() * 1_000_000) if idle_timeout is not None else None,
+                    )
+                    watermark = closes.watermark_us
                     totals = self._totals(session, table_name, field.name)
                     published = session.execute(
                         select(PartitionStatusRow.partition_value).where(
@@ -167,11 +215,15 @@ class PartitionStatusStore:
                         )
                     ).scalars()
                     values = newly_complete(
-                        field, totals, watermark_us=watermark, lateness_us=lateness_us, published=published
+                        field,
+                        totals,
+                        watermark_us=watermark,
+                        lateness_us=lateness_us,
+                        published=published,
+                        last_value=closes.last_value,
                     )
                     if watermark is None or not values:
                         return []
-                    now = self._clock()
                     rows = [
                         PartitionStatusRow(
                             table_name=table_name,

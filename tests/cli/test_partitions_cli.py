@@ -139,3 +139,30 @@ def test_a_scheduler_process_waiting_on_a_partition_exits_within_one_poll_of_its
     document = json.loads(out)
     assert document["published"] is True and document["records_at_completion"] == 2
     assert exited - published < 2 + 5  # one poll, and the process's own exit on a busy machine
+
+
+def test_partitions_publish_applies_the_recorded_policy_without_a_commit(tmp_path: Path) -> None:
+    from icecommit.state.checkpoints import CheckpointStore
+    from icecommit.state.database import state_engine, state_uri
+
+    catalog = catalog_of(tmp_path)
+    table = ic.create_table(catalog, "ns.events", EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    hour = dt.datetime.now(dt.timezone.utc).replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=4)
+    committed_at = hour + dt.timedelta(minutes=55)  # the job last committed then, and has been quiet since
+    store = CheckpointStore(state_engine(state_uri(catalog)), clock=lambda: committed_at)
+    policy = ic.PartitionCompleteness(idle_timeout=dt.timedelta(minutes=30))
+    committer = ic.GlobalCommitter(catalog, table, job_id="job", store=store, completeness=policy)
+    data = events(0, 3, days=1)
+    data = data.set_column(
+        1, "ts", pa.array([hour + dt.timedelta(minutes=m) for m in (10, 20, 50)], pa.timestamp("us", tz="UTC"))
+    )
+    committer.prepare(0, [write_arrow(table, data, job_id="job", checkpoint_id=0)])
+    committer.commit(0)
+    assert partition_status(catalog, "ns.events") == []  # the watermark (xx:50) has not passed the hour
+    listed = js(tmp_path, "partitions", "ns.events")
+    assert listed["partitions"] == []
+    published = js(tmp_path, "partitions", "ns.events", "--publish")
+    label = f"ts_hour={hour:%Y-%m-%d-%H}"
+    assert [(p["label"], p["records_at_completion"]) for p in published["partitions"]] == [(label, 3)]
+    waited = js(tmp_path, "partitions", "ns.events", "--wait", label, "--timeout", "1s")
+    assert waited["published"] is True

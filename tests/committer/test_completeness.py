@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,6 +14,7 @@ from sqlalchemy import text
 
 import icecommit as ic
 from icecommit.ancestry import LATE_RECORDS, WATERMARK, find_checkpoint
+from icecommit.catalog import publish_complete_partitions
 from icecommit.committer import PartitionCompleteness
 from icecommit.completeness import (
     TimePartition,
@@ -289,3 +291,93 @@ def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: Sq
         committer.prepare(0, [write_arrow(table, at(10), job_id="job", checkpoint_id=0)])
     assert "icecommit.max-future-skew" in str(raised.value) and "'soon'" in str(raised.value)
     assert committer.store.get("job", name, 0) is None
+
+
+# -- idle writers ---------------------------------------------------------------------------
+
+
+class Clock:
+    """A settable clock for the state stores (prepare, commit and publication times)."""
+
+    def __init__(self, minutes: int) -> None:
+        self.now = T0 + timedelta(minutes=minutes)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def at(self, minutes: int) -> None:
+        self.now = T0 + timedelta(minutes=minutes)
+
+
+def _commit_at(
+    catalog: SqlCatalog, table: Table, clock: Clock, job: str, checkpoint: int, data: pa.Table, policy: object
+) -> None:
+    from icecommit.state.checkpoints import CheckpointStore
+
+    store = CheckpointStore(state_engine(state_uri(catalog)), clock=clock)
+    committer = ic.GlobalCommitter(catalog, table, job_id=job, store=store, completeness=policy)  # type: ignore[arg-type]
+    committer.prepare(checkpoint, [write_arrow(table, data, job_id=job, checkpoint_id=checkpoint)])
+    committer.commit(checkpoint)
+
+
+def _labels(catalog: SqlCatalog, name: str) -> list[str]:
+    return sorted(s.label for s in ic.GlobalCommitter(catalog, name, job_id="a").partition_status())
+
+
+def test_an_idle_live_writer_stops_holding_partitions_back_and_a_quiet_stream_publishes_its_last_hour(
+    catalog: SqlCatalog,
+) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    policy = PartitionCompleteness(writers=("a", "b"), idle_timeout=timedelta(minutes=15))
+    clock = Clock(55)
+    _commit_at(catalog, table, clock, "a", 0, at(10, 50), policy)
+    _commit_at(catalog, table, clock, "b", 0, at(50, first_id=100), policy)  # b is live: 00:50 at 00:55
+    assert _labels(catalog, name) == []
+    clock.at(80)  # 01:20: b has been quiet for 25 minutes, more than the idle timeout
+    _commit_at(catalog, table, clock, "a", 1, at(75, first_id=200), policy)  # a reaches 01:15
+    assert _labels(catalog, name) == ["ts_hour=2026-05-01-00"]  # b no longer holds hour 0 back
+    # then a goes quiet too: the last hour the data reached is published once it is over
+    # by lateness plus the idle timeout, by a scheduler (no commit), and nothing beyond it
+    clock.at(130)  # 02:10
+    assert publish_complete_partitions(catalog, name, clock=clock) == []
+    clock.at(136)  # 02:16, past 02:00 + 15m
+    published = publish_complete_partitions(catalog, name, clock=clock)
+    assert [(s.label, s.records_at_completion) for s in published] == [("ts_hour=2026-05-01-01", 1)]
+    clock.at(600)
+    assert publish_complete_partitions(catalog, name, clock=clock) == []  # the data reached no further
+    assert _labels(catalog, name) == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
+
+
+def test_a_paused_backfill_and_a_writer_that_never_committed_keep_holding(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    clock = Clock(200)  # 03:20
+    backfill = PartitionCompleteness(writers=("live", "backfill"), idle_timeout=timedelta(minutes=15))
+    _commit_at(catalog, table, clock, "backfill", 0, at(5, first_id=100), backfill)  # far behind the clock
+    _commit_at(catalog, table, clock, "live", 0, at(10, 190), backfill)
+    clock.at(400)  # both quiet for over three hours; the backfill was never live, so it holds hour 0
+    assert publish_complete_partitions(catalog, name, clock=clock) == []
+    name2 = unique_table()
+    table2 = ic.create_table(catalog, name2, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    typo = PartitionCompleteness(writers=("live", "liev"), idle_timeout=timedelta(minutes=15))
+    clock.at(200)
+    _commit_at(catalog, table2, clock, "live", 0, at(10, 190), typo)
+    clock.at(900)
+    assert publish_complete_partitions(catalog, name2, clock=clock) == []  # a typo releases nothing
+
+
+def test_the_idle_timeout_can_come_from_the_table_and_publish_needs_a_recorded_policy(
+    catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    name = unique_table()
+    table = ic.create_table(
+        catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"], properties={"icecommit.writer-idle-timeout": "10m"}
+    )
+    with pytest.raises(InvalidArgumentError) as raised:
+        publish_complete_partitions(catalog, name)
+    assert "completeness policy" in str(raised.value)
+    clock = Clock(50)
+    _commit_at(catalog, table, clock, "a", 0, at(10, 45), PartitionCompleteness())
+    clock.at(75)  # 01:15 = 01:00 + 10m idle + 5m
+    assert [s.label for s in publish_complete_partitions(catalog, name, clock=clock)] == ["ts_hour=2026-05-01-00"]
