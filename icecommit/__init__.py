@@ -6,6 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from icecommit.catalog import connect, create_table, publish_complete_partitions
+from icecommit.catalog.eventtime import EventTimeVersion, scan_at_event_time, snapshot_at_event_time
 from icecommit.committer import (
     CommitResult,
     GlobalCommitter,
@@ -19,6 +20,7 @@ from icecommit.errors import (
     CheckpointRolledBackError,
     CommitConflictError,
     CommitStateUnknownError,
+    CompletenessNotReachedError,
     IcecommitError,
     SchemaMismatchError,
     SnapshotNotFoundError,
@@ -52,7 +54,9 @@ __all__ = [
     "CommitConflictError",
     "CommitResult",
     "CommitStateUnknownError",
+    "CompletenessNotReachedError",
     "DataFileRecord",
+    "EventTimeVersion",
     "GlobalCommitter",
     "IcecommitError",
     "PartitionCompleteness",
@@ -71,6 +75,8 @@ __all__ = [
     "create_table",
     "publish_complete_partitions",
     "reconcile",
+    "scan_at_event_time",
+    "snapshot_at_event_time",
     "streaming_sink",
     "write",
 ]

@@ -7,6 +7,8 @@ caller can act on them without parsing the message.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class IcecommitError(Exception):
     """Root of every error icecommit raises."""
@@ -104,6 +106,24 @@ class SnapshotNotFoundError(IcecommitError):
         self.table = table
         self.what = what
         super().__init__(f"table {table}: no snapshot {what}")
+
+
+class CompletenessNotReachedError(IcecommitError):
+    """The time partition holding an event time has not been published complete yet, so
+    the table has no data-time version for it (yet).
+
+    Attributes:
+        table / event_time / partition: what was asked, and the partition that holds it.
+    """
+
+    def __init__(self, table: str, event_time: datetime, partition: str) -> None:
+        self.table = table
+        self.event_time = event_time
+        self.partition = partition
+        super().__init__(
+            f"table {table}: event time {event_time.isoformat()} is not complete yet ({partition} has not been "
+            "published); wait for it (icecommit partitions --wait) or ask for complete=False"
+        )
 
 
 class TableSpecError(IcecommitError):
@@ -525,6 +545,7 @@ __all__ = [
     "CheckpointRolledBackError",
     "CommitConflictError",
     "CommitStateUnknownError",
+    "CompletenessNotReachedError",
     "DataFileMissingError",
     "IcecommitError",
     "InvalidArgumentError",

@@ -98,18 +98,30 @@ def _select(
             raise SnapshotNotFoundError(name, f"committing checkpoint {to_checkpoint} of job {job_id}")
         return found, f"checkpoint {to_checkpoint} of job {job_id}"
     assert to_event_time is not None
-    limit_us = _micros(to_event_time)
-    # the newest snapshot whose committed data (its own and all its ancestors') is at or
-    # before the limit; a snapshot that does not record its event time ends the walk
+    return newest_without_data_after(table, name, to_event_time, branch), f"event time {to_event_time.isoformat()}"
+
+
+def newest_without_data_after(table: Table, name: str, when: datetime, branch: str = "main") -> Snapshot:
+    """The newest snapshot of the branch whose committed data (its own and all its
+    ancestors') has no event time after ``when``: what ``rollback --to-event-time`` rolls
+    back to. A checkpoint that straddles ``when`` is left out entirely (and every later
+    one), so the result is not "all data up to when": for that, see
+    :func:`icecommit.catalog.eventtime.snapshot_at_event_time`. A snapshot that does not
+    record its event time (another tool's) ends the walk.
+
+    Raises:
+        SnapshotNotFoundError: no such snapshot.
+    """
+    limit_us = _micros(when)
     best: Snapshot | None = None
-    for snapshot in reversed(lineage):
+    for snapshot in reversed(list(ancestry.branch_ancestry(table.metadata, branch))):
         value = snapshot.summary.get(ancestry.MAX_EVENT_TIME) if snapshot.summary else None
         if value is None or int(value) > limit_us:
             break
         best = snapshot
     if best is None:
-        raise SnapshotNotFoundError(name, f"whose committed data is all at or before {to_event_time.isoformat()}")
-    return best, f"event time {to_event_time.isoformat()}"
+        raise SnapshotNotFoundError(name, f"whose committed data is all at or before {when.isoformat()}")
+    return best
 
 
 def plan_rollback(

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
+from icecommit.catalog.eventtime import EventTimeVersion, snapshot_at_event_time
 from icecommit.catalog.inspect import (
     list_checkpoints,
     list_snapshots,
@@ -31,7 +32,15 @@ from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expir
 from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
 from icecommit.committer.results import CommitResult
-from icecommit.errors import CommitStateUnknownError, IcecommitError, NotAnAncestorError, TableSpecError
+from icecommit.errors import (
+    CommitStateUnknownError,
+    CompletenessNotReachedError,
+    IcecommitError,
+    InvalidArgumentError,
+    NotAnAncestorError,
+    SnapshotNotFoundError,
+    TableSpecError,
+)
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.state import dispose_state_engines, state_engine, state_uri
@@ -184,17 +193,55 @@ def demo(ctx: Context, rows: int, checkpoints: int) -> None:
     _run(ctx, action)
 
 
+class _Instant(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 time, UTC when no offset is given (parsed as the API parses it)."""
+
+    name = "ISO8601"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_instant(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+INSTANT = _Instant()
+
+
 @cli.command()
 @click.argument("table")
+@click.option("--at-event-time", "event_time", type=INSTANT, default=None,
+              help="Show the snapshots holding the table as of this event time instead.")  # fmt: skip
 @click.pass_obj
-def snapshots(ctx: Context, table: str) -> None:
-    """List a table's snapshots with the job and checkpoint that made them.
+def snapshots(ctx: Context, table: str, event_time: datetime | None) -> None:
+    """List a table's snapshots with the job and checkpoint that made them; or, with
+    --at-event-time T, the two versions of the table as of T: the complete one (the
+    earliest snapshot at which the time partition holding T was published complete; late
+    rows are not in it) and the one rollback --to-event-time uses (the newest snapshot with
+    no data after T; a checkpoint that straddles T is left out).
 
     \b
     Example:
       icecommit snapshots demo.clickstream
+      icecommit snapshots demo.clickstream --at-event-time 2026-05-01T13:00:00Z
     """
-    _run(ctx, lambda: ctx.output.snapshots(table, list_snapshots(ctx.catalog(), table)))
+    if event_time is None:
+        _run(ctx, lambda: ctx.output.snapshots(table, list_snapshots(ctx.catalog(), table)))
+        return
+
+    def versions() -> None:
+        catalog = ctx.catalog()
+        found: list[EventTimeVersion | str] = []
+        for complete in (True, False):
+            try:
+                found.append(snapshot_at_event_time(catalog, table, event_time, complete=complete))
+            except (CompletenessNotReachedError, SnapshotNotFoundError, InvalidArgumentError) as e:
+                found.append(str(e))
+        ctx.output.versions(table, event_time, found)
+
+    _run(ctx, versions)
 
 
 @cli.command()
@@ -256,7 +303,7 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
     it from a scheduler so that the last hour of a stream that went quiet is published.
 
     \b
-    Examples:
+    Example:
       icecommit partitions demo.clickstream
       icecommit partitions demo.clickstream --wait ts_hour=2026-05-01-13 --timeout 2h --poll 1m
       icecommit partitions demo.clickstream --publish
@@ -283,23 +330,6 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
             sys.exit(EXIT_PROBLEM)
 
     _run(ctx, action)
-
-
-class _Instant(click.ParamType):  # type: ignore[type-arg]
-    """An ISO 8601 time, UTC when no offset is given (parsed as the API parses it)."""
-
-    name = "ISO8601"
-
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
-        if isinstance(value, datetime):
-            return value
-        try:
-            return parse_instant(str(value))
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-INSTANT = _Instant()
 
 
 @cli.command()
@@ -369,7 +399,10 @@ def reconcile(
 )
 @click.option("--job", default=None, help="Job id for --to-checkpoint.")
 @click.option(
-    "--to-event-time", type=INSTANT, default=None, help="Newest snapshot whose data is all at or before this."
+    "--to-event-time",
+    type=INSTANT,
+    default=None,
+    help="Newest snapshot whose data is all at or before this (a checkpoint straddling it is left out).",
 )
 @click.option("--allow-non-ancestor", is_flag=True, help="Allow a --to-snapshot that is not an ancestor.")
 @click.option("--dry-run", is_flag=True, help="Show what would become invisible; change nothing.")
@@ -388,6 +421,10 @@ def rollback(
     yes: bool,
 ) -> None:
     """Make an earlier snapshot current: by id, commit time, checkpoint or event time.
+
+    --to-event-time T picks the newest snapshot with no data after T: a checkpoint that
+    straddles T is left out entirely, with every later one, so the table is not "all data
+    up to T". To read the table as of T without changing it, see snapshots --at-event-time.
 
     Without --yes it asks when stdin is a terminal and refuses otherwise.
 

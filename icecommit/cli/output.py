@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.table import Table
 
+from icecommit.catalog.eventtime import EventTimeVersion
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
 from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
 from icecommit.catalog.rollback import RollbackPlan
@@ -35,6 +36,8 @@ class Output(Protocol):
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None: ...
 
     def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None: ...
+
+    def versions(self, table: str, event_time: datetime, found: list[EventTimeVersion | str]) -> None: ...
 
     def demo(self, report: DemoReport) -> None: ...
 
@@ -84,6 +87,18 @@ class JsonOutput:
             document["late_records"] = row.late_records
             documents.append(document)
         self._emit({"table": table, "partitions": documents})
+
+    def versions(self, table: str, event_time: datetime, found: list[EventTimeVersion | str]) -> None:
+        documents = []
+        for kind, item in zip(("complete", "no-data-after"), found, strict=True):
+            if isinstance(item, str):
+                documents.append({"kind": kind, "error": item})
+            else:
+                document = _plain(item)
+                document["kind"] = kind
+                document["snapshot_id"] = str(item.snapshot_id)  # above 2**53: a string, as JSON readers round
+                documents.append(document)
+        self._emit({"table": table, "event_time": event_time.isoformat(), "versions": documents})
 
     def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None:
         document: dict[str, Any] = {"table": table, "partition": label, "published": status is not None}
@@ -209,6 +224,21 @@ class TextOutput:
                 _time(row.notified_at) or "no callback yet",
             )
         self.console.print(view)
+
+    def versions(self, table: str, event_time: datetime, found: list[EventTimeVersion | str]) -> None:
+        titles = (
+            "complete (everything up to it had arrived; late rows are not in it)",
+            "no data after it (what rollback --to-event-time uses)",
+        )
+        self.console.print(f"{table} as of event time {event_time.isoformat()}:", soft_wrap=True, highlight=False)
+        for title, item in zip(titles, found, strict=True):
+            if isinstance(item, str):
+                shown = f"none: {item}"
+            else:
+                late = f"; {item.late_records:,} late row(s) not in it" if item.late_records else ""
+                where = f" ({item.partition} published)" if item.partition else ""
+                shown = f"snapshot {item.snapshot_id}, committed {_time(item.committed_at)} UTC{where}{late}"
+            self.console.print(f"  {title}: {shown}", soft_wrap=True, highlight=False)
 
     def waited(self, table: str, label: str, status: PartitionStatus | None, timeout: timedelta) -> None:
         if status is None:
