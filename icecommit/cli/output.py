@@ -54,9 +54,28 @@ class Output(Protocol):
     def error(self, message: str, code: int) -> None: ...
 
 
+def _console() -> Console:
+    """A console for the text views: on a terminal, its width; under a pipe or in a log,
+    no width limit, so that no cell (a snapshot id, a path) is ever cut."""
+    console = Console()
+    return console if console.is_terminal else Console(width=100_000)
+
+
+#: JSON numbers above 2**53 are rounded by common readers (jq 1.6, JavaScript): every
+#: snapshot id also goes out as a string, under the same key with ``_str`` appended.
+_ID_KEYS = ("snapshot_id", "parent_id", "target_snapshot_id", "current_snapshot_id")
+
+
+def _with_id_strings(data: dict[str, Any]) -> dict[str, Any]:
+    for key in list(data):
+        if (key in _ID_KEYS or key.endswith("_snapshot_id")) and isinstance(data[key], int):
+            data[f"{key}_str"] = str(data[key])
+    return data
+
+
 def _plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        data = {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        data = _with_id_strings({f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)})
         if hasattr(value, "committed") and "committed" not in data:
             data["committed"] = value.committed
         return data
@@ -143,7 +162,7 @@ class TextOutput:
     """Tables for a terminal (rich)."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or _console()
 
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
         view = Table(title=f"snapshots of {table}")

@@ -252,3 +252,22 @@ def test_every_command_has_an_example_in_its_help(tmp_path: Path) -> None:
     for command in ("snapshots", "checkpoints", "rollback", "reconcile", "expire", "orphans", "demo"):
         result = run(tmp_path, command, "--help")
         assert result.returncode == 0 and "Example:" in result.stdout, command
+
+
+def test_ids_are_whole_under_a_pipe_and_exact_in_json(home: Path) -> None:
+    """Under a pipe or in a log no cell is cut (the default console would cut at 80
+    columns), and JSON carries every snapshot id also as a string (jq 1.6 and JavaScript
+    round numbers above 2**53)."""
+    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    env.pop("COLUMNS", None)
+    piped = subprocess.run([*ICECOMMIT, "snapshots", TABLE], env=env, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    ids = [str(s.snapshot_id) for s in catalog_of(home).load_table(TABLE).snapshots()]
+    assert ids and all(i in piped.stdout for i in ids)
+    assert "…" not in piped.stdout
+    document = js(home, "snapshots", TABLE)
+    assert all(s["snapshot_id_str"] == str(s["snapshot_id"]) for s in document["snapshots"])
+    parents = [s for s in document["snapshots"] if s["parent_id"] is not None]
+    assert parents and all(s["parent_id_str"] == str(s["parent_id"]) for s in parents)
+    checkpoints = js(home, "checkpoints", TABLE)["checkpoints"]
+    assert all(c["snapshot_id_str"] == str(c["snapshot_id"]) for c in checkpoints if c["snapshot_id"] is not None)
