@@ -24,6 +24,14 @@ CASES = [
     ("committed empty", 5, StateView("committed", None), COMPLETE, False, Action.EMPTY),
     # recorded when its snapshot was already gone and its files rewritten (found by the soak)
     (
+        "another streaming query's batch",
+        3,
+        StateView("committed", 11, query_id="q-old"),
+        IN,
+        False,
+        Action.OTHER_QUERY,
+    ),  # fmt: skip
+    (
         "committed with files, snapshot unknown",
         5,
         StateView("committed", None, has_files=True),
@@ -67,8 +75,18 @@ CASES = [
     ("checkpoint", "state", "table", "recommit", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
 )
 def test_decide(checkpoint: int, state: StateView, table: TableView, recommit: bool, expected: Action) -> None:
-    assert decide(checkpoint, state, table, recommit=recommit).action is expected
+    assert decide(checkpoint, state, table, recommit=recommit, query_id="q-new").action is expected
 
 
 def test_every_action_is_reachable() -> None:
     assert {c[-1] for c in CASES} == set(Action)
+
+
+def test_a_batch_of_another_query_is_refused_and_recovery_is_let_through() -> None:
+    landed = TableView(landed_snapshot_id=11, highest_committed=3)
+    mine = StateView("committed", 11, has_files=True, query_id="q-old")
+    assert decide(3, mine, landed, query_id="q-new").action is Action.OTHER_QUERY
+    assert decide(3, mine, landed, query_id="q-old").action is Action.ALREADY_IN  # a restart of the same query
+    assert decide(3, mine, landed).action is Action.ALREADY_IN  # recovery and batch writes do not compare
+    batch = StateView("committed", 11, has_files=True)  # written by ic.write, no query
+    assert decide(3, batch, landed, query_id="q-new").action is Action.ALREADY_IN

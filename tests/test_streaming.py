@@ -161,18 +161,6 @@ def test_a_query_with_a_new_checkpoint_location_and_the_same_job_id_is_refused_n
     assert sorted(ids) == list(range(50))
 
 
-def test_the_decision_refuses_another_querys_batch_and_lets_recovery_through() -> None:
-    from icecommit.decision import Action, StateView, TableView, decide
-
-    landed = TableView(landed_snapshot_id=11, highest_committed=3)
-    mine = StateView("committed", 11, has_files=True, query_id="q-old")
-    assert decide(3, mine, landed, query_id="q-new").action is Action.OTHER_QUERY
-    assert decide(3, mine, landed, query_id="q-old").action is Action.ALREADY_IN  # a restart of the same query
-    assert decide(3, mine, landed).action is Action.ALREADY_IN  # recovery and batch writes do not compare
-    batch = StateView("committed", 11, has_files=True)  # written by ic.write, no query
-    assert decide(3, batch, landed, query_id="q-new").action is Action.ALREADY_IN
-
-
 def _source_counted(catalog: SqlCatalog, checkpoints: int) -> ic.ReconciliationReport:
     """The report once the query's progress reports (delivered after each batch, on
     Spark's listener bus) have recorded every batch's source count."""
