@@ -30,7 +30,7 @@ CASES = [
         IN,
         False,
         Action.OTHER_QUERY,
-    ),  # fmt: skip
+    ),
     (
         "committed with files, snapshot unknown",
         5,
