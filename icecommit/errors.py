@@ -346,6 +346,30 @@ class PartitionSpecChangedError(ValidationError):
         )
 
 
+class SchemaChangedError(ValidationError):
+    """The table's schema changed after a checkpoint was prepared in a way its files cannot
+    follow: a required column was added that they lack, so every read of them would fail.
+    Nothing was committed; abandon the checkpoint and write its rows again.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint; column: the required column.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, column: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.column = column
+        super().__init__(
+            f"job {job_id} in table {table}: required column {column!r} was added after the checkpoint was prepared, "
+            f"and its files do not have it (they would be unreadable). Give it up with "
+            f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
+            "checkpoint id",
+            checkpoint_id=checkpoint_id,
+            expected=column,
+            actual=None,
+        )
+
+
 class StagedManifestError(ValidationError):
     """A prepared checkpoint's staged manifest cannot be read (missing or corrupt), so the
     checkpoint cannot commit; abandoning it lets the job go on.
@@ -553,6 +577,7 @@ __all__ = [
     "JobNotFoundError",
     "NotAnAncestorError",
     "PartitionSpecChangedError",
+    "SchemaChangedError",
     "SchemaMismatchError",
     "SnapshotNotFoundError",
     "StagedManifestError",

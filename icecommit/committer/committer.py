@@ -43,6 +43,7 @@ from icecommit.errors import (
     DataFileMissingError,
     InvalidArgumentError,
     PartitionSpecChangedError,
+    SchemaChangedError,
     StagedManifestError,
     StagingError,
     StreamingQueryMismatchError,
@@ -636,6 +637,7 @@ class GlobalCommitter:
             if decision.action not in (Action.COMMIT, Action.RECOMMIT):
                 raise CheckpointRolledBackError(self.job_id, checkpoint_id, decision.snapshot_id, self._table_name)
             self._require_known_spec(data_files, table, checkpoint_id)  # on every fresh table
+            self._require_readable(data_files, table, checkpoint_id)
             self._require_present(data_files, table, checkpoint_id)
             appends += 1
             self._fault("before-commit-attempt", checkpoint_id)
@@ -754,6 +756,17 @@ class GlobalCommitter:
             raise PartitionSpecChangedError(
                 self.job_id, checkpoint_id, self._table_name, min(gone), table.spec().spec_id
             )
+
+    def _require_readable(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
+        """Refuse files that lack a required column of the table's current schema (one
+        added as required after they were written): no reader could read them."""
+        schema = table.schema()
+        required = {f.field_id: f.name for f in schema.fields if f.required}
+        for data_file in data_files:
+            present = set(data_file.value_counts or {}) | set(data_file.column_sizes or {})
+            missing = sorted(set(required) - present)
+            if present and missing:
+                raise SchemaChangedError(self.job_id, checkpoint_id, self._table_name, required[missing[0]])
 
     def _require_present(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
         bad = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in data_files], table.io)

@@ -18,7 +18,7 @@ from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
 from icecommit.catalog import apply_rollback, plan_rollback
-from icecommit.errors import PartitionSpecChangedError
+from icecommit.errors import PartitionSpecChangedError, SchemaChangedError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 
@@ -209,3 +209,21 @@ def test_the_spec_of_a_wide_tables_staged_manifest_is_read_from_its_header(catal
     assert state.manifest_path is not None
     table = catalog.load_table(name)
     assert staged_spec_id(table.io, state.manifest_path) == 0
+
+
+def test_a_required_column_added_after_prepare_is_refused_by_name_and_the_job_goes_on(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    committer = _prepared(catalog, 1, events(0, 30))
+    with catalog.load_table(name).update_schema(allow_incompatible_changes=True) as update:
+        update.add_column("tenant", IntegerType(), required=True)
+    before = catalog.load_table(name).metadata_location
+    with pytest.raises(SchemaChangedError) as raised:
+        committer.commit(1)
+    e = raised.value
+    assert isinstance(e, ic.ValidationError)
+    assert (e.job_id, e.checkpoint_id, e.column) == ("A", 1, "tenant")
+    assert "abandon(1, reason=...)" in str(e)
+    assert catalog.load_table(name).metadata_location == before
+    committer.abandon(1, reason="required column added")
+    assert committer.recover() == []
