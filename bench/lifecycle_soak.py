@@ -452,9 +452,13 @@ class Trial:
                 raise SoakFailure(f"after {after}: reconciliation of job {job} disagrees: {wrong[:3]}")
 
     def check_pruning(self, after: str) -> None:
-        """Scans filtered on each spec's source columns return exactly the matching rows: a
-        file whose partition values were read under the wrong spec would be pruned wrongly."""
+        """Where files of several partition specs are live, scans filtered on each spec's
+        source columns return exactly the matching rows: a file whose partition values were
+        read under the wrong spec would be pruned wrongly."""
         table = self.table()
+        current = table.current_snapshot()
+        if current is None or len({m.partition_spec_id for m in current.manifests(table.io)}) < 2:
+            return  # files of one spec: the model check above covers them
         rows = table.scan(selected_fields=("id", "event", "ts")).to_arrow().to_pylist()
         day = DAY0 + timedelta(days=1)
         filters = {
