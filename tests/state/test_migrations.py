@@ -1,7 +1,8 @@
 """The state schema migrates from what earlier releases wrote, and a newer one is refused.
 
 The fixtures were written by the code of those releases (``tests/state/fixtures/make_fixture.py``
-run on the checkout of each): ``state-v3`` by 76fdac0, ``state-v4`` by 83d4eeb, as a SQLite file
+run on the checkout of each): ``state-v3`` by 76fdac0, ``state-v4`` by 83d4eeb, ``state-v5`` by
+ab1f9b6 (the schema before query ids, capped watermarks and recorded completeness policies), as a SQLite file
 and as a PostgreSQL dump (``pg_dump --inserts``). Each is loaded into a fresh database, opened by
 this release, and read and written through the state store.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from datetime import timedelta
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from icecommit.errors import StateSchemaError
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import dispose_state_engines, state_identity
 from icecommit.state.models import SCHEMA_VERSION, SchemaVersionRow
+from icecommit.state.partitions import PartitionStatusStore
 from tests import postgres
 from tests.conftest import pg_uri
 
@@ -64,7 +67,7 @@ def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.mark.parametrize("version", [3, 4])
+@pytest.mark.parametrize("version", [3, 4, 5])
 def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
     backend: str, version: int, tmp_path: Path
 ) -> None:
@@ -94,11 +97,30 @@ def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
             "abandoned", "migrated", "lead"
         )  # fmt: skip
 
+        # the columns of schema 6: an old row reads its watermark as its largest event time,
+        # and a new row keeps its query id, capped watermark and future rows
+        assert states[("A", 1)].watermark_us == states[("A", 1)].max_event_time_us
+        assert (states[("A", 1)].future_records, states[("A", 1)].query_id) == (0, None)
+        state, inserted = store.insert_prepared(
+            job_id="A", table_name=TABLE, checkpoint_id=9, manifest_path=None, files_digest="d", source_records=0,
+            records=0, files=0, bytes_=0, max_event_time_us=2_000, watermark_us=1_000, future_records=3,
+            query_id="q-1",
+        )  # fmt: skip
+        assert inserted and (state.watermark_us, state.future_records, state.query_id) == (1_000, 3, "q-1")
+        stored = store.get("A", TABLE, 9)
+        assert stored is not None and (stored.watermark_us, stored.future_records, stored.query_id) == (1_000, 3, "q-1")
+
+        partitions = PartitionStatusStore(store.engine)  # schema 6's policy table exists and works
+        assert partitions.policy(TABLE) is None
+        partitions.record_policy(TABLE, writers=["A", "B"], lateness=timedelta(minutes=5), idle_timeout=None,
+                                 recorded_by="test")  # fmt: skip
+        assert partitions.policy(TABLE) == (("A", "B"), timedelta(minutes=5), None)
+
         # opening again changes nothing: same version, same identity, same rows
         dispose_state_engines()
         reopened = CheckpointStore(state_engine(uri))
         assert state_identity(reopened.engine) == identity
-        assert len(reopened.list(TABLE)) == len(states)
+        assert len(reopened.list(TABLE)) == len(states) + 1
 
 
 def test_a_database_of_a_newer_release_is_refused_and_left_as_it_is(backend: str, tmp_path: Path) -> None:
