@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
