@@ -18,6 +18,7 @@ from pyiceberg.table.snapshots import Snapshot
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
+from icecommit.eventtime import event_time_column
 from icecommit.identifiers import table_name
 from icecommit.state.identity import table_state
 
@@ -48,6 +49,10 @@ class RollbackPlan:
     applied: bool = False
     #: (job, checkpoint) pairs that a rollback to a snapshot off the branch brings back.
     restored_checkpoints: tuple[tuple[str, int], ...] = ()
+    #: for a rollback by event time T: rows with an event time at or before T that the
+    #: table holds now and the target lacks (the rollback picks the newest snapshot with no
+    #: data after T, so a checkpoint that straddles T takes its earlier rows with it)
+    lacking_up_to_event_time: int | None = None
 
 
 def _millis(value: datetime) -> int:
@@ -168,6 +173,18 @@ def plan_rollback(
     records = sum(int(s.summary.get("added-records") or 0) for s in hidden if s.summary)
     checkpoints = tuple(key for s in hidden if (key := ancestry.checkpoint_of(s)) is not None)
     current = loaded.metadata.refs.get(branch)
+    lacking = None
+    column = event_time_column(loaded.metadata)
+    if to_event_time is not None and column is not None and current is not None:
+        when = to_event_time if to_event_time.tzinfo is not None else to_event_time.replace(tzinfo=timezone.utc)
+        up_to = f"{column} <= '{when.isoformat()}'"
+
+        def rows(snapshot_id: int) -> int:
+            return int(
+                loaded.scan(snapshot_id=snapshot_id, row_filter=up_to, selected_fields=(column,)).to_arrow().num_rows
+            )
+
+        lacking = max(rows(current.snapshot_id) - rows(target.snapshot_id), 0)
     return RollbackPlan(
         table=name,
         selector=selector,
@@ -178,6 +195,7 @@ def plan_rollback(
         hidden_records=records,
         hidden_checkpoints=checkpoints,
         restored_checkpoints=restored,
+        lacking_up_to_event_time=lacking,
     )
 
 

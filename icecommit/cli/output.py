@@ -296,6 +296,14 @@ class TextOutput:
             f"{'are' if plan.applied else 'would become'} invisible; checkpoints: {checkpoints}",
             highlight=False,
         )
+        if plan.lacking_up_to_event_time:
+            self.console.print(
+                f"  the target lacks {plan.lacking_up_to_event_time:,} row(s) at or before that event time "
+                "(checkpoints that straddle it go whole; to read the table as of it instead: "
+                "icecommit snapshots --at-event-time)",
+                highlight=False,
+                soft_wrap=True,
+            )
         for snapshot_id in plan.hidden_snapshot_ids:
             self.console.print(f"  hidden: {snapshot_id}", highlight=False)
 

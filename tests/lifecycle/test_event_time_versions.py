@@ -80,3 +80,14 @@ def test_snapshots_at_event_time_shows_both_versions(tmp_path: Path) -> None:
     assert versions["no-data-after"]["snapshot_id"] == str(snapshots[0])
     text = invoke(home, "snapshots", name, "--at-event-time", "2026-05-01T02:30:00Z")
     assert text.returncode == 0 and "not complete yet" in text.stdout and str(snapshots[2]) in text.stdout
+
+
+def test_a_rollback_by_event_time_says_how_many_rows_up_to_t_its_target_lacks(catalog: SqlCatalog) -> None:
+    from icecommit.catalog import plan_rollback
+
+    name, snapshots = _table(catalog)
+    plan = plan_rollback(catalog, name, to_event_time=T0 + timedelta(minutes=30))
+    assert plan.target_snapshot_id == snapshots[0]
+    # now: 00:10, 00:20 and the late 00:15 are at or before 00:30; the target holds two of them
+    assert plan.lacking_up_to_event_time == 1
+    assert plan_rollback(catalog, name, to_checkpoint=0, job_id="job").lacking_up_to_event_time is None
