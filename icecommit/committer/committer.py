@@ -20,6 +20,7 @@ from datetime import datetime
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
+from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from icecommit import ancestry
 from icecommit.committer.attempt import append_once
@@ -760,13 +761,14 @@ class GlobalCommitter:
     def _require_readable(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
         """Refuse files that lack a required column of the table's current schema (one
         added as required after they were written): no reader could read them."""
-        schema = table.schema()
-        required = {f.field_id: f.name for f in schema.fields if f.required}
+        required = [(f.name, _field_ids(f)) for f in table.schema().fields if f.required]
         for data_file in data_files:
             present = set(data_file.value_counts or {}) | set(data_file.column_sizes or {})
-            missing = sorted(set(required) - present)
-            if present and missing:
-                raise SchemaChangedError(self.job_id, checkpoint_id, self._table_name, required[missing[0]])
+            if not present:
+                continue  # a file without column statistics cannot tell
+            for name, ids in required:  # a nested column is there when one of its leaves is
+                if not ids & present:
+                    raise SchemaChangedError(self.job_id, checkpoint_id, self._table_name, name)
 
     def _require_present(self, data_files: list[DataFile], table: Table, checkpoint_id: int) -> None:
         bad = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in data_files], table.io)
@@ -852,6 +854,20 @@ def _all_live(table: Table, paths: Sequence[str], branch: str) -> bool:
     if all(path in live for path, _ in wanted):
         return True
     return trace_fates(wanted, live, removals_of(table, branch)).untraceable == 0
+
+
+def _field_ids(field: NestedField) -> set[int]:
+    """The field's id and the ids of everything nested in it."""
+    ids = {field.field_id}
+    kind = field.field_type
+    if isinstance(kind, StructType):
+        for child in kind.fields:
+            ids |= _field_ids(child)
+    elif isinstance(kind, ListType):
+        ids |= _field_ids(kind.element_field)
+    elif isinstance(kind, MapType):
+        ids |= _field_ids(kind.key_field) | _field_ids(kind.value_field)
+    return ids
 
 
 def _current_user() -> str:

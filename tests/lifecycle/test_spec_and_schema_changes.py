@@ -227,3 +227,25 @@ def test_a_required_column_added_after_prepare_is_refused_by_name_and_the_job_go
     assert catalog.load_table(name).metadata_location == before
     committer.abandon(1, reason="required column added")
     assert committer.recover() == []
+
+
+def test_required_nested_columns_are_present_in_files_that_have_their_leaves(catalog: SqlCatalog) -> None:
+    """The readability check looks for a nested column's leaves (a struct's own field id
+    never has statistics): files with them commit."""
+    point = pa.struct([pa.field("x", pa.float64(), nullable=False)])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("point", point, nullable=False),
+            pa.field("tags", pa.list_(pa.field("element", pa.int64(), nullable=False)), nullable=False),
+        ]
+    )
+    name = f"{catalog.name}.nested"
+    table = ic.create_table(catalog, name, schema)
+    rows = pa.table(
+        {"id": [1, 2], "point": pa.array([{"x": 1.0}, {"x": 2.0}], point), "tags": [[1], []]}, schema=schema
+    )
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, [write_arrow(table, rows, job_id="A", checkpoint_id=1)])
+    assert committer.commit(1).status == "committed"
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 2
