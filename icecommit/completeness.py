@@ -260,3 +260,15 @@ def partition_value(field: TimePartition, label: str) -> int:
         return start_us // _DAY_US
     months = (start.year - 1970) * 12 + start.month - 1
     return months if field.granularity == "month" else start.year - 1970
+
+
+#: The name of the marker object of a published partition.
+MARKER_NAME = "_SUCCESS"
+
+
+def marker_path(metadata: TableMetadata, label: str) -> str:
+    """Where a published time partition's marker lives: ``<data location>/<label>/_SUCCESS``
+    (``label`` as :meth:`TimePartition.label`, which is also the partition's directory
+    name when the time field is the spec's first field)."""
+    data = metadata.properties.get("write.data.path") or f"{metadata.location.rstrip('/')}/data"
+    return f"{data.rstrip('/')}/{label}/{MARKER_NAME}"

@@ -24,6 +24,7 @@ from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.state.checkpoints import CheckpointStore
 from icecommit.tableprops import check_table_properties
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
@@ -88,6 +89,7 @@ def write(
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
+    store: CheckpointStore | None = None,
 ) -> CommitResult: ...
 
 
@@ -107,6 +109,7 @@ def write(
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
+    store: CheckpointStore | None = None,
 ) -> RoutedCommitResult: ...
 
 
@@ -126,6 +129,7 @@ def write(
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
+    store: CheckpointStore | None = None,
 ) -> CommitResult | RoutedCommitResult: ...
 
 
@@ -144,6 +148,7 @@ def write(
     recommit: bool = False,
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
+    store: CheckpointStore | None = None,
 ) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -164,6 +169,8 @@ def write(
         query_id: the streaming query whose batch this is (the streaming sink passes
             Spark's ``query.id``): a batch id the job committed under another query is
             refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
+        store: icecommit's state (the checkpoint table); defaults to the catalog's
+            database or ``ICECOMMIT_METRICS_URI``.
 
     Returns:
         The commit result (a :class:`RoutedCommitResult` with one result per table when
@@ -203,13 +210,14 @@ def write(
             recommit=recommit,
             completeness=completeness,
             query_id=query_id,
+            store=store,
         )
     if route_by is not None or dead_letter is not None:
         raise InvalidArgumentError(
             "table", table_name(table), "a mapping of routing values to tables when route_by or dead_letter is given"
         )
     committer = GlobalCommitter(
-        catalog, table, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id
+        catalog, table, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id, store=store
     )
     check_table_properties(committer.load_table().metadata)  # before any Spark job
     committer.recover()
@@ -259,6 +267,7 @@ def _write_routed(
     recommit: bool,
     completeness: PartitionCompleteness | None,
     query_id: str | None,
+    store: CheckpointStore | None,
 ) -> RoutedCommitResult:
     tables: dict[str, Table] = {}
     for target in routes.values():
@@ -274,7 +283,9 @@ def _write_routed(
             raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
         tables[dead_name] = _dead_letter_table(catalog, dead_letter, df)
     committers = {
-        name: GlobalCommitter(catalog, name, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id)
+        name: GlobalCommitter(
+            catalog, name, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id, store=store
+        )
         for name in tables
     }
     for committer in committers.values():
@@ -327,7 +338,8 @@ def _prepare_all(
         for name, task_results in results.items():
             committers[name].validate(checkpoint_id, task_results)
         for name, task_results in results.items():
-            committers[name].prepare(checkpoint_id, task_results)
+            others = [r for other, rs in results.items() if other != name for r in rs]
+            committers[name].prepare(checkpoint_id, task_results, routed_with=others)
             prepared.add(name)
     except (SchemaMismatchError, ValidationError):
         removed = sum(

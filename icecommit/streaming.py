@@ -23,7 +23,7 @@ from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.errors import InvalidArgumentError
 from icecommit.identifiers import checked_job_id, table_name
 from icecommit.pipeline import Routes, write
-from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.checkpoints import CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,7 @@ def streaming_sink(
     completeness: PartitionCompleteness | None = None,
     on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
     preserves_rows: bool = False,
+    store: CheckpointStore | None = None,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
@@ -62,14 +63,17 @@ def streaming_sink(
             filter, no aggregation in the query): reconciliation then reports a shortfall
             against the source's count as loss; without it, as rows the query did not write
             (information). Either way each batch's source count (Spark's progress,
-            ``numInputRows``) is recorded as the checkpoint's source count.
+            ``numInputRows``) is recorded as the checkpoint's source count, with the
+            offset range each source reported (Kafka: offsets per topic partition).
+        store: icecommit's state (the checkpoint table); defaults to the catalog's
+            database or ``ICECOMMIT_METRICS_URI``.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
     """
 
     checked_job_id(job_id)
-    progress = _SourceCounts(table, catalog, job_id, preserves_rows)
+    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         query_id = _query_id(batch)
@@ -86,6 +90,7 @@ def streaming_sink(
             target_file_size=target_file_size,
             completeness=completeness,
             query_id=query_id,
+            store=store,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)
@@ -113,9 +118,17 @@ class _SourceCounts:
     a ``StreamingQueryListener`` registered on the first batch of each query. Routed sinks
     record nothing: one source count cannot be split among the tables."""
 
-    def __init__(self, table: Table | str | Routes, catalog: Catalog | None, job_id: str, preserves: bool) -> None:
+    def __init__(
+        self,
+        table: Table | str | Routes,
+        catalog: Catalog | None,
+        job_id: str,
+        preserves: bool,
+        store: CheckpointStore | None,
+    ) -> None:
         self._tables = [table_name(table)] if isinstance(table, (str, Table)) else []
         self._catalog = catalog
+        self._store = store
         self._job_id = job_id
         self._preserves = preserves
         self._queries: set[str] = set()
@@ -161,8 +174,9 @@ class _SourceCounts:
         (an idle writer's partitions need no commit to be published)."""
         try:
             catalog = self._catalog or connect()
+            clock = self._store.clock if self._store is not None else None
             for name in self._tables:
-                published = publish_complete_partitions(catalog, name)
+                published = publish_complete_partitions(catalog, name, clock=clock)
                 if published:
                     logger.info("%s: published %s while the query is idle", name, [p.label for p in published])
         except InvalidArgumentError:
@@ -177,9 +191,28 @@ class _SourceCounts:
                 return
             batch_id = int(progress.batchId)  # type: ignore[attr-defined]
             records = int(progress.numInputRows)  # type: ignore[attr-defined]
-            catalog = self._catalog or connect()
-            store = CheckpointStore(state_engine(state_uri(catalog)))
+            offsets = source_ranges(progress)
+            store = self._store or CheckpointStore(state_engine(state_uri(self._catalog or connect())))
             for name in self._tables:
-                store.record_query_input(self._job_id, name, batch_id, records, preserves_rows=self._preserves)
+                store.record_query_input(
+                    self._job_id, name, batch_id, records, preserves_rows=self._preserves, offsets=offsets
+                )
         except Exception:  # a listener must never fail the query; reconciliation shows it as not recorded
             logger.exception("could not record the source count of a batch of job %s", self._job_id)
+
+
+def source_ranges(progress: object) -> list[SourceRange]:
+    """The offset range each source of a query's progress report read (Kafka: offsets per
+    topic partition; a file source: its log offset), as the source reports them."""
+    ranges = []
+    for source in getattr(progress, "sources", None) or []:
+        start, end = getattr(source, "startOffset", None), getattr(source, "endOffset", None)
+        ranges.append(
+            SourceRange(
+                source=str(getattr(source, "description", "") or "source"),
+                start=str(start) if start is not None else None,
+                end=str(end) if end is not None else None,
+                records=int(getattr(source, "numInputRows", 0) or 0),
+            )
+        )
+    return ranges

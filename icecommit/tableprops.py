@@ -21,6 +21,9 @@ DEFAULT_FUTURE_SKEW = timedelta(hours=1)
 #: A writer that has committed nothing for this long stops holding partitions back.
 IDLE_TIMEOUT_PROPERTY = "icecommit.writer-idle-timeout"
 _DURATIONS = (LATENESS_PROPERTY, FUTURE_SKEW_PROPERTY, IDLE_TIMEOUT_PROPERTY)
+#: ``true``: a ``_SUCCESS`` marker is written under a time partition's location when it is
+#: published complete (for schedulers that wait on a marker object).
+PARTITION_MARKER_PROPERTY = "icecommit.partition-marker"
 #: Whole-number properties: name -> smallest value accepted.
 _NUMBERS = {
     TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: 1,
@@ -76,6 +79,17 @@ def idle_timeout(properties: dict[str, str]) -> timedelta | None:
     return duration(properties, IDLE_TIMEOUT_PROPERTY, timedelta(0)) if value is not None else None
 
 
+def partition_marker(properties: dict[str, str]) -> bool:
+    """Whether published partitions get a ``_SUCCESS`` marker (``icecommit.partition-marker``,
+    ``true`` or ``false``; false when unset)."""
+    value = properties.get(PARTITION_MARKER_PROPERTY)
+    if value is None:
+        return False
+    if value.strip().lower() not in ("true", "false"):
+        raise InvalidArgumentError(f"table property {PARTITION_MARKER_PROPERTY}", value, "true or false")
+    return value.strip().lower() == "true"
+
+
 def check_table_properties(metadata: TableMetadata) -> None:
     """Check every property icecommit reads from this table.
 
@@ -87,6 +101,7 @@ def check_table_properties(metadata: TableMetadata) -> None:
         whole_number(properties, key, 0)
     for key in _DURATIONS:
         duration(properties, key, timedelta(0))
+    partition_marker(properties)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         schema = metadata.schema()

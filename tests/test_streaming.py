@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,12 +15,15 @@ from pyspark.sql import DataFrame, SparkSession
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
+from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.database import state_engine, state_uri
 from tests.helpers import run_to_end
 
 pytestmark = pytest.mark.spark
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("ts", pa.timestamp("us", tz="UTC"))])
 SPARK_SCHEMA = "id BIGINT, ts TIMESTAMP"
+T0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
 
 
 def _drop(folder: Path, name: str, ids: range) -> None:
@@ -161,6 +164,74 @@ def test_a_query_with_a_new_checkpoint_location_and_the_same_job_id_is_refused_n
     assert sorted(ids) == list(range(50))
 
 
+class Clock:
+    """A settable clock for the committers' state (commit and publication times)."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def at(self, hour: int, minute: int) -> None:
+        self.now = T0 + timedelta(hours=hour, minutes=minute)
+
+
+def test_two_streaming_writers_one_goes_idle_every_hour_is_published_once_in_order(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """Two queries write one hourly table; b goes quiet (no new input files) for longer
+    than the idle timeout and stops holding hours back; a quiet hour is published with 0
+    records; a far-future row publishes nothing early; the last hour is published by a
+    scheduler once the whole stream went quiet."""
+    ic.create_table(sqlite_catalog, "ns.stream", SCHEMA, partition_by=["hour(ts)"])
+    clock = Clock()
+    store = CheckpointStore(state_engine(state_uri(sqlite_catalog)), clock=clock)
+    published: list[tuple[str, int]] = []
+    policy = ic.PartitionCompleteness(
+        writers=("a", "b"),
+        idle_timeout=timedelta(minutes=15),
+        on_complete=lambda s: published.append((s.label, s.records)),
+    )
+
+    def run(job: str, name: str, rows: list[tuple[int, str]]) -> None:
+        source = tmp_path / f"in-{job}"
+        source.mkdir(exist_ok=True)
+        (source / name).write_text("".join(json.dumps({"id": i, "ts": ts}) + "\n" for i, ts in rows))
+        sink = ic.streaming_sink("ns.stream", catalog=sqlite_catalog, job_id=job, completeness=policy, store=store)
+        stream = spark.readStream.schema(SPARK_SCHEMA).json(str(source))
+        query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(tmp_path / f"chk-{job}"))
+        run_to_end(query.trigger(availableNow=True).start())
+
+    clock.at(0, 55)
+    run("a", "0.json", [(i, f"2026-05-01T00:{10 + i:02d}:00Z") for i in range(40)])  # a reaches 00:49
+    run("b", "0.json", [(100 + i, f"2026-05-01T00:{20 + i:02d}:00Z") for i in range(31)])  # b: 00:50, live
+    assert published == []
+    clock.at(1, 20)  # b has committed nothing for 25 minutes, more than the idle timeout
+    run("a", "1.json", [(200 + i, f"2026-05-01T01:{i:02d}:00Z") for i in range(16)])  # a reaches 01:15
+    assert published == [("ts_hour=2026-05-01-00", 71)]
+    clock.at(3, 40)  # nothing arrives in hour 2; a's next file reaches 03:30, with a row from 2099
+    run("a", "2.json", [(300, "2026-05-01T03:30:00Z"), (301, "2099-01-01T00:00:00Z")])
+    assert published == [("ts_hour=2026-05-01-00", 71), ("ts_hour=2026-05-01-01", 16), ("ts_hour=2026-05-01-02", 0)]
+    # the whole stream is quiet now: hour 3, the last the data reached, is published by a
+    # scheduler once it is over by the idle timeout, and nothing after it
+    clock.at(4, 10)
+    assert ic.publish_complete_partitions(sqlite_catalog, "ns.stream", clock=clock) == []
+    clock.at(4, 16)
+    [last] = ic.publish_complete_partitions(sqlite_catalog, "ns.stream", clock=clock)
+    assert (last.label, last.records_at_completion) == ("ts_hour=2026-05-01-03", 1)
+    clock.at(9, 0)
+    assert ic.publish_complete_partitions(sqlite_catalog, "ns.stream", clock=clock) == []
+    statuses = ic.catalog.partition_status(sqlite_catalog, "ns.stream")
+    assert [(s.label, s.records_at_completion) for s in statuses] == [
+        ("ts_hour=2026-05-01-00", 71),
+        ("ts_hour=2026-05-01-01", 16),
+        ("ts_hour=2026-05-01-02", 0),
+        ("ts_hour=2026-05-01-03", 1),
+    ]
+    assert sqlite_catalog.load_table("ns.stream").scan().to_arrow().num_rows == 89  # the 2099 row too
+
+
 def _source_counted(catalog: SqlCatalog, checkpoints: int) -> ic.ReconciliationReport:
     """The report once the query's progress reports (delivered after each batch, on
     Spark's listener bus) have recorded every batch's source count."""
@@ -195,6 +266,11 @@ def test_source_counts_come_from_the_querys_progress(
         .start()
     )
     report = _source_counted(sqlite_catalog, 2)
+    state = ic.GlobalCommitter(sqlite_catalog, "ns.stream", job_id="stream").store.get("stream", "ns.stream", 1)
+    assert state is not None
+    [offsets] = state.source_offsets  # the file source's log offsets, kept beside its count
+    assert ("FileStreamSource" in offsets.source, offsets.records) == (True, 60)
+    assert offsets.end is not None and "1" in offsets.end
     lines = {line.checkpoint_id: line for line in report.checkpoints}
     assert [(lines[n].written, lines[n].committed) for n in (0, 1)] == [(20, 20), (30, 30)]
     if preserves_rows:

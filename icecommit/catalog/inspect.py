@@ -12,12 +12,14 @@ from pyiceberg.table import Table
 
 from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
-from icecommit.completeness import partition_value, time_partition
+from icecommit.committer.completion import write_markers
+from icecommit.completeness import marker_path, partition_value, time_partition
 from icecommit.errors import InvalidArgumentError
 from icecommit.identifiers import table_name
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, utc_now
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, SourceRange, utc_now
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.tableprops import partition_marker
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class CheckpointInfo:
             known only from the table).
         attempts / retries / unknown_outcomes: commit attempts, how many were retries
             after a conflict, and how many ended with an unknown outcome.
+        source_offsets: the offset range each source of a streaming query reported for
+            the batch (beside its source count); empty for batch writes.
     """
 
     job_id: str
@@ -69,6 +73,7 @@ class CheckpointInfo:
     attempts: int | None = None
     retries: int | None = None
     unknown_outcomes: int | None = None
+    source_offsets: tuple[SourceRange, ...] = ()
 
 
 def _micros_to_datetime(value: str | None) -> datetime | None:
@@ -140,6 +145,7 @@ def list_checkpoints(
             attempts=state.attempts,
             retries=state.retries,
             unknown_outcomes=state.unknown_outcomes,
+            source_offsets=state.source_offsets,
         )
     for key, landed in in_ancestry.items():
         if key in rows:
@@ -218,7 +224,9 @@ def publish_complete_partitions(
     lateness, idle timeout; recorded by the committers that use it) deems complete now, as
     a committer does after each commit; returns those published by this call. For a
     scheduler: an idle writer's partitions need no commit to be published. Completion
-    callbacks are delivered by the next commit of a committer that has one.
+    callbacks are delivered by the next commit of a committer that has one. Where the
+    table asks for markers (``icecommit.partition-marker``), every published partition
+    whose marker is missing gets it.
 
     Raises:
         NoSuchTableError: the table does not exist.
@@ -237,4 +245,12 @@ def publish_complete_partitions(
             "table", name, "a table whose committers have recorded a completeness policy (none has committed yet)"
         )
     writers, lateness, idle = policy
-    return store.publish(name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish")
+    published = store.publish(
+        name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish"
+    )
+    if partition_marker(loaded.metadata.properties):  # those of this call, and any a failure left out
+        missing = [
+            s for s in store.statuses(name) if not loaded.io.new_input(marker_path(loaded.metadata, s.label)).exists()
+        ]
+        write_markers(loaded, missing)
+    return published

@@ -20,11 +20,13 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
+from icecommit.completeness import marker_path
 from icecommit.errors import UnsafeLocationError
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import ABANDONED, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest
+from icecommit.state.partitions import PartitionStatusStore
 
 
 def snapshot_files(table: Table, snapshot: Snapshot) -> set[str]:
@@ -62,11 +64,17 @@ def union_of_snapshots(table: Table, snapshots: Iterable[Snapshot]) -> set[str]:
 
 def referenced_files(catalog: Catalog, table: Table) -> set[str]:
     """Every file a table needs: its metadata files, every snapshot's manifest list,
-    manifests and data files, its statistics, and its checkpoints' staged files."""
+    manifests and data files, its statistics, its checkpoints' staged files, and the
+    markers of its published partitions."""
     files = union_of_snapshots(table, table.metadata.snapshots) | checkpoint_files(catalog, table)
     files.add(table.metadata_location)
     files.update(entry.metadata_file for entry in table.metadata.metadata_log)
     files.update(s.statistics_path for s in table.metadata.statistics)
+    name = ".".join(table.name())
+    files.update(
+        marker_path(table.metadata, s.label)
+        for s in PartitionStatusStore(state_engine(state_uri(catalog))).statuses(name)
+    )
     return files
 
 

@@ -196,7 +196,10 @@ class TextOutput:
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         view = Table(title=f"checkpoints of {table}")
-        columns = ("job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts")
+        columns = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
+        streamed = any(row.source_offsets for row in rows)
+        if streamed:
+            columns.append("source offsets")
         for column in columns:
             view.add_column(column)
         for row in rows:
@@ -206,7 +209,7 @@ class TextOutput:
                 else ""
             )
             attempts = f"{row.attempts} ({row.retries} retries)" if row.attempts is not None else ""
-            view.add_row(
+            cells = [
                 row.job_id,
                 str(row.checkpoint_id),
                 row.status,
@@ -215,7 +218,10 @@ class TextOutput:
                 str(row.files),
                 published,
                 attempts,
-            )
+            ]
+            if streamed:
+                cells.append("; ".join(f"{r.start} -> {r.end}" for r in row.source_offsets))
+            view.add_row(*cells)
         self.console.print(view)
 
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None:

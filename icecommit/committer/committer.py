@@ -28,7 +28,7 @@ from icecommit.committer.completion import CompletionPublisher, PartitionComplet
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
-from icecommit.committer.samples import capped_watermark, minute_start, prepare_samples
+from icecommit.committer.samples import capped_watermark, max_of, minute_start, prepare_samples, routed_watermark
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
 from icecommit.completeness import micros
 from icecommit.datafiles import WriteResult
@@ -182,10 +182,17 @@ class GlobalCommitter:
             table_name=self._table_name,
         )
 
-    def prepare(self, checkpoint_id: int, results: Sequence[WriteResult]) -> CheckpointState:
+    def prepare(
+        self, checkpoint_id: int, results: Sequence[WriteResult], *, routed_with: Sequence[WriteResult] = ()
+    ) -> CheckpointState:
         """Validate a checkpoint's write results and stage them durably.
 
         Preparing the same checkpoint again with the same files is a no-op.
+
+        ``routed_with`` are the same checkpoint's results for the other tables its rows
+        were routed to: the watermark this table records then moves with the checkpoint's
+        event time, not only with the rows this table received, so a table that rarely
+        gets rows does not hold its partitions back (they count toward nothing else).
 
         Raises:
             SchemaMismatchError: a task saw nulls in a required column.
@@ -219,9 +226,10 @@ class GlobalCommitter:
             except OSError as e:  # a full disk, a lost connection: nothing recorded yet
                 raise StagingError(checkpoint_id, manifest_path, e) from e
         self._fault("after-stage", checkpoint_id)
-        watermark_us, future_records = capped_watermark(
-            results, validated.max_event_time_us, micros(self._store.clock() + future_skew(table.metadata.properties))
-        )
+        limit_us = micros(self._store.clock() + future_skew(table.metadata.properties))
+        watermark_us, future_records = capped_watermark(results, validated.max_event_time_us, limit_us)
+        if routed_with:
+            watermark_us = max_of(watermark_us, routed_watermark(routed_with, limit_us))
         if future_records:
             logger.warning(
                 "checkpoint %d of job %s: %d row(s) lie more than %s ahead of the clock; they are committed, "
@@ -555,7 +563,7 @@ class GlobalCommitter:
         """Publish the time partitions the writers' watermarks have closed (the committer
         does this after every commit; a scheduler may call it any time). Returns the
         partitions published by this call."""
-        return self._completion.publish(self.load_table().metadata)
+        return self._completion.publish(self.load_table())
 
     def partition_status(self) -> list[PartitionStatus]:
         """Every time partition of the table published complete, with its late records."""
@@ -617,6 +625,8 @@ class GlobalCommitter:
         if state.manifest_path is None:
             self._recorder.empty(checkpoint_id)
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
+            if state.watermark_us is not None:  # a routed checkpoint's event time reached this table too
+                self._completion.publish(table)
             return result_from_state(state, "empty")
         data_files = self._read_staged(state, table)
         if first.action in (Action.COMMIT, Action.RECOMMIT):  # one that landed is recorded as it is
@@ -692,7 +702,7 @@ class GlobalCommitter:
                 self.job_id,
             )
             return result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
-        self._completion.publish((self._latest or table).metadata)
+        self._completion.publish(self._latest or table)
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(
             "checkpoint %d of job %s %s as snapshot %s (%d attempts, %d retries; files "

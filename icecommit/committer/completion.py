@@ -14,13 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.completeness import lateness, records_per_partition, time_partition
+from icecommit.completeness import lateness, marker_path, records_per_partition, time_partition
 from icecommit.datafiles import DataFileRecord
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.tableprops import idle_timeout
+from icecommit.tableprops import idle_timeout, partition_marker
 
 logger = logging.getLogger(__name__)
 
@@ -77,13 +78,15 @@ class CompletionPublisher:
         totals = records_per_partition(((f.partition, f.record_count) for f in data_files), field)
         return [(field.name, value, records) for value, records in sorted(totals.items())]
 
-    def publish(self, metadata: TableMetadata) -> list[PartitionStatus]:
-        """Publish what the watermarks have closed, then deliver pending callbacks.
+    def publish(self, table: Table) -> list[PartitionStatus]:
+        """Publish what the watermarks have closed (with their markers, where the table
+        asks for them), then deliver pending callbacks.
 
         A failure of the state database is logged, not raised: the commit it follows has
         landed, and the next commit publishes again (publishing is derived from the
         committed checkpoints, so nothing is lost by waiting).
         """
+        metadata = table.metadata
         field = time_partition(metadata)
         if field is None:
             return []
@@ -113,6 +116,7 @@ class CompletionPublisher:
                 status.watermark.isoformat(),
                 status.lateness,
             )
+        write_markers(table, published)
         self._deliver()
         return published
 
@@ -131,3 +135,25 @@ class CompletionPublisher:
                 )
                 return
             self._store.mark_notified(status)
+
+
+def write_markers(table: Table, statuses: Sequence[PartitionStatus]) -> int:
+    """Write the ``_SUCCESS`` marker of each published partition when the table's
+    ``icecommit.partition-marker`` is true (an empty object, overwritten if present, never
+    read back by icecommit; the orphan sweep keeps it). A storage failure is logged:
+    ``icecommit partitions TABLE --publish`` writes the markers that are missing. Returns
+    how many were written."""
+    if not statuses or not partition_marker(table.metadata.properties):
+        return 0
+    written = 0
+    for status in statuses:
+        path = marker_path(table.metadata, status.label)
+        try:
+            with table.io.new_output(path).create(overwrite=True) as out:
+                out.write(b"")
+        except OSError:
+            logger.exception("could not write the marker of partition %s (%s)", status.label, path)
+            continue
+        written += 1
+        logger.info("wrote the marker of partition %s: %s", status.label, path)
+    return written

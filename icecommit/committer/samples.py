@@ -56,3 +56,18 @@ def capped_watermark(
     if latest is None:
         return None, future
     return min(latest, max_event_time_us) if max_event_time_us is not None else latest, future
+
+
+def routed_watermark(results: Sequence[WriteResult], limit_us: int) -> int | None:
+    """What the rows a checkpoint routed to other tables let this table's watermark reach
+    (their future rows left out, as for its own)."""
+    times = [f.max_event_time_us for r in results for f in r.data_files if f.max_event_time_us is not None]
+    watermark, _ = capped_watermark(results, max(times) if times else None, limit_us)
+    return watermark
+
+
+def max_of(a: int | None, b: int | None) -> int | None:
+    """The larger of two optional values (None when both are None)."""
+    if a is None:
+        return b
+    return a if b is None else max(a, b)

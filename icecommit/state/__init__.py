@@ -13,6 +13,7 @@ from icecommit.state.checkpoints import (
     CheckpointStore,
     MetricSample,
     PublishCounters,
+    SourceRange,
 )
 from icecommit.state.database import dispose_state_engines, state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
@@ -27,6 +28,7 @@ __all__ = [
     "PartitionStatus",
     "PartitionStatusStore",
     "PublishCounters",
+    "SourceRange",
     "dispose_state_engines",
     "read_staged_manifest",
     "staged_manifest_path",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -54,6 +55,32 @@ class PublishCounters:
 
 
 @dataclass(frozen=True)
+class SourceRange:
+    """What one source of a streaming query read for a batch: its offsets as the source
+    reports them (Kafka: partition -> offset per topic; files: a log offset) and its rows."""
+
+    source: str
+    start: str | None
+    end: str | None
+    records: int
+
+
+def _ranges_to_json(ranges: Sequence[SourceRange]) -> str | None:
+    if not ranges:
+        return None
+    return json.dumps([{"source": r.source, "start": r.start, "end": r.end, "records": r.records} for r in ranges])
+
+
+def _ranges_from_json(text: str | None) -> tuple[SourceRange, ...]:
+    if not text:
+        return ()
+    return tuple(
+        SourceRange(str(r["source"]), r.get("start"), r.get("end"), int(r.get("records") or 0))
+        for r in json.loads(text)
+    )
+
+
+@dataclass(frozen=True)
 class MetricSample:
     """Records counted at one stage for one checkpoint (task None: not from a task)."""
 
@@ -99,6 +126,8 @@ class CheckpointState:
     future_records: int = 0
     #: the streaming query whose batch it is (None for a batch write)
     query_id: str | None = None
+    #: the offset ranges its query's sources reported for the batch (streaming only)
+    source_offsets: tuple[SourceRange, ...] = ()
 
     @property
     def committed(self) -> bool:
@@ -127,6 +156,7 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         watermark_us=row.watermark_us if row.watermark_us is not None or row.future_records else row.max_event_time_us,
         future_records=row.future_records or 0,
         query_id=row.query_id,
+        source_offsets=_ranges_from_json(row.source_offsets),
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -310,12 +340,29 @@ class CheckpointStore:
             session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
 
     def record_query_input(
-        self, job_id: str, table_name: str, checkpoint_id: int, records: int, *, preserves_rows: bool
+        self,
+        job_id: str,
+        table_name: str,
+        checkpoint_id: int,
+        records: int,
+        *,
+        preserves_rows: bool,
+        offsets: Sequence[SourceRange] = (),
     ) -> None:
-        """Record the rows a streaming query's source reported for a batch (replacing an
-        earlier report of the same batch: a restarted query reports a replayed batch again)."""
+        """Record the rows a streaming query's source reported for a batch, and the offset
+        ranges beside them (replacing an earlier report of the same batch: a restarted
+        query reports a replayed batch again)."""
         stage = QUERY_INPUT_KEPT if preserves_rows else QUERY_INPUT
         with Session(self._engine) as session, session.begin():
+            session.execute(
+                update(CheckpointRow)
+                .where(
+                    CheckpointRow.job_id == job_id,
+                    CheckpointRow.table_name == table_name,
+                    CheckpointRow.checkpoint_id == checkpoint_id,
+                )
+                .values(source_offsets=_ranges_to_json(offsets))
+            )
             session.execute(
                 delete(MetricRow).where(
                     MetricRow.job_id == job_id,

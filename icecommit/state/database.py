@@ -159,6 +159,7 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
         ("icecommit_checkpoints", "future_records", "BIGINT NOT NULL DEFAULT 0"),
         ("icecommit_checkpoints", "query_id", "VARCHAR(64)"),
     ],
+    7: [("icecommit_checkpoints", "source_offsets", "TEXT")],
 }
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class Base(DeclarativeBase):
@@ -73,6 +73,9 @@ class CheckpointRow(Base):
     # the Spark streaming query (query.id, stable across restarts from one checkpoint
     # location) whose batch this is; NULL for batch writes
     query_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # the offset ranges the query's sources reported for the batch (JSON: a list of
+    # {"source", "start", "end", "records"}), beside its source count; NULL where none
+    source_offsets: Mapped[str | None] = mapped_column(Text, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)

@@ -281,6 +281,49 @@ def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(c
     assert (warning.checkpoint_id, warning.severity) == (0, "warning") and "1 row(s)" in warning.message
 
 
+def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_time(catalog: SqlCatalog) -> None:
+    quiet_name, busy_name = unique_table(), unique_table()
+    quiet = ic.create_table(catalog, quiet_name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    busy = ic.create_table(catalog, busy_name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    committers = {name: ic.GlobalCommitter(catalog, name, job_id="job") for name in (quiet_name, busy_name)}
+
+    def routed(checkpoint: int, quiet_rows: pa.Table | None, busy_rows: pa.Table) -> None:
+        results = {
+            quiet_name: [write_arrow(quiet, quiet_rows, job_id="job", checkpoint_id=checkpoint)]
+            if quiet_rows is not None
+            else [],
+            busy_name: [write_arrow(busy, busy_rows, job_id="job", checkpoint_id=checkpoint)],
+        }
+        for name, own in results.items():
+            others = [r for other, rs in results.items() if other != name for r in rs]
+            committers[name].prepare(checkpoint, own, routed_with=others)
+        for committer in committers.values():
+            committer.commit(checkpoint)
+
+    routed(0, at(10), at(20, first_id=10))
+    routed(1, None, at(125, first_id=20))  # the quiet table gets no row; the checkpoint reached 02:05
+    expected = {"ts_hour=2026-05-01-00": (1, 0), "ts_hour=2026-05-01-01": (0, 0)}
+    assert hours(committers[quiet_name].partition_status()) == expected
+    assert hours(committers[busy_name].partition_status()) == {
+        "ts_hour=2026-05-01-00": (1, 0),
+        "ts_hour=2026-05-01-01": (0, 0),
+    }
+    # a far-future row routed elsewhere does not move the quiet table either
+    future = pa.table(
+        {
+            "id": pa.array([99], pa.int64()),
+            "ts": pa.array([dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC")),
+            "event": pa.array(["pv"]),
+            "score": pa.array([1.0]),
+        },
+        schema=EVENTS_SCHEMA,
+    )
+    routed(2, None, future)
+    assert hours(committers[quiet_name].partition_status()) == expected
+    state = committers[quiet_name].store.get("job", quiet_name, 2)
+    assert state is not None and (state.records, state.future_records) == (0, 0)
+
+
 def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(
@@ -381,3 +424,45 @@ def test_the_idle_timeout_can_come_from_the_table_and_publish_needs_a_recorded_p
     _commit_at(catalog, table, clock, "a", 0, at(10, 45), PartitionCompleteness())
     clock.at(75)  # 01:15 = 01:00 + 10m idle + 5m
     assert [s.label for s in publish_complete_partitions(catalog, name, clock=clock)] == ["ts_hour=2026-05-01-00"]
+
+
+def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(catalog: SqlCatalog) -> None:
+    name = unique_table()
+    table = ic.create_table(
+        catalog,
+        name,
+        EVENTS_SCHEMA,
+        partition_by=["hour(ts)", "event"],
+        properties={"icecommit.partition-marker": "true"},
+    )
+    commit(catalog, table, "job", 0, at(10, 130))  # hours 0 and 1 are published; hour 2 is not
+    location = table.metadata.location.removeprefix("file://")
+    data = Path(location) / "data"
+    markers = sorted(p.relative_to(data).as_posix() for p in data.rglob("_SUCCESS"))
+    assert markers == ["ts_hour=2026-05-01-00/_SUCCESS", "ts_hour=2026-05-01-01/_SUCCESS"]
+    assert (data / "ts_hour=2026-05-01-00" / "_SUCCESS").stat().st_size == 0
+    # a marker a failure left out is written by the scheduler's publish; markers are never orphans,
+    # a stray one where no partition was published is
+    (data / "ts_hour=2026-05-01-01" / "_SUCCESS").unlink()
+    stray = data / "ts_hour=2026-05-01-02" / "_SUCCESS"
+    stray.write_bytes(b"")
+    assert publish_complete_partitions(catalog, name) == []
+    assert (data / "ts_hour=2026-05-01-01" / "_SUCCESS").exists()
+    sweep = ic.catalog.find_orphans(
+        catalog, name, older_than=timedelta(0), now=dt.datetime.now(dt.timezone.utc) + timedelta(minutes=1)
+    )
+    assert [Path(o.path).relative_to(data).as_posix() for o in sweep.orphans] == ["ts_hour=2026-05-01-02/_SUCCESS"]
+    # a table without the property gets none, and a wrong value is refused at the door
+    plain = ic.create_table(catalog, unique_table(), EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    commit(catalog, plain, "job", 0, at(10, 130))
+    assert not list(Path(plain.metadata.location.removeprefix("file://")).rglob("_SUCCESS"))
+    wrong = ic.create_table(
+        catalog,
+        unique_table(),
+        EVENTS_SCHEMA,
+        partition_by=["hour(ts)"],
+        properties={"icecommit.partition-marker": "yes"},
+    )
+    with pytest.raises(InvalidArgumentError) as raised:
+        commit(catalog, wrong, "job", 0, at(10, 130))
+    assert "icecommit.partition-marker" in str(raised.value) and "true or false" in str(raised.value)

@@ -2,7 +2,8 @@
 
 The fixtures were written by the code of those releases (``tests/state/fixtures/make_fixture.py``
 run on the checkout of each): ``state-v3`` by 76fdac0, ``state-v4`` by 83d4eeb, ``state-v5`` by
-ab1f9b6 (the schema before query ids, capped watermarks and recorded completeness policies), as a SQLite file
+ab1f9b6 (the schema before query ids, capped watermarks and recorded completeness policies),
+``state-v6`` by 9f5cf33 (before source offsets), as a SQLite file
 and as a PostgreSQL dump (``pg_dump --inserts``). Each is loaded into a fresh database, opened by
 this release, and read and written through the state store.
 """
@@ -21,7 +22,7 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
 from icecommit.errors import StateSchemaError
-from icecommit.state import CheckpointStore, state_engine
+from icecommit.state import CheckpointStore, SourceRange, state_engine
 from icecommit.state.database import dispose_state_engines, state_identity
 from icecommit.state.models import SCHEMA_VERSION, SchemaVersionRow
 from icecommit.state.partitions import PartitionStatusStore
@@ -67,7 +68,7 @@ def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.mark.parametrize("version", [3, 4, 5])
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
     backend: str, version: int, tmp_path: Path
 ) -> None:
@@ -109,6 +110,13 @@ def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
         assert inserted and (state.watermark_us, state.future_records, state.query_id) == (1_000, 3, "q-1")
         stored = store.get("A", TABLE, 9)
         assert stored is not None and (stored.watermark_us, stored.future_records, stored.query_id) == (1_000, 3, "q-1")
+
+        # schema 7: the source offsets of a streamed batch are kept beside its source count
+        assert states[("A", 1)].source_offsets == ()
+        ranges = [SourceRange("KafkaV2[Subscribe[t]]", '{"t":{"0":5}}', '{"t":{"0":9}}', 4)]
+        store.record_query_input("A", TABLE, 9, 4, preserves_rows=True, offsets=ranges)
+        stored = store.get("A", TABLE, 9)
+        assert stored is not None and stored.source_offsets == tuple(ranges)
 
         partitions = PartitionStatusStore(store.engine)  # schema 6's policy table exists and works
         assert partitions.policy(TABLE) is None
