@@ -12,8 +12,10 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import DataFrame, SparkSession
+from rich.console import Console
 
 import icecommit as ic
+from icecommit.cli.output import TextOutput
 from icecommit.committer import committed_checkpoints
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.database import state_engine, state_uri
@@ -271,6 +273,12 @@ def test_source_counts_come_from_the_querys_progress(
     [offsets] = state.source_offsets  # the file source's log offsets, kept beside its count
     assert ("FileStreamSource" in offsets.source, offsets.records) == (True, 60)
     assert offsets.end is not None and "1" in offsets.end
+    [info] = [c for c in ic.catalog.list_checkpoints(sqlite_catalog, "ns.stream") if c.checkpoint_id == 1]
+    assert info.source_offsets == state.source_offsets
+    console = Console(record=True, width=400)
+    TextOutput(console).checkpoints("ns.stream", ic.catalog.list_checkpoints(sqlite_catalog, "ns.stream"))
+    shown = console.export_text()
+    assert "source offsets" in shown and f"{offsets.start} -> {offsets.end}" in shown
     lines = {line.checkpoint_id: line for line in report.checkpoints}
     assert [(lines[n].written, lines[n].committed) for n in (0, 1)] == [(20, 20), (30, 30)]
     if preserves_rows:
