@@ -1,4 +1,4 @@
-"""Contention with real processes: 8 jobs x 25 checkpoints into one table at once."""
+"""Contention with real processes: 8 jobs x 12 checkpoints into one table at once (bench/soak.py runs concurrent jobs with crashes at length)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tests.committer.crash_driver import ROWS, checkpoint_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = 8
-CHECKPOINTS = 25
+CHECKPOINTS = 12
 
 
 def _command(catalog: SqlCatalog, table: str, job: int) -> list[str]:
