@@ -14,6 +14,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit.decision import TableView
+from icecommit.errors import InvalidArgumentError
 
 JOB_ID = "icecommit.job-id"
 CHECKPOINT_ID = "icecommit.checkpoint-id"
@@ -203,3 +204,20 @@ def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch:
         highest_committed=highest_committed_checkpoint(metadata, job_id, branch),
         lineage_complete=lineage_complete(metadata, branch),
     )
+
+
+def require_branch(metadata: TableMetadata, branch: object) -> str:
+    """``branch`` when commits can go to it: ``main`` (made by the first commit) or a branch
+    the table has.
+
+    Raises:
+        InvalidArgumentError: not a name, a tag, or a branch the table does not have
+            (create it first; a commit to it would land on no branch).
+    """
+    branches = sorted(name for name, ref in metadata.refs.items() if str(ref.snapshot_ref_type) == "branch")
+    if isinstance(branch, str) and (branch == "main" or branch in branches):
+        return branch
+    accepted = f"a branch of the table ({', '.join(branches) or 'main, made by the first commit'})"
+    if isinstance(branch, str) and branch:
+        accepted += "; create a new branch first (ManageSnapshots.create_branch)"
+    raise InvalidArgumentError("branch", branch, accepted)

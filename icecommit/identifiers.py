@@ -34,5 +34,17 @@ def checked_job_id(value: object, argument: str = "job_id") -> str:
 
 
 def table_name(table: Table | str) -> str:
-    """The dotted identifier of a table."""
-    return table if isinstance(table, str) else ".".join(table.name())
+    """The dotted identifier of a table.
+
+    Raises:
+        InvalidArgumentError: neither a pyiceberg Table nor a name of the form
+            ``namespace.table``.
+    """
+    if isinstance(table, str):
+        parts = table.split(".")
+        if len(parts) < 2 or not all(part.strip() for part in parts):
+            raise InvalidArgumentError("table", table, "a table name of the form namespace.table")
+        return table
+    if not hasattr(table, "name") or not callable(table.name):
+        raise InvalidArgumentError("table", table, "a table name (namespace.table) or a pyiceberg Table")
+    return ".".join(table.name())

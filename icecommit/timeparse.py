@@ -18,7 +18,10 @@ def parse_duration(text: str) -> timedelta:
         return timedelta(0)
     if len(value) < 2 or value[-1] not in _UNITS or not value[:-1].isascii() or not value[:-1].isdigit():
         raise ValueError(f"{text!r} is not a duration like 90s, 30m, 12h, 3d or 1w")
-    return timedelta(seconds=int(value[:-1]) * _UNITS[value[-1]])
+    try:
+        return timedelta(seconds=int(value[:-1]) * _UNITS[value[-1]])
+    except OverflowError:
+        raise ValueError(f"{text!r} is longer than any duration this can hold") from None
 
 
 def parse_instant(text: str) -> datetime:

@@ -3,6 +3,8 @@ error that names it, the value and what is accepted, and nothing written or stag
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -101,3 +103,88 @@ def test_ic_write_checks_the_tables_properties_before_any_spark_job(sqlite_catal
         ic.write(None, {"a": "ns.other"}, route_by="event", catalog=sqlite_catalog, job_id="j", checkpoint_id=1)  # type: ignore[arg-type]
     assert routed.value.argument == "table property write.target-file-size-bytes"
     assert sqlite_catalog.load_table("ns.events").current_snapshot() is None
+
+
+@pytest.mark.parametrize("branch", [None, "", "nob", "v1"])
+def test_a_branch_the_table_does_not_have_is_refused_and_nothing_lands_on_no_branch(
+    catalog: SqlCatalog, branch: object
+) -> None:
+    name = f"{catalog.name}.events"
+    table = ic.create_table(catalog, name, EVENTS_SCHEMA)
+    ic.GlobalCommitter(catalog, name, job_id="j").prepare(
+        0, [write_arrow(table, events(0, 5), job_id="j", checkpoint_id=0)]
+    )
+    ic.GlobalCommitter(catalog, name, job_id="j").commit(0)
+    catalog.load_table(name).manage_snapshots().create_tag(
+        catalog.load_table(name).metadata.current_snapshot_id, "v1"
+    ).commit()  # type: ignore[arg-type]
+    before = catalog.load_table(name).metadata
+    with pytest.raises(InvalidArgumentError) as refused:
+        committer = ic.GlobalCommitter(catalog, name, job_id="k", branch=branch)  # type: ignore[arg-type]
+        committer.prepare(0, [write_arrow(table, events(5, 10), job_id="k", checkpoint_id=0)])
+    assert refused.value.argument == "branch" and refused.value.value == branch
+    if branch:
+        assert "main" in refused.value.accepted and "create a new branch first" in refused.value.accepted
+        with pytest.raises(InvalidArgumentError):
+            ic.catalog.plan_rollback(catalog, name, to_snapshot=before.current_snapshot_id, branch=branch)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError):
+            ic.reconcile(catalog, name, branch=branch)  # type: ignore[arg-type]
+    after = catalog.load_table(name).metadata
+    assert (len(after.snapshots), after.refs.keys()) == (len(before.snapshots), before.refs.keys())
+    assert ic.GlobalCommitter(catalog, name, job_id="k").store.get("k", name, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"writers": "ab"}, "writers"),
+        ({"writers": 5}, "writers"),
+        ({"writers": ()}, "writers"),
+        ({"lateness": "1h"}, "lateness"),
+        ({"idle_timeout": timedelta(minutes=-1)}, "idle_timeout"),
+        ({"on_complete": "print"}, "on_complete"),
+    ],
+)
+def test_a_completeness_policy_that_cannot_be_used_is_refused_before_any_commit(
+    kwargs: dict[str, object], argument: str
+) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        ic.PartitionCompleteness(**kwargs)  # type: ignore[arg-type]
+    assert refused.value.argument == argument
+    assert ic.PartitionCompleteness(writers=["a", "b"]).writers == ("a", "b")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("table", ["nosuch", "ns.", ".t", "ns..t", None, 5])
+def test_a_table_that_is_not_namespace_dot_name_is_refused_by_name(sqlite_catalog: SqlCatalog, table: object) -> None:
+    for call in (
+        lambda: ic.catalog.list_snapshots(sqlite_catalog, table),  # type: ignore[arg-type]
+        lambda: ic.GlobalCommitter(sqlite_catalog, table, job_id="j"),  # type: ignore[arg-type]
+        lambda: ic.catalog.find_orphans(sqlite_catalog, table),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidArgumentError) as refused:
+            call()
+        assert (refused.value.argument, refused.value.value) == ("table", table)
+
+
+@pytest.mark.parametrize("older_than", [timedelta(days=-3), "3d", 3, timedelta(days=999_999_999)])
+def test_an_age_that_is_negative_or_not_a_duration_is_refused_before_anything_is_deleted(
+    sqlite_catalog: SqlCatalog, older_than: object
+) -> None:
+    ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
+    for call in (
+        lambda: ic.catalog.find_orphans(sqlite_catalog, "ns.events", older_than=older_than, delete=True),  # type: ignore[arg-type]
+        lambda: ic.catalog.plan_expire(sqlite_catalog, "ns.events", older_than=older_than),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidArgumentError) as refused:
+            call()
+        assert refused.value.argument == "older_than"
+
+
+def test_a_duration_too_long_to_hold_and_a_missing_database_driver_are_named() -> None:
+    from icecommit.timeparse import parse_duration
+
+    with pytest.raises(ValueError, match="longer than any duration"):
+        parse_duration("99999999999d")
+    with pytest.raises(ic.errors.CatalogUnavailableError) as refused:
+        ic.connect(uri="mysql://u:p@127.0.0.1/db")
+    assert "mysql://" in str(refused.value) and "MySQLdb" in str(refused.value)

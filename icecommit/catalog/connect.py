@@ -64,7 +64,7 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
     try:
         catalog = SqlCatalog(name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **properties})
         present = inspect(catalog.engine).has_table("iceberg_tables")
-    except SQLAlchemyError as e:
+    except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's database driver is not installed
         raise CatalogUnavailableError(shown, f"cannot be opened: {briefly(e)}") from e
     if not present:
         catalog.engine.dispose()
@@ -128,5 +128,5 @@ def connect(
             warehouse=catalog_warehouse,
             **properties,
         )
-    except SQLAlchemyError as e:
+    except (SQLAlchemyError, ImportError) as e:  # ImportError: the database driver is not installed
         raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e

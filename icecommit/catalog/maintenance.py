@@ -95,7 +95,7 @@ def plan_expire(
     loaded = resolve_table(catalog, table)
     table_state(catalog, loaded)  # the table's own state database, or refuse before planning
     now = now or datetime.now(timezone.utc)
-    cutoff_ms = int((now - older_than).timestamp() * 1000)
+    cutoff_ms = int(_before(now, older_than).timestamp() * 1000)
     lineage = list(ancestry.branch_ancestry(loaded.metadata))
     keep = {s.snapshot_id for s in lineage[:retain_last]}
     keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
@@ -200,7 +200,7 @@ def find_orphans(
     loaded = resolve_table(catalog, table)
     table_state(catalog, loaded)  # the table's own state database, or refuse before listing
     now = now or datetime.now(timezone.utc)
-    limit = now - older_than
+    limit = _before(now, older_than)
     root = keys_of([loaded.metadata.location], name).pop()
     own = keys_of(referenced_files(catalog, loaded), name)
     refuse_foreign_stores(name, root, own)
@@ -224,3 +224,18 @@ def find_orphans(
             filesystem.delete_file(natives[orphan.path])
         logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
     return OrphanSweep(name, limit, tuple(orphans), deleted=delete)
+
+
+def _before(now: datetime, older_than: object) -> datetime:
+    """``now - older_than``, for an age that is a duration of zero or more.
+
+    Raises:
+        InvalidArgumentError: not a timedelta, negative (an age in the future would take
+            files being written now), or reaching before year 1.
+    """
+    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
+        raise InvalidArgumentError("older_than", older_than, "a duration of zero or more (a timedelta)")
+    try:
+        return now - older_than
+    except OverflowError:
+        raise InvalidArgumentError("older_than", older_than, "a duration that ends after year 1") from None

@@ -83,6 +83,7 @@ def _select(
             sum(chosen),
             "exactly one of them given (to_checkpoint with job_id)",
         )
+    ancestry.require_branch(table.metadata, branch)
     lineage = list(ancestry.branch_ancestry(table.metadata, branch))  # newest first
     if to_snapshot is not None:
         snapshot = table.metadata.snapshot_by_id(to_snapshot)

@@ -109,6 +109,11 @@ def _fail(ctx: Context, error: BaseException, code: int, *, unexpected: bool = F
     sys.exit(code)
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a confirmation prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
 def _writable(path: Path) -> None:
     """Raise before any work when ``path`` cannot be written (so a run is never recorded
     whose report could not be saved)."""
@@ -453,13 +458,17 @@ def rollback(
             ctx.output.rollback(plan)
             return
         if not yes:
-            if not sys.stdin.isatty():
+            if not _interactive():
                 raise ValueError("refusing to roll back without --yes when stdin is not a terminal")
             question = (
                 f"Roll {table} back to snapshot {plan.target_snapshot_id}, hiding "
                 f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows?"
             )
-            if not click.confirm(question, err=True):
+            try:
+                confirmed = click.confirm(question, err=True)
+            except click.Abort:  # end of input or Ctrl-C at the prompt
+                confirmed = False
+            if not confirmed:
                 raise ValueError("rollback not confirmed; nothing changed")
         ctx.output.rollback(apply_rollback(catalog, plan))
 

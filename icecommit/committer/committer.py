@@ -121,6 +121,8 @@ class GlobalCommitter:
         query_id: str | None = None,
     ) -> None:
         checked_job_id(job_id)
+        if not isinstance(branch, str) or not branch:
+            raise InvalidArgumentError("branch", branch, "the name of a branch of the table (default main)")
         self._query_id = query_id
         self._catalog = catalog
         self._table_name = table_name(table)
@@ -377,6 +379,7 @@ class GlobalCommitter:
         query_id: str | None = None,
     ) -> Decision:
         records_state(self._table_name, table.metadata.properties, self._store.engine)
+        ancestry.require_branch(table.metadata, self.branch)
         view = ancestry.table_view(table.metadata, self.job_id, checkpoint_id, self.branch)
         row = StateView()
         if state is not None:

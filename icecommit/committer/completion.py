@@ -10,7 +10,7 @@ is never called before the partition is published.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.completeness import lateness, marker_path, records_per_partition, time_partition
 from icecommit.datafiles import DataFileRecord
+from icecommit.errors import InvalidArgumentError
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 from icecommit.tableprops import idle_timeout, partition_marker
 
@@ -51,6 +52,25 @@ class PartitionCompleteness:
     lateness: timedelta | None = None
     on_complete: PartitionCallback | None = None
     idle_timeout: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a policy that cannot be used before any commit (a bad one found after a
+        commit landed would look like a failed commit)."""
+        if self.writers is not None:
+            if isinstance(self.writers, str) or not isinstance(self.writers, Iterable):
+                raise InvalidArgumentError("writers", self.writers, "a sequence of job ids, such as ('a', 'b')")
+            writers = tuple(self.writers)
+            if not all(isinstance(w, str) and w for w in writers):
+                raise InvalidArgumentError("writers", self.writers, "a sequence of job ids, such as ('a', 'b')")
+            if not writers:
+                raise InvalidArgumentError("writers", self.writers, "at least one job id (None: the committing job)")
+            object.__setattr__(self, "writers", writers)
+        for name in ("lateness", "idle_timeout"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
+                raise InvalidArgumentError(name, value, "a timedelta of zero or more, or None")
+        if self.on_complete is not None and not callable(self.on_complete):
+            raise InvalidArgumentError("on_complete", self.on_complete, "a function of one PartitionStatus, or None")
 
 
 class CompletionPublisher:

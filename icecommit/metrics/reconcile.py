@@ -668,6 +668,7 @@ def reconcile(
     if since is not None and _utc(since) >= _utc(until):
         raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
     loaded = catalog.load_table(name)
+    ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
     engine = store.engine
     if job_id is not None and not store.list(name, job_id=job_id):

@@ -82,7 +82,7 @@ def state_engine(uri: str) -> Engine:
             else:
                 engine = create_engine(uri, pool_pre_ping=True)
             _create_schema(engine)
-        except SQLAlchemyError as e:
+        except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's driver is not installed
             if engine is not None:
                 engine.dispose()
             raise StateDatabaseUnavailableError(shown_uri(uri), f"cannot be opened: {briefly(e)}") from e

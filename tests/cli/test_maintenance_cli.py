@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import click
 import pyarrow as pa
 import pyiceberg.table.snapshots
 import pytest
@@ -110,6 +111,22 @@ def test_snapshots_and_checkpoints_in_text_and_json(home: Path) -> None:
     assert [(c["attempts"], c["retries"], c["unknown_outcomes"]) for c in checkpoints] == [(1, 0, 0)] * 3
     text = run(home, "checkpoints", TABLE)
     assert "committed" in text.stdout and "0 skipped" in text.stdout and "(0 retries)" in text.stdout
+
+
+def test_end_of_input_at_the_rollback_prompt_changes_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = snapshot_ids(home)
+    asked: list[str] = []
+
+    def confirm_at_end_of_input(question: str, **_: object) -> bool:
+        asked.append(question)
+        raise click.Abort
+
+    monkeypatch.setattr(sys.modules["icecommit.cli.main"], "_interactive", lambda: True)
+    monkeypatch.setattr(click, "confirm", confirm_at_end_of_input)
+    refused = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
+    assert refused.returncode == 2 and "not confirmed; nothing changed" in refused.stderr, refused.stderr
+    assert asked and "40 rows" in asked[0]
+    assert rows(home) == 120 and snapshot_ids(home) == before
 
 
 def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:

@@ -1,4 +1,5 @@
-"""Contention with real processes: 8 jobs x 12 checkpoints into one table at once (bench/soak.py runs concurrent jobs with crashes at length)."""
+"""Contention with real processes: 8 jobs x 12 checkpoints into one table at once
+(bench/soak.py runs concurrent jobs with crashes at length)."""
 
 from __future__ import annotations
 
