@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pyiceberg.exceptions import NoSuchTableError
+
 
 class IcecommitError(Exception):
     """Root of every error icecommit raises."""
@@ -133,6 +135,28 @@ class TableSpecError(IcecommitError):
         self.table = table
         self.reason = reason
         super().__init__(f"table {table}: {reason}")
+
+
+class TableNotFoundError(TableSpecError, NoSuchTableError):
+    """The catalog has no such table (nor, possibly, its namespace); also a pyiceberg
+    ``NoSuchTableError``, so handlers of either catch it.
+
+    Attributes:
+        table: the name asked for.
+        known: the tables the catalog has in that namespace (empty when the namespace
+            does not exist).
+    """
+
+    def __init__(self, table: str, known: list[str], *, namespace_exists: bool) -> None:
+        self.known = known
+        if not namespace_exists:
+            reason = f"does not exist (nor does its namespace {table.rsplit('.', 1)[0]})"
+        elif known:
+            shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+            reason = f"does not exist; the namespace holds {shown}"
+        else:
+            reason = "does not exist; its namespace holds no table"
+        super().__init__(table, reason)
 
 
 class NotAnAncestorError(TableSpecError):

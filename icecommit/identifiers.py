@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from pyiceberg.table import Table
 
 from icecommit.errors import InvalidArgumentError
@@ -30,6 +32,42 @@ def checked_job_id(value: object, argument: str = "job_id") -> str:
     """
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_JOB_ID or not value.isprintable():
         raise InvalidArgumentError(argument, value, f"a non-empty string of printable characters, at most {MAX_JOB_ID}")
+    return value
+
+
+def checked_instant(value: object, argument: str) -> datetime:
+    """A point in time given as a ``datetime`` (one without a time zone is UTC).
+
+    Raises:
+        InvalidArgumentError: anything else (a string, a number, None).
+    """
+    if not isinstance(value, datetime):
+        raise InvalidArgumentError(argument, value, "a datetime (one without a time zone is UTC)")
+    return value
+
+
+def checked_duration(value: object, argument: str, *, positive: bool = False) -> timedelta:
+    """A duration given as a ``timedelta`` of zero or more (more than zero when ``positive``).
+
+    Raises:
+        InvalidArgumentError: anything else (a string such as "3d", a number, a negative duration).
+    """
+    least = "more than zero" if positive else "zero or more"
+    if not isinstance(value, timedelta) or value < timedelta(0) or (positive and value == timedelta(0)):
+        raise InvalidArgumentError(argument, value, f"a timedelta of {least}")
+    return value
+
+
+def checked_file_size(value: object, argument: str = "target_file_size") -> int | None:
+    """A target file size in bytes, or None for the table's ``write.target-file-size-bytes``.
+
+    Raises:
+        InvalidArgumentError: not a positive integer.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(argument, value, "a positive number of bytes, or None for the table's property")
     return value
 
 

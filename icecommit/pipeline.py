@@ -23,7 +23,8 @@ from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.datafiles import WriteResult
 from icecommit.decision import Action
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
-from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.identifiers import checked_checkpoint_id, checked_file_size, checked_job_id, table_name
+from icecommit.loading import load_table
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.tableprops import check_table_properties
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
@@ -190,6 +191,11 @@ def write(
     """
     checked_job_id(job_id)
     checked_checkpoint_id(checkpoint_id)
+    checked_file_size(target_file_size)
+    if not callable(getattr(df, "mapInArrow", None)):
+        raise InvalidArgumentError("df", type(df).__name__, "a Spark DataFrame")
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
     catalog = catalog or connect()
     if isinstance(table, Mapping):
         if route_by is None:
@@ -273,7 +279,7 @@ def _write_routed(
     for target in routes.values():
         name = table_name(target)
         if name not in tables:
-            tables[name] = catalog.load_table(name)
+            tables[name] = load_table(catalog, name)
             check_table_properties(tables[name].metadata)  # before any Spark job
     check_routed_frame(df, tables, route_by)
     dead_name = None

@@ -10,7 +10,7 @@ the same job id counts its batches from 0 again, and is refused rather than skip
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -21,7 +21,8 @@ from icecommit.catalog.inspect import publish_complete_partitions
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import checked_job_id, table_name
+from icecommit.identifiers import checked_file_size, checked_job_id, table_name
+from icecommit.loading import load_table
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
@@ -73,6 +74,18 @@ def streaming_sink(
     """
 
     checked_job_id(job_id)
+    checked_file_size(target_file_size)
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
+    if isinstance(table, Mapping):
+        if route_by is None:
+            raise InvalidArgumentError(
+                "route_by", None, "the column whose value picks the table, with a mapping of tables"
+            )
+        for target in table.values():
+            table_name(target)
+    else:
+        load_table(catalog or connect(), table)  # a typo fails here, not in the first batch
     progress = _SourceCounts(table, catalog, job_id, preserves_rows, store)
 
     def sink(batch: DataFrame, batch_id: int) -> None:

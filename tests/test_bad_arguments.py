@@ -7,10 +7,12 @@ from datetime import timedelta
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
 
 import icecommit as ic
+from icecommit.catalog.inspect import wait_for_partition
 from icecommit.committer import RetryPolicy
-from icecommit.errors import InvalidArgumentError
+from icecommit.errors import InvalidArgumentError, TableNotFoundError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 
@@ -95,12 +97,20 @@ def test_every_property_icecommit_reads_is_checked_before_anything_is_staged(
 def test_ic_write_checks_the_tables_properties_before_any_spark_job(sqlite_catalog: SqlCatalog) -> None:
     ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA, properties={"icecommit.partition-lateness": "later"})
     ic.create_table(sqlite_catalog, "ns.other", EVENTS_SCHEMA, properties={"write.target-file-size-bytes": "-1"})
-    # no DataFrame at all: a refusal here comes before anything could run in Spark
+
+    # a stand-in that fails at any use: a refusal here comes before anything could run in Spark
+    class NoSpark:
+        def mapInArrow(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("a Spark job ran")
+
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the DataFrame was used ({name})")
+
     with pytest.raises(InvalidArgumentError) as single:
-        ic.write(None, "ns.events", catalog=sqlite_catalog, job_id="j", checkpoint_id=1)  # type: ignore[arg-type]
+        ic.write(NoSpark(), "ns.events", catalog=sqlite_catalog, job_id="j", checkpoint_id=1)  # type: ignore[arg-type]
     assert single.value.argument == "table property icecommit.partition-lateness"
     with pytest.raises(InvalidArgumentError) as routed:
-        ic.write(None, {"a": "ns.other"}, route_by="event", catalog=sqlite_catalog, job_id="j", checkpoint_id=1)  # type: ignore[arg-type]
+        ic.write(NoSpark(), {"a": "ns.other"}, route_by="event", catalog=sqlite_catalog, job_id="j", checkpoint_id=1)  # type: ignore[arg-type]
     assert routed.value.argument == "table property write.target-file-size-bytes"
     assert sqlite_catalog.load_table("ns.events").current_snapshot() is None
 
@@ -188,3 +198,58 @@ def test_a_duration_too_long_to_hold_and_a_missing_database_driver_are_named() -
     with pytest.raises(ic.errors.CatalogUnavailableError) as refused:
         ic.connect(uri="mysql://u:p@127.0.0.1/db")
     assert "mysql://" in str(refused.value) and "MySQLdb" in str(refused.value)
+
+
+def test_a_missing_table_is_an_icecommit_error_that_names_what_the_namespace_holds(sqlite_catalog: SqlCatalog) -> None:
+    ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
+    for call in (
+        lambda: ic.catalog.list_snapshots(sqlite_catalog, "ns.evnets"),
+        lambda: ic.GlobalCommitter(sqlite_catalog, "ns.evnets", job_id="j").last_committed_checkpoint(),
+        lambda: ic.reconcile(sqlite_catalog, "ns.evnets"),
+        lambda: ic.catalog.find_orphans(sqlite_catalog, "ns.evnets"),
+    ):
+        with pytest.raises(TableNotFoundError) as missing:
+            call()
+        assert isinstance(missing.value, ic.IcecommitError) and isinstance(missing.value, NoSuchTableError)
+        assert (missing.value.table, missing.value.known) == ("ns.evnets", ["ns.events"])
+        assert "the namespace holds ns.events" in str(missing.value)
+        assert isinstance(missing.value.__cause__, NoSuchTableError)
+    with pytest.raises(TableNotFoundError) as missing:
+        ic.catalog.list_snapshots(sqlite_catalog, "nosuch.events")
+    assert missing.value.known == [] and "nor does its namespace nosuch" in str(missing.value)
+
+
+def test_wrong_types_are_named_by_the_parameter_not_met_deep_inside(sqlite_catalog: SqlCatalog) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
+    committer = ic.GlobalCommitter(sqlite_catalog, "ns.events", job_id="j")
+    cases = [
+        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_timestamp="2026-01-01"), "to_timestamp"),
+        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_event_time=0), "to_event_time"),
+        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_snapshot="123"), "to_snapshot"),
+        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_checkpoint=-1, job_id="j"), "to_checkpoint"),
+        (lambda: ic.snapshot_at_event_time(sqlite_catalog, "ns.events", "2026-01-01"), "event_time"),
+        (lambda: ic.reconcile(sqlite_catalog, "ns.events", since="yesterday"), "since"),
+        (lambda: wait_for_partition(sqlite_catalog, "ns.events", "ts_hour=2026-05-01-13", timeout="1s"), "timeout"),
+        (lambda: wait_for_partition(sqlite_catalog, "ns.events", "ts_hour=2026-05-01-13", poll=timedelta(0)), "poll"),
+        (lambda: wait_for_partition(sqlite_catalog, "ns.events", None), "label"),
+        (lambda: committer.abandon(0, reason=None), "reason"),
+        (lambda: committer.prepare(0, None), "results"),
+        (lambda: committer.prepare(0, "abc"), "results"),
+        (lambda: committer.prepare(0, [{"task_id": 0}]), "results[0]"),
+        (lambda: ic.write([1, 2], "ns.events", catalog=sqlite_catalog, job_id="j", checkpoint_id=0), "df"),
+        (lambda: ic.streaming_sink("ns.events", catalog="sqlite:///x", job_id="j"), "catalog"),
+        (
+            lambda: ic.streaming_sink("ns.events", catalog=sqlite_catalog, job_id="j", target_file_size=-5),
+            "target_file_size",
+        ),
+        (lambda: ic.writers.SparkWriter(table, job_id="j", target_file_size="big"), "target_file_size"),
+        (lambda: ic.Thresholds(max_loss_pct="x"), "max_loss_pct"),
+        (lambda: ic.Thresholds(max_duplication_pct=-1), "max_duplication_pct"),
+    ]
+    for call, argument in cases:
+        with pytest.raises(InvalidArgumentError) as refused:
+            call()  # type: ignore[no-untyped-call]
+        assert refused.value.argument == argument
+    with pytest.raises(TableNotFoundError):  # a typo in a streaming sink's table fails when the sink is made
+        ic.streaming_sink("ns.evnets", catalog=sqlite_catalog, job_id="j")
+    assert committer.store.list("ns.events") == [] and sqlite_catalog.load_table("ns.events").current_snapshot() is None

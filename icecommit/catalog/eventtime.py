@@ -22,7 +22,7 @@ from icecommit.catalog.tables import resolve_table
 from icecommit.completeness import micros, time_partition
 from icecommit.errors import CompletenessNotReachedError, InvalidArgumentError, SnapshotNotFoundError
 from icecommit.eventtime import event_time_column
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_instant, table_name
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatusStore
 
@@ -62,6 +62,7 @@ def snapshot_at_event_time(
             snapshot has only data at or before ``event_time``.
         InvalidArgumentError: ``complete`` and the table has no time partition.
     """
+    checked_instant(event_time, "event_time")
     loaded = resolve_table(catalog, table)
     name = table_name(table)
     when = event_time if event_time.tzinfo is not None else event_time.replace(tzinfo=timezone.utc)

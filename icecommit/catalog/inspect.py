@@ -15,7 +15,7 @@ from icecommit.catalog.tables import resolve_table
 from icecommit.committer.completion import write_markers
 from icecommit.completeness import marker_path, partition_value, time_partition
 from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_duration, table_name
 from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, SourceRange, utc_now
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
@@ -196,6 +196,10 @@ def wait_for_partition(
         InvalidArgumentError: the table has no time partition, or its partition spec
             cannot have ``label``; raised at once, without waiting.
     """
+    checked_duration(timeout, "timeout")
+    checked_duration(poll, "poll", positive=True)
+    if not isinstance(label, str):
+        raise InvalidArgumentError("label", label, "a partition label such as ts_hour=2026-05-01-13")
     loaded = resolve_table(catalog, table)
     field = time_partition(loaded.metadata)
     if field is None:

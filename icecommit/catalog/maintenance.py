@@ -28,7 +28,7 @@ from icecommit.catalog.storage import (
 )
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, TableSpecError
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_duration, table_name
 from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
@@ -233,9 +233,8 @@ def _before(now: datetime, older_than: object) -> datetime:
         InvalidArgumentError: not a timedelta, negative (an age in the future would take
             files being written now), or reaching before year 1.
     """
-    if not isinstance(older_than, timedelta) or older_than < timedelta(0):
-        raise InvalidArgumentError("older_than", older_than, "a duration of zero or more (a timedelta)")
+    age = checked_duration(older_than, "older_than")
     try:
-        return now - older_than
+        return now - age
     except OverflowError:
         raise InvalidArgumentError("older_than", older_than, "a duration that ends after year 1") from None

@@ -19,7 +19,7 @@ from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
 from icecommit.eventtime import event_time_column
-from icecommit.identifiers import table_name
+from icecommit.identifiers import checked_checkpoint_id, checked_instant, table_name
 from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
@@ -151,6 +151,13 @@ def plan_rollback(
         ValueError: not exactly one selector.
     """
     name = table_name(table)
+    for argument, value in (("to_timestamp", to_timestamp), ("to_event_time", to_event_time)):
+        if value is not None:
+            checked_instant(value, argument)
+    if to_snapshot is not None and (isinstance(to_snapshot, bool) or not isinstance(to_snapshot, int)):
+        raise InvalidArgumentError("to_snapshot", to_snapshot, "a snapshot id (an integer)")
+    if to_checkpoint is not None:
+        checked_checkpoint_id(to_checkpoint, "to_checkpoint")
     loaded = resolve_table(catalog, table)
     target, selector = _select(
         loaded, name, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,

@@ -27,7 +27,7 @@ from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from icecommit.catalog.storage import catalog_tables, keys_of
 from icecommit.errors import InvalidArgumentError, TableSpecError, UnsafeLocationError
-from icecommit.identifiers import table_name
+from icecommit.loading import load_table
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
 _SIMPLE = {
@@ -250,4 +250,4 @@ def check_own_location(catalog: Catalog, name: str, location: str) -> None:
 
 def resolve_table(catalog: Catalog, table: Table | str) -> Table:
     """A pyiceberg Table from a Table or a name; a Table is reloaded from ``catalog``."""
-    return catalog.load_table(table_name(table))
+    return load_table(catalog, table)

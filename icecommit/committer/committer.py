@@ -52,6 +52,7 @@ from icecommit.errors import (
 )
 from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.lineage import path_key, removals_of, trace_fates
+from icecommit.loading import load_table
 from icecommit.state.checkpoints import (
     ABANDONED,
     COMMITTED,
@@ -159,7 +160,7 @@ class GlobalCommitter:
 
     def load_table(self) -> Table:
         """The table as the catalog has it now."""
-        return self._catalog.load_table(self._table_name)
+        return load_table(self._catalog, self._table_name)
 
     # -- phase 1 -----------------------------------------------------------------------
 
@@ -488,7 +489,7 @@ class GlobalCommitter:
             CheckpointCommittedError: the table holds it (or it was recorded committed).
             ValueError: an empty reason.
         """
-        if not reason.strip():
+        if not isinstance(reason, str) or not reason.strip():
             raise InvalidArgumentError(
                 "reason", reason, "a non-empty text (it is kept with the checkpoint and shown in reports)"
             )

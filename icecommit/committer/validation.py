@@ -12,7 +12,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import NestedField, StructType
 
 from icecommit.datafiles import DataFileRecord, WriteResult
-from icecommit.errors import DataFileMissingError, SchemaMismatchError, ValidationError
+from icecommit.errors import DataFileMissingError, InvalidArgumentError, SchemaMismatchError, ValidationError
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,15 @@ def validate_results(
         SchemaMismatchError: a task saw nulls in a required column.
         ValidationError: a count, a file, a job or checkpoint id, or the partition spec
             does not hold; the message names it.
+        InvalidArgumentError: ``results`` is not a list of :class:`WriteResult`.
     """
+    if isinstance(results, (str, bytes)) or not isinstance(results, Sequence):
+        raise InvalidArgumentError("results", results, "a list of WriteResult (what the writers returned)")
+    for position, result in enumerate(results):
+        if not isinstance(result, WriteResult):
+            raise InvalidArgumentError(
+                f"results[{position}]", result, "a WriteResult (what a writer task returned; WriteResult.from_json)"
+            )
     for result in results:
         if result.violations:
             v = result.violations[0]

@@ -28,7 +28,9 @@ from sqlalchemy.orm import Session
 from icecommit import ancestry
 from icecommit.errors import InvalidRangeError, JobNotFoundError
 from icecommit.eventtime import event_time_column
+from icecommit.identifiers import checked_instant, table_name
 from icecommit.lineage import Fate, path_key, removals_of, rounded, trace_fates
+from icecommit.loading import load_table
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -663,11 +665,14 @@ def reconcile(
         StateDatabaseError: the table's state database cannot be reached or is not the one
             opened.
     """
-    name = table if isinstance(table, str) else ".".join(table.name())
+    name = table_name(table)
+    for argument, value in (("since", since), ("until", until)):
+        if value is not None:
+            checked_instant(value, argument)
     until = until or datetime.now(timezone.utc)
     if since is not None and _utc(since) >= _utc(until):
         raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
-    loaded = catalog.load_table(name)
+    loaded = load_table(catalog, name)
     ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
     engine = store.engine

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from icecommit.errors import InvalidArgumentError
 from icecommit.metrics import render
 
 SCHEMA_VERSION = 1
@@ -43,6 +44,14 @@ class Thresholds:
     max_loss_pct: float = 0.0
     max_duplication_pct: float = 0.0
     max_pending: timedelta = timedelta(hours=1)
+
+    def __post_init__(self) -> None:
+        for name in ("max_loss_pct", "max_duplication_pct"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100:
+                raise InvalidArgumentError(name, value, "a percentage from 0 to 100")
+        if not isinstance(self.max_pending, timedelta) or self.max_pending < timedelta(0):
+            raise InvalidArgumentError("max_pending", self.max_pending, "a timedelta of zero or more")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 
 from icecommit.datafiles import WriteResult
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError
+from icecommit.identifiers import checked_file_size
 from icecommit.writers.schema import aligned_columns, quoted
 from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
 
@@ -95,7 +96,7 @@ class RoutedSparkWriter:
         self._route_by = route_by
         self._dead_letter = dead_letter
         self._job_id = job_id
-        self._target_file_size = target_file_size
+        self._target_file_size = checked_file_size(target_file_size)
         self._task_hook = task_hook
 
     def _projection(self, df: DataFrame) -> tuple[list[Column], dict[str, list[str]]]:

@@ -23,6 +23,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
 from icecommit.datafiles import WriteResult
+from icecommit.identifiers import checked_file_size
 from icecommit.writers.files import TaskFileWriter
 from icecommit.writers.schema import align_to_schema
 
@@ -105,7 +106,7 @@ class SparkWriter:
     ) -> None:
         self._table = table
         self._job_id = job_id
-        self._target_file_size = target_file_size
+        self._target_file_size = checked_file_size(target_file_size)
         self._task_hook = task_hook
 
     def prepare_frame(self, df: DataFrame) -> DataFrame:
