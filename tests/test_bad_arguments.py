@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -12,7 +13,7 @@ from pyiceberg.exceptions import NoSuchTableError
 import icecommit as ic
 from icecommit.catalog.inspect import wait_for_partition
 from icecommit.committer import RetryPolicy
-from icecommit.errors import InvalidArgumentError, TableNotFoundError
+from icecommit.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError, TableSpecError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 
@@ -253,3 +254,29 @@ def test_wrong_types_are_named_by_the_parameter_not_met_deep_inside(sqlite_catal
     with pytest.raises(TableNotFoundError):  # a typo in a streaming sink's table fails when the sink is made
         ic.streaming_sink("ns.evnets", catalog=sqlite_catalog, job_id="j")
     assert committer.store.list("ns.events") == [] and sqlite_catalog.load_table("ns.events").current_snapshot() is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "named"),
+    [
+        ({"schema": None}, InvalidArgumentError, "schema"),
+        ({"schema": {"a": "int"}}, InvalidArgumentError, "schema"),
+        ({"schema": pa.schema([("a", pa.int64()), ("a", pa.int32())])}, SchemaMismatchError, "a"),
+        ({"schema": pa.schema([("took", pa.duration("us"))])}, SchemaMismatchError, "took"),
+        ({"schema": pa.schema([("n", pa.null())])}, SchemaMismatchError, "n"),
+        ({"partition_by": "day(ts)"}, InvalidArgumentError, "partition_by"),
+        ({"partition_by": [None]}, InvalidArgumentError, "partition_by"),
+        ({"properties": {"format-version": "9"}}, TableSpecError, "ns.bad"),
+        ({"properties": {"write.target-file-size-bytes": 5}}, InvalidArgumentError, "properties"),
+        ({"location": 5}, InvalidArgumentError, "location"),
+    ],
+)
+def test_create_table_names_what_is_wrong_and_creates_nothing(
+    sqlite_catalog: SqlCatalog, kwargs: dict[str, object], error: type[Exception], named: str
+) -> None:
+    arguments: dict[str, object] = {"schema": EVENTS_SCHEMA, **kwargs}
+    with pytest.raises(error) as refused:
+        ic.create_table(sqlite_catalog, "ns.bad", **arguments)  # type: ignore[arg-type]
+    facts = vars(refused.value)
+    assert named in (facts.get("argument"), facts.get("column"), facts.get("table")), facts
+    assert not sqlite_catalog.table_exists("ns.bad")

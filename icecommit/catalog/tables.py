@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.io.pyarrow import _ConvertToIcebergWithoutIDs, visit_pyarrow
+from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, _ConvertToIcebergWithoutIDs, visit_pyarrow
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.table import Table
@@ -26,8 +27,9 @@ from pyiceberg.transforms import (
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
 from icecommit.catalog.storage import catalog_tables, keys_of
-from icecommit.errors import InvalidArgumentError, TableSpecError, UnsafeLocationError
+from icecommit.errors import InvalidArgumentError, SchemaMismatchError, TableSpecError, UnsafeLocationError
 from icecommit.loading import load_table
+from icecommit.state.database import briefly
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
 _SIMPLE = {
@@ -110,6 +112,17 @@ def to_iceberg_schema(schema: pa.Schema | Schema) -> Schema:
     """Convert a pyarrow schema (fresh field ids) or pass an Iceberg schema through."""
     if isinstance(schema, Schema):
         return schema
+    if not isinstance(schema, pa.Schema):
+        raise InvalidArgumentError("schema", type(schema).__name__, "a pyarrow schema or a pyiceberg Schema")
+    seen: set[str] = set()
+    for field in schema:
+        if field.name in seen:
+            raise SchemaMismatchError(field.name, "appears twice in the schema")
+        seen.add(field.name)
+        try:
+            visit_pyarrow(pa.schema([field]), _ConvertToIcebergWithoutIDs())
+        except (ValueError, TypeError, UnsupportedPyArrowTypeException) as e:
+            raise SchemaMismatchError(field.name, f"type {field.type} has no Iceberg equivalent here: {e}") from e
     converted = visit_pyarrow(schema, _ConvertToIcebergWithoutIDs())
     if not isinstance(converted, Schema):
         raise InvalidArgumentError("schema", type(schema).__name__, "a pyarrow schema or a pyiceberg Schema")
@@ -171,6 +184,19 @@ def create_table(
     """
     check_table_name(name)
     iceberg_schema = to_iceberg_schema(schema)
+    if partition_by is not None and (
+        isinstance(partition_by, str)
+        or not isinstance(partition_by, Sequence)
+        or not all(isinstance(p, str) for p in partition_by)
+    ):
+        raise InvalidArgumentError("partition_by", partition_by, "a list of transforms, such as ['day(ts)', 'event']")
+    if properties is not None and (
+        not isinstance(properties, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
+    ):
+        raise InvalidArgumentError("properties", properties, "a mapping of property names to string values")
+    if location is not None and (not isinstance(location, str) or not location.strip()):
+        raise InvalidArgumentError("location", location, "a location URI or path (a string), or None for the default")
     spec = build_partition_spec(iceberg_schema, list(partition_by or []), name)
     try:
         existing = catalog.load_table(name)
@@ -193,13 +219,16 @@ def create_table(
     namespace = name.rsplit(".", 1)[0] if "." in name else None
     if namespace:
         catalog.create_namespace_if_not_exists(namespace)
-    return catalog.create_table(
-        name,
-        schema=iceberg_schema,
-        partition_spec=spec,
-        properties=dict(properties or {}),
-        location=location,
-    )
+    try:
+        return catalog.create_table(
+            name,
+            schema=iceberg_schema,
+            partition_spec=spec,
+            properties=dict(properties or {}),
+            location=location,
+        )
+    except (ValueError, PyIcebergValidationError) as e:  # e.g. an unsupported format-version
+        raise TableSpecError(name, f"cannot be created: {briefly(e)}") from e
 
 
 _FORBIDDEN_IN_NAMES = set("/\\%") | {chr(c) for c in range(32)} | {chr(127)}
