@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from icecommit.errors import ValidationError
+
 #: A partition value in Iceberg's internal representation.
 PartitionValue = Any
 
@@ -158,8 +160,19 @@ class WriteResult:
 
     @classmethod
     def from_json(cls, text: str) -> WriteResult:
-        """Parse the output of :meth:`to_json`."""
-        data = json.loads(text)
+        """Parse the output of :meth:`to_json`.
+
+        Raises:
+            ValidationError: the text is not a write result (names what is missing).
+        """
+        try:
+            return cls._from_dict(json.loads(text))
+        except (ValueError, KeyError, TypeError) as e:
+            shown = text[:80] + ("..." if len(text) > 80 else "") if isinstance(text, str) else repr(text)
+            raise ValidationError(f"not a write result ({type(e).__name__}: {e}): {shown!r}") from e
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> WriteResult:
         return cls(
             job_id=data["job_id"],
             checkpoint_id=int(data["checkpoint_id"]),

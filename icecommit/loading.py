@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
 from pyiceberg.table import Table
 
-from icecommit.errors import TableNotFoundError
+from icecommit.errors import TableNotFoundError, TableSpecError
 from icecommit.identifiers import table_name
 
 
@@ -17,6 +18,7 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
         InvalidArgumentError: not a table or a name of the form namespace.table.
         TableNotFoundError: the catalog has no such table; names the tables its
             namespace holds.
+        TableSpecError: its metadata file is missing or cannot be parsed.
     """
     name = table_name(table)
     try:
@@ -29,3 +31,10 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
         except NoSuchNamespaceError:
             known, exists = [], False
         raise TableNotFoundError(name, known, namespace_exists=exists) from e
+    except (OSError, ValueError, PyIcebergValidationError) as e:  # a metadata file missing, cut short or corrupt
+        raise TableSpecError(name, f"its metadata cannot be read: {type(e).__name__}: {_first_line(e)}") from e
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

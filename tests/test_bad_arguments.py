@@ -4,6 +4,7 @@ error that names it, the value and what is accepted, and nothing written or stag
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -13,7 +14,13 @@ from pyiceberg.exceptions import NoSuchTableError
 import icecommit as ic
 from icecommit.catalog.inspect import wait_for_partition
 from icecommit.committer import RetryPolicy
-from icecommit.errors import InvalidArgumentError, SchemaMismatchError, TableNotFoundError, TableSpecError
+from icecommit.errors import (
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    TableSpecError,
+    ValidationError,
+)
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 
@@ -280,3 +287,30 @@ def test_create_table_names_what_is_wrong_and_creates_nothing(
     facts = vars(refused.value)
     assert named in (facts.get("argument"), facts.get("column"), facts.get("table")), facts
     assert not sqlite_catalog.table_exists("ns.bad")
+
+
+def test_a_corrupt_or_missing_metadata_file_and_an_unusable_warehouse_are_named(
+    sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
+    metadata = Path(table.metadata_location.removeprefix("file://"))
+    metadata.write_text('{"format-version": 2, "table-uuid": "cut sh')
+    with pytest.raises(TableSpecError) as corrupt:
+        ic.catalog.list_snapshots(sqlite_catalog, "ns.events")
+    assert corrupt.value.table == "ns.events" and "metadata cannot be read" in str(corrupt.value)
+    metadata.unlink()
+    with pytest.raises(TableSpecError) as missing:
+        ic.GlobalCommitter(sqlite_catalog, "ns.events", job_id="j").last_committed_checkpoint()
+    assert "metadata cannot be read" in str(missing.value) and "FileNotFoundError" in str(missing.value)
+
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("not a folder")
+    with pytest.raises(ic.errors.CatalogUnavailableError) as unusable:
+        ic.connect(uri=f"sqlite:///{tmp_path / 'c.db'}", warehouse=str(in_the_way / "wh"))
+    assert str(in_the_way) in str(unusable.value) and "cannot be made" in str(unusable.value)
+    with pytest.raises(InvalidArgumentError) as wrong:
+        ic.connect(uri=5)  # type: ignore[arg-type]
+    assert wrong.value.argument == "uri"
+    with pytest.raises(ValidationError) as garbage:
+        ic.WriteResult.from_json('{"job_id": "j"}')
+    assert "not a write result" in str(garbage.value) and "checkpoint_id" in str(garbage.value)

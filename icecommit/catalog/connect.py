@@ -12,7 +12,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.errors import CatalogUnavailableError
+from icecommit.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
 from icecommit.state.database import briefly, shown_uri
 
@@ -103,8 +103,25 @@ def connect(
         CatalogUnavailableError: the catalog cannot be opened (with ``create=False``, also
             when it does not exist); names the URI (password hidden) or the catalog name.
     """
+    for argument, value in (("uri", uri), ("warehouse", warehouse), ("name", name)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InvalidArgumentError(argument, value, "a non-empty string, or None for the default")
     resolved_uri = uri or os.environ.get(ENV_URI)
     resolved_warehouse = warehouse or os.environ.get(ENV_WAREHOUSE)
+    try:
+        return _connect(name, resolved_uri, resolved_warehouse, create, properties)
+    except OSError as e:  # a warehouse or home folder that cannot be made (a file in the way, no permission)
+        where = resolved_warehouse or str(icecommit_home())
+        raise CatalogUnavailableError(where, f"its folder cannot be made: {e.strerror or e}") from e
+
+
+def _connect(
+    name: str | None,
+    resolved_uri: str | None,
+    resolved_warehouse: str | None,
+    create: bool,
+    properties: dict[str, str],
+) -> Catalog:
     if name is not None and resolved_uri is None:
         extra = dict(properties)
         if resolved_warehouse is not None:
