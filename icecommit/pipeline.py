@@ -14,6 +14,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
+from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.tables import create_table
@@ -26,7 +27,9 @@ from icecommit.errors import InvalidArgumentError, SchemaMismatchError, Unrouted
 from icecommit.identifiers import checked_checkpoint_id, checked_file_size, checked_job_id, table_name
 from icecommit.loading import load_table
 from icecommit.state.checkpoints import CheckpointStore
+from icecommit.state.write_model import WriteModelStore
 from icecommit.tableprops import check_table_properties
+from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 
@@ -91,6 +94,7 @@ def write(
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
+    distribution: str | None = None,
 ) -> CommitResult: ...
 
 
@@ -111,6 +115,7 @@ def write(
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
+    distribution: str | None = None,
 ) -> RoutedCommitResult: ...
 
 
@@ -131,6 +136,7 @@ def write(
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
+    distribution: str | None = None,
 ) -> CommitResult | RoutedCommitResult: ...
 
 
@@ -150,6 +156,7 @@ def write(
     completeness: PartitionCompleteness | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
+    distribution: str | None = None,
 ) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -172,6 +179,10 @@ def write(
             refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
         store: icecommit's state (the checkpoint table); defaults to the catalog's
             database or ``ICECOMMIT_METRICS_URI``.
+        distribution: ``"none"``, ``"hash"`` or ``"bin-pack"``: how rows reach the writer
+            tasks (one shuffle after the scan; see :mod:`icecommit.writers.distribution`).
+            None takes the table's ``write.distribution-mode``, else ``hash`` for a
+            partitioned table (as Iceberg's Spark writer) and ``none`` otherwise.
 
     Returns:
         The commit result (a :class:`RoutedCommitResult` with one result per table when
@@ -217,6 +228,7 @@ def write(
             completeness=completeness,
             query_id=query_id,
             store=store,
+            distribution=distribution,
         )
     if route_by is not None or dead_letter is not None:
         raise InvalidArgumentError(
@@ -231,8 +243,18 @@ def write(
     if settled is not None:
         return settled
     current = committer.load_table()
-    writer = SparkWriter(current, job_id=job_id, target_file_size=target_file_size, task_hook=task_hook)
+    model = WriteModelStore(committer.store.engine)
+    packing = distribution_mode(current.metadata, distribution) == "bin-pack"
+    writer = SparkWriter(
+        current,
+        job_id=job_id,
+        target_file_size=target_file_size,
+        task_hook=task_hook,
+        distribution=distribution,
+        shuffle_ratio=_known_ratio(model, committer.table_name) if packing else None,
+    )
     results = writer.write(df, checkpoint_id)
+    _learn(model, committer.table_name, writer, [r.bytes for r in results])
     try:
         committer.prepare(checkpoint_id, results)
     except (SchemaMismatchError, ValidationError):
@@ -274,6 +296,7 @@ def _write_routed(
     completeness: PartitionCompleteness | None,
     query_id: str | None,
     store: CheckpointStore | None,
+    distribution: str | None,
 ) -> RoutedCommitResult:
     tables: dict[str, Table] = {}
     for target in routes.values():
@@ -312,6 +335,7 @@ def _write_routed(
             job_id=job_id,
             target_file_size=target_file_size,
             task_hook=task_hook,
+            distribution=distribution,
         )
         written = writer.write(df, checkpoint_id, targets=pending)
         _prepare_all(written, committers, checkpoint_id, route_by, tables)
@@ -355,3 +379,28 @@ def _prepare_all(
         )
         logger.warning("checkpoint %d refused; removed %d unstaged data files", checkpoint_id, removed)
         raise
+
+
+def _known_ratio(model: WriteModelStore, table: str) -> float | None:
+    """The shuffle ratio the table's earlier bin-packed writes showed (None: unknown, or
+    the state database could not say; the default is used then)."""
+    try:
+        return model.shuffle_ratio(table)
+    except SQLAlchemyError:
+        logger.warning("could not read the shuffle ratio of %s; bin-packing with the default", table, exc_info=True)
+        return None
+
+
+def _learn(model: WriteModelStore, table: str, writer: SparkWriter, task_bytes: list[int]) -> None:
+    """Keep what a bin-packed write showed about the table's shuffle ratio (best effort: a
+    failure costs the next write its estimate, never this write its commit)."""
+    if writer.distribution != "bin-pack" or writer.advisory_bytes is None:
+        return
+    ratio = learned_ratio(task_bytes, writer.advisory_bytes, writer.shuffle_ratio)
+    if ratio is None:
+        return
+    try:
+        model.record_shuffle_ratio(table, ratio)
+        logger.info("%s: shuffle bytes per Parquet byte now estimated at %.2f", table, ratio)
+    except SQLAlchemyError:
+        logger.warning("could not record the shuffle ratio of %s", table, exc_info=True)

@@ -45,6 +45,7 @@ def streaming_sink(
     on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
     preserves_rows: bool = False,
     store: CheckpointStore | None = None,
+    distribution: str | None = None,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
@@ -68,6 +69,9 @@ def streaming_sink(
             offset range each source reported (Kafka: offsets per topic partition).
         store: icecommit's state (the checkpoint table); defaults to the catalog's
             database or ``ICECOMMIT_METRICS_URI``.
+        distribution: how each batch's rows reach the writer tasks (see
+            :func:`icecommit.write`); ``bin-pack`` learns the table's shuffle ratio from
+            batch to batch and keeps it in icecommit's state.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
@@ -104,6 +108,7 @@ def streaming_sink(
             completeness=completeness,
             query_id=query_id,
             store=store,
+            distribution=distribution,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)

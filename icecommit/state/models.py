@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, Text, UniqueConstraint, and_
+from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 SCHEMA_VERSION = 7
@@ -201,6 +201,18 @@ class CompletenessPolicyRow(Base):
     idle_timeout_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     recorded_by: Mapped[str] = mapped_column(String(255))
     recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WriteModelRow(Base):
+    """What a table's writes showed about its data: the shuffle bytes per Parquet byte a
+    bin-packed write saw (so the next write, after a restart too, packs to the target)."""
+
+    __tablename__ = "icecommit_write_model"
+
+    table_name: Mapped[str] = mapped_column(String(512), primary_key=True)
+    shuffle_ratio: Mapped[float] = mapped_column(Float)
+    writes: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class ReconcileRunRow(Base):

@@ -25,6 +25,14 @@ from pyspark.sql import functions as F
 from icecommit.datafiles import WriteResult
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError
 from icecommit.identifiers import checked_file_size
+from icecommit.writers.distribution import (
+    advisory_bytes,
+    bin_packing,
+    distribute,
+    distribution_mode,
+    partition_keys,
+)
+from icecommit.writers.files import target_file_size
 from icecommit.writers.schema import aligned_columns, quoted
 from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
 
@@ -73,6 +81,8 @@ class RoutedSparkWriter:
         dead_letter: name of the table (in ``tables``) that takes rows with an unknown or
             null route; None to count them so the caller can refuse the checkpoint.
         job_id / target_file_size / task_hook: as for :class:`SparkWriter`.
+        distribution: as for :class:`SparkWriter`, over (table, partition) pairs; None
+            takes the tables' ``write.distribution-mode`` when they agree, else ``hash``.
     """
 
     def __init__(
@@ -85,6 +95,7 @@ class RoutedSparkWriter:
         job_id: str | None = None,
         target_file_size: int | None = None,
         task_hook: TaskHook | None = None,
+        distribution: str | None = None,
     ) -> None:
         unknown = sorted({name for name in routes.values() if name not in tables})
         if dead_letter is not None and dead_letter not in tables:
@@ -98,6 +109,9 @@ class RoutedSparkWriter:
         self._job_id = job_id
         self._target_file_size = checked_file_size(target_file_size)
         self._task_hook = task_hook
+        modes = {distribution_mode(t.metadata, distribution) for t in tables.values()}
+        #: the distribution mode the writes use
+        self.distribution = modes.pop() if len(modes) == 1 else "hash"
 
     def _projection(self, df: DataFrame) -> tuple[list[Column], dict[str, list[str]]]:
         """One select for every target: the route, then each table's aligned columns."""
@@ -128,7 +142,7 @@ class RoutedSparkWriter:
                 column (before any task runs).
         """
         columns, names = self._projection(df)
-        projected = df.select(*columns)
+        projected = distribute(df.select(*columns), self._keys(names), self.distribution)
         plain = {name: [f.name for f in table.schema().fields] for name, table in self._tables.items()}
         wanted = set(self._tables) if targets is None else set(targets)
         specs = {name: ShippedTable.of(table) for name, table in self._tables.items() if name in wanted}
@@ -190,8 +204,35 @@ class RoutedSparkWriter:
             out_results.append(json.dumps({"records": unrouted, "values": samples, "skipped": dict(skipped)}))
             yield pa.RecordBatch.from_pydict({"target": out_targets, "result": out_results})
 
-        rows = projected.mapInArrow(route_task, "target string, result string").collect()
+        job = projected.mapInArrow(route_task, "target string, result string")
+        if self.distribution == "bin-pack":
+            sizes = [self._target_file_size or target_file_size(t.metadata) for t in self._tables.values()]
+            with bin_packing(df.sparkSession, advisory_bytes(min(sizes), None)):
+                rows = job.collect()
+        else:
+            rows = job.collect()
         return _gather(rows, specs)
+
+    def _keys(self, names: dict[str, list[str]]) -> list[Column]:
+        """Distribution keys over (table, partition) pairs: the table a row goes to, then
+        each table's partition keys where the row goes to that table."""
+        route = F.col(ROUTE_COLUMN)
+        target = F.lit(-1)
+        keys: list[Column] = []
+        for index, (name, table) in enumerate(self._tables.items()):
+            values = [value for value, routed in self._routes.items() if routed == name]
+            if not values:
+                continue
+            mine = route.isin(values)
+            target = F.when(mine, F.lit(index)).otherwise(target)
+            top = {field.name: alias for field, alias in zip(table.schema().fields, names[name], strict=True)}
+
+            def resolve(dotted: str, top: dict[str, str] = top) -> Column:
+                head, *rest = dotted.split(".")
+                return F.col(".".join([f"`{top[head]}`", *(f"`{part}`" for part in rest)]))
+
+            keys.extend(F.when(mine, key) for key in partition_keys(table.metadata, resolve))
+        return [target, *keys]
 
     @property
     def tables(self) -> dict[str, Table]:

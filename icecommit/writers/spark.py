@@ -24,7 +24,14 @@ from pyspark.sql import DataFrame
 
 from icecommit.datafiles import WriteResult
 from icecommit.identifiers import checked_file_size
-from icecommit.writers.files import TaskFileWriter
+from icecommit.writers.distribution import (
+    advisory_bytes,
+    bin_packing,
+    distribute,
+    distribution_mode,
+    partition_keys,
+)
+from icecommit.writers.files import TaskFileWriter, target_file_size
 from icecommit.writers.schema import align_to_schema
 
 logger = logging.getLogger(__name__)
@@ -94,6 +101,11 @@ class SparkWriter:
         target_file_size: roll files at this many bytes; defaults to the table's
             ``write.target-file-size-bytes`` (512 MiB).
         task_hook: called in every task attempt after it has written its files.
+        distribution: ``"none"``, ``"hash"`` or ``"bin-pack"``: how rows reach the tasks
+            (see :mod:`icecommit.writers.distribution`); None takes the table's
+            ``write.distribution-mode``, else ``hash`` for a partitioned table.
+        shuffle_ratio: for ``bin-pack``, shuffle bytes per Parquet byte (what earlier
+            writes of the table showed; ``ic.write`` keeps it in icecommit's state).
     """
 
     def __init__(
@@ -103,11 +115,19 @@ class SparkWriter:
         job_id: str | None = None,
         target_file_size: int | None = None,
         task_hook: TaskHook | None = None,
+        distribution: str | None = None,
+        shuffle_ratio: float | None = None,
     ) -> None:
         self._table = table
         self._job_id = job_id
         self._target_file_size = checked_file_size(target_file_size)
         self._task_hook = task_hook
+        #: the distribution mode the writes use
+        self.distribution = distribution_mode(table.metadata, distribution)
+        #: for ``bin-pack``: the shuffle bytes per Parquet byte it packs with (None: the default)
+        self.shuffle_ratio = shuffle_ratio
+        #: for ``bin-pack``: the advisory shuffle bytes per task of the last write
+        self.advisory_bytes: int | None = None
 
     def prepare_frame(self, df: DataFrame) -> DataFrame:
         """The DataFrame projected onto the table's schema.
@@ -124,10 +144,12 @@ class SparkWriter:
             SchemaMismatchError: the DataFrame does not fit the table (before any task runs).
         """
         aligned = self.prepare_frame(df)
+        metadata = self._table.metadata
+        distributed = distribute(aligned, partition_keys(metadata), self.distribution)
         # transport names by position: mapInArrow parses column names, and a table's own may
         # hold a backtick; each task gives the columns their names back
         names = list(aligned.columns)
-        transport = aligned.toDF(*[f"_c{i}" for i in range(len(names))])
+        transport = distributed.toDF(*[f"_c{i}" for i in range(len(names))])
         shipped = ShippedTable.of(self._table)
         job_id = self._job_id
         target_size = self._target_file_size
@@ -143,11 +165,18 @@ class SparkWriter:
                 hook(attempt, result)
             yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
 
-        rows = transport.mapInArrow(write_task, "result string").collect()
+        job = transport.mapInArrow(write_task, "result string")
+        if self.distribution == "bin-pack":
+            self.advisory_bytes = advisory_bytes(target_size or target_file_size(metadata), self.shuffle_ratio)
+            with bin_packing(df.sparkSession, self.advisory_bytes):
+                rows = job.collect()
+        else:
+            rows = job.collect()
         results = [WriteResult.from_json(row["result"]) for row in rows]
         logger.info(
-            "checkpoint %d: %d task(s) wrote %d records in %d files",
+            "checkpoint %d (%s): %d task(s) wrote %d records in %d files",
             checkpoint_id,
+            self.distribution,
             len(results),
             sum(r.records for r in results),
             sum(len(r.data_files) for r in results),
