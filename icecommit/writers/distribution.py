@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 #: The table property that picks the mode (Iceberg's name; ``bin-pack`` is icecommit's).
 DISTRIBUTION_PROPERTY = "write.distribution-mode"
 MODES = ("none", "hash", "bin-pack")
+#: Shuffle partitions a bin-packed write hashes into before adaptive execution packs them.
+BIN_PACK_SHUFFLE_PARTITIONS = 1024
 #: Shuffle bytes per Parquet byte assumed before a table has shown its own.
 DEFAULT_SHUFFLE_RATIO = 2.0
 #: Aim a little under the target: a task given slightly more than one file's worth would
@@ -175,6 +177,9 @@ def bin_packing(session: SparkSession, advisory: int) -> Iterator[None]:
         "spark.sql.adaptive.advisoryPartitionSizeInBytes": str(advisory),
         # pack to the advisory size rather than to as many tasks as there are cores
         "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+        # hash into many shuffle partitions, so that partitions are packed and split one by
+        # one (adaptive execution coalesces the empty and the small ones back)
+        "spark.sql.adaptive.coalescePartitions.initialPartitionNum": str(BIN_PACK_SHUFFLE_PARTITIONS),
     }
     before = {key: session.conf.get(key, None) for key in settings}
     for key, value in settings.items():

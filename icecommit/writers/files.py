@@ -176,6 +176,9 @@ class TaskFileWriter:
         self._attempt = attempt
         self._locations = location_provider
         self._target_size = target_size or target_file_size(metadata)
+        # a partition's rows become a row group once they hold the target size in Arrow
+        # bytes (Parquet is smaller), so that a file can be rolled near a small target too
+        self._flush_bytes = min(BUFFER_FLUSH_BYTES, self._target_size)
         self._row_group_rows = int(
             metadata.properties.get(
                 TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
@@ -285,7 +288,7 @@ class TaskFileWriter:
         buffer.rows += part.num_rows
         buffer.nbytes += part.nbytes
         self._buffered_bytes += part.nbytes
-        if buffer.rows >= self._row_group_rows or buffer.nbytes >= BUFFER_FLUSH_BYTES:
+        if buffer.rows >= self._row_group_rows or buffer.nbytes >= self._flush_bytes:
             self._flush(buffer)
         if self._buffered_bytes >= TOTAL_BUFFER_BYTES:
             for other in list(self._buffers.values()):
@@ -297,9 +300,11 @@ class TaskFileWriter:
         table = pa.concat_tables(buffer.tables)
         self._buffered_bytes -= buffer.nbytes
         buffer.tables, buffer.rows, buffer.nbytes = [], 0, 0
-        # One row group at a time, so a file is rolled as soon as it crosses the target.
-        for offset in range(0, table.num_rows, self._row_group_rows):
-            self._write_row_group(buffer.partition, table.slice(offset, self._row_group_rows))
+        # One row group at a time, each at most the target size in Arrow bytes, so a file is
+        # rolled as soon as it crosses the target.
+        step = min(self._row_group_rows, max(1, table.num_rows * self._flush_bytes // max(1, table.nbytes)))
+        for offset in range(0, table.num_rows, step):
+            self._write_row_group(buffer.partition, table.slice(offset, step))
 
     def _write_row_group(self, partition: tuple[PartitionValue, ...], rows: pa.Table) -> None:
         open_file = self._open.get(partition) or self._new_file(partition)
