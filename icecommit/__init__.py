@@ -31,6 +31,7 @@ from icecommit.errors import (
 from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 
 if TYPE_CHECKING:
+    from icecommit.compaction import compact, plan_compaction
     from icecommit.pipeline import write
     from icecommit.streaming import streaming_sink
 
@@ -38,7 +39,13 @@ __version__ = "0.1.0"
 
 #: Names that need Spark; they are imported on first use, so that the committer, the
 #: catalog commands and schedulers can ``import icecommit`` without loading pyspark.
-_SPARK_NAMES = {"write": "icecommit.pipeline", "streaming_sink": "icecommit.streaming"}
+_SPARK_NAMES = {
+    "write": "icecommit.pipeline",
+    "streaming_sink": "icecommit.streaming",
+    # compaction runs in the local process, but its writer lives beside the Spark tasks'
+    "compact": "icecommit.compaction",
+    "plan_compaction": "icecommit.compaction",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -71,8 +78,10 @@ __all__ = [
     "ValidationError",
     "WriteResult",
     "__version__",
+    "compact",
     "connect",
     "create_table",
+    "plan_compaction",
     "publish_complete_partitions",
     "reconcile",
     "scan_at_event_time",

@@ -522,6 +522,52 @@ def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool) -> No
 
 @cli.command()
 @click.argument("table")
+@click.option(
+    "--where", default=None, help="Only files that may hold rows matching this filter, e.g. \"event = 'click'\"."
+)
+@click.option("--target-file-size", type=click.IntRange(min=1), default=None,
+              help="Bytes per file (default: the table's write.target-file-size-bytes).")  # fmt: skip
+@click.option("--min-input-files", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Leave a partition alone with fewer small files than this.")  # fmt: skip
+@click.option("--max-bytes-per-commit", type=click.IntRange(min=1), default=100 * 1024**3, show_default=True,
+              help="Input bytes rewritten per commit (partial progress).")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Show the plan only.")
+@click.pass_obj
+def compact(
+    ctx: Context,
+    table: str,
+    where: str | None,
+    target_file_size: int | None,
+    min_input_files: int,
+    max_bytes_per_commit: int,
+    dry_run: bool,
+) -> None:
+    """Rewrite each partition's small files into files near the target size.
+
+    One Iceberg `replace` snapshot per group of partitions; safe beside running jobs (their
+    appends win; a group whose files changed meanwhile is aborted, nothing of it committed).
+    The files it replaces stay until `icecommit expire` removes them.
+
+    \b
+    Example:
+      icecommit compact demo.clickstream --dry-run
+      icecommit compact demo.clickstream --where "event = 'click'" --target-file-size 134217728
+    """
+
+    def action() -> None:
+        from icecommit.compaction import compact as run_compaction  # loads the writers (and pyspark)
+
+        plan = run_compaction(
+            ctx.catalog(), table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
+            max_bytes_per_commit=max_bytes_per_commit, dry_run=dry_run,
+        )  # fmt: skip
+        ctx.output.compacted(plan)
+
+    _run(ctx, action)
+
+
+@cli.command()
+@click.argument("table")
 @click.option("--job", required=True, help="The job that prepared the checkpoint.")
 @click.option("--checkpoint", "checkpoint_id", type=click.IntRange(min=0), required=True)
 @click.option("--reason", default=None, help="Why it is given up (kept with the checkpoint, shown in reports).")

@@ -11,7 +11,7 @@ import json
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.table import Table
@@ -24,6 +24,9 @@ from icecommit.demo.report import DemoReport
 from icecommit.metrics.report_model import ReconciliationReport
 from icecommit.state.checkpoints import CheckpointState
 from icecommit.state.partitions import PartitionStatus
+
+if TYPE_CHECKING:
+    from icecommit.compaction import CompactionPlan
 
 
 class Output(Protocol):
@@ -48,6 +51,8 @@ class Output(Protocol):
     def expire(self, plan: ExpirePlan) -> None: ...
 
     def orphans(self, sweep: OrphanSweep) -> None: ...
+
+    def compacted(self, plan: CompactionPlan) -> None: ...
 
     def abandoned(self, state: CheckpointState) -> None: ...
 
@@ -146,6 +151,11 @@ class JsonOutput:
 
     def orphans(self, sweep: OrphanSweep) -> None:
         self._emit(_plain(sweep))
+
+    def compacted(self, plan: CompactionPlan) -> None:
+        document = _plain(plan)
+        document["committed_groups"], document["aborted_groups"] = plan.committed, plan.aborted
+        self._emit(document)
 
     def abandoned(self, state: CheckpointState) -> None:
         self._emit(_plain(state))
@@ -350,3 +360,28 @@ class TextOutput:
 
     def error(self, message: str, code: int) -> None:
         Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+
+    def compacted(self, plan: CompactionPlan) -> None:
+        files = sum(g.input_files for g in plan.groups)
+        size = sum(g.input_bytes for g in plan.groups)
+        if not plan.applied:
+            head = f"{plan.table}: would rewrite {files} small file(s), {size:,} bytes, in {len(plan.groups)} commit(s)"
+        else:
+            head = (
+                f"{plan.table}: {plan.committed} commit(s) rewrote small files into "
+                f"{sum(g.output_files for g in plan.groups)}; {plan.aborted} aborted"
+            )
+        self.console.print(f"{head} (target {plan.target_file_size:,} bytes)", highlight=False)
+        for group in plan.groups:
+            for partition in group.partitions:
+                self.console.print(
+                    f"  {partition.partition}: {len(partition.files)} file(s), {partition.input_bytes:,} bytes "
+                    f"-> about {partition.expected_files}",
+                    highlight=False,
+                )
+            if group.status == "committed":
+                self.console.print(f"  committed as snapshot {group.snapshot_id}", highlight=False)
+            elif group.status == "aborted":
+                self.console.print(f"  aborted, nothing committed: {group.reason}", highlight=False)
+        for values, reason in plan.skipped:
+            self.console.print(f"  skipped {values}: {reason}", highlight=False)

@@ -147,3 +147,19 @@ class RewriteFiles(_OverwriteFiles):
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         return _summary(self, Operation.REPLACE, snapshot_properties)
+
+    def _validate_concurrency(self) -> None:
+        """Iceberg's ``RewriteFiles`` rules when a retry finds other commits: the files it
+        replaces must still be live and no delete file may have been added against them;
+        data files appended meanwhile (into the same partitions too) do not conflict."""
+        from pyiceberg.table.update.validate import (
+            _validate_data_files_exist,
+            _validate_no_new_deletes_for_data_files,
+        )
+
+        window = self._commit_window
+        if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
+            return
+        table = self._transaction._table
+        _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
+        _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)

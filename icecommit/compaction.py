@@ -1,0 +1,369 @@
+"""Compaction: a partition's small data files rewritten into files near the target size.
+
+``ic.compact`` plans before it acts. A partition of the table's current spec is a
+candidate when it holds at least ``min_input_files`` files smaller than three quarters of
+the target (Apache Iceberg's ``min-input-files`` and ``min-file-size-bytes`` defaults);
+its small files are read and written again, in the local process, as files near the target
+(rolled like a writer task's), and the swap is one Iceberg ``replace`` snapshot, so that
+incremental readers of other engines skip it. Partitions are committed in groups of at most
+``max_bytes_per_commit`` input bytes (partial progress: a failed group leaves the others).
+
+Safe beside live commits: it takes no lock, and appends always win. Before each group's
+commit, and again inside each retry after a conflict, every file it replaces must still be
+live on the branch (not expired, rolled back or rewritten by another compaction) and no
+delete file may have been added to its partitions since it planned; otherwise that group is
+aborted: nothing is committed for it and the files it wrote are removed. A partition whose
+files carry delete files (position or equality deletes of another engine) is not compacted
+(rewriting it would have to apply them; it is reported as skipped). The replaced files are
+never deleted here: expiry does that once no snapshot needs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import ValidationException
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.locations import load_location_provider
+
+from icecommit.ancestry import require_branch
+from icecommit.committer.producer import RewriteFiles
+from icecommit.committer.retry import RetryPolicy, run_with_retries
+from icecommit.errors import InvalidArgumentError, ValidationError
+from icecommit.identifiers import checked_file_size, table_name
+from icecommit.loading import load_table
+from icecommit.state.manifests import to_data_file
+from icecommit.writers.files import TaskFileWriter, target_file_size
+
+logger = logging.getLogger(__name__)
+
+#: Iceberg's ``min-input-files`` default: fewer small files than this are left alone.
+DEFAULT_MIN_INPUT_FILES = 5
+#: Iceberg's ``max-file-group-size-bytes`` default (100 GiB) as the bytes one commit rewrites.
+DEFAULT_MAX_BYTES_PER_COMMIT = 100 * 1024**3
+#: The snapshot summary property a compaction commit carries.
+COMPACTION_PROPERTY = "icecommit.compaction"
+
+Partition = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class PartitionGroup:
+    """One partition's small files, to be rewritten together.
+
+    Attributes:
+        partition: the partition values (Iceberg's internal representation), in spec order.
+        files: the paths of the files to rewrite.
+        input_bytes / input_records: their total size and rows.
+        expected_files: about how many files they become (bytes / target, rounded up).
+    """
+
+    partition: Partition
+    files: tuple[str, ...]
+    input_bytes: int
+    input_records: int
+    expected_files: int
+
+
+@dataclass(frozen=True)
+class CommitGroup:
+    """Partitions committed together, and what became of them.
+
+    Attributes:
+        status: ``planned`` (dry run), ``committed``, or ``aborted`` (nothing committed).
+        snapshot_id: the ``replace`` snapshot, when committed.
+        output_files: files written for it (0 when planned or aborted).
+        reason: why it was aborted.
+    """
+
+    partitions: tuple[PartitionGroup, ...]
+    status: str = "planned"
+    snapshot_id: int | None = None
+    output_files: int = 0
+    reason: str | None = None
+
+    @property
+    def input_files(self) -> int:
+        return sum(len(p.files) for p in self.partitions)
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(p.input_bytes for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What ``compact`` would do or did.
+
+    Attributes:
+        table / branch: what it compacts.
+        base_snapshot_id: the snapshot it planned from.
+        target_file_size: the size the files are rewritten to.
+        groups: the commit groups, in order.
+        skipped: partitions left alone and why (delete files, another spec).
+        applied: False for a dry run.
+    """
+
+    table: str
+    branch: str
+    base_snapshot_id: int | None
+    target_file_size: int
+    groups: tuple[CommitGroup, ...]
+    skipped: tuple[tuple[Partition, str], ...] = field(default_factory=tuple)
+    applied: bool = False
+
+    @property
+    def committed(self) -> int:
+        return sum(1 for g in self.groups if g.status == "committed")
+
+    @property
+    def aborted(self) -> int:
+        return sum(1 for g in self.groups if g.status == "aborted")
+
+
+#: Called with the commit group about to be committed (tests interleave other commits here).
+BeforeCommit = Callable[[CommitGroup], None]
+
+
+class _Abort(Exception):
+    """The group cannot be committed as planned; nothing of it lands."""
+
+
+def plan_compaction(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    where: BooleanExpression | str | None = None,
+    target_file_size: int | None = None,
+    min_input_files: int = DEFAULT_MIN_INPUT_FILES,
+    max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
+    branch: str = "main",
+) -> CompactionPlan:
+    """Plan a compaction without changing anything (see the module).
+
+    Raises:
+        InvalidArgumentError: a size or count that is not a positive whole number, or a
+            branch the table does not have.
+        TableNotFoundError: no such table.
+    """
+    name = table_name(table)
+    target = checked_file_size(target_file_size)
+    for argument, value in (("min_input_files", min_input_files), ("max_bytes_per_commit", max_bytes_per_commit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(argument, value, "a whole number of at least 1")
+    loaded = load_table(catalog, table)
+    require_branch(loaded.metadata, branch)
+    target = target or _target(loaded)
+    head = loaded.refs().get(branch)
+    if head is None:
+        return CompactionPlan(name, branch, None, target, ())
+    tasks = loaded.scan(row_filter=where if where is not None else AlwaysTrue(), snapshot_id=head.snapshot_id)
+    spec_id = loaded.metadata.default_spec_id
+    small_limit = target * 3 // 4
+    by_partition: dict[Partition, list[FileScanTask]] = defaultdict(list)
+    skipped: dict[Partition, str] = {}
+    for task in tasks.plan_files():
+        data = task.file
+        partition = _partition(data)
+        if data.spec_id != spec_id:
+            skipped.setdefault(partition, f"files of an older partition spec ({data.spec_id})")
+            continue
+        if task.delete_files:
+            skipped[partition] = "delete files apply to its rows"
+            continue
+        if data.file_size_in_bytes < small_limit:
+            by_partition[partition].append(task)
+    candidates = []
+    for partition, found in sorted(by_partition.items(), key=lambda item: str(item[0])):
+        if partition in skipped or len(found) < min_input_files:
+            continue
+        size = sum(t.file.file_size_in_bytes for t in found)
+        candidates.append(
+            PartitionGroup(
+                partition=partition,
+                files=tuple(sorted(t.file.file_path for t in found)),
+                input_bytes=size,
+                input_records=sum(t.file.record_count for t in found),
+                expected_files=max(1, math.ceil(size / target)),
+            )
+        )
+    groups: list[CommitGroup] = []
+    current: list[PartitionGroup] = []
+    for candidate in candidates:
+        if current and sum(p.input_bytes for p in current) + candidate.input_bytes > max_bytes_per_commit:
+            groups.append(CommitGroup(tuple(current)))
+            current = []
+        current.append(candidate)
+    if current:
+        groups.append(CommitGroup(tuple(current)))
+    return CompactionPlan(
+        name, branch, head.snapshot_id, target, tuple(groups), tuple(sorted(skipped.items(), key=lambda i: str(i[0])))
+    )
+
+
+def compact(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    where: BooleanExpression | str | None = None,
+    target_file_size: int | None = None,
+    min_input_files: int = DEFAULT_MIN_INPUT_FILES,
+    max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
+    branch: str = "main",
+    dry_run: bool = False,
+    retry_policy: RetryPolicy | None = None,
+    before_commit: BeforeCommit | None = None,
+) -> CompactionPlan:
+    """Rewrite small files into files near the target size, one ``replace`` snapshot per
+    commit group (see the module); with ``dry_run`` only the plan.
+
+    Returns:
+        The plan, each group marked committed (with its snapshot) or aborted (with why).
+
+    Raises:
+        InvalidArgumentError, TableNotFoundError: as :func:`plan_compaction`.
+        CommitConflictError: a group's commit lost every retry to other commits (groups
+            committed before it stay committed).
+    """
+    plan = plan_compaction(
+        catalog, table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
+        max_bytes_per_commit=max_bytes_per_commit, branch=branch,
+    )  # fmt: skip
+    if dry_run or not plan.groups:
+        return replace(plan, applied=not dry_run)
+    done = []
+    for group in plan.groups:
+        done.append(_rewrite(catalog, plan, group, retry_policy, before_commit))
+    result = replace(plan, groups=tuple(done), applied=True)
+    logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)
+    return result
+
+
+def _target(table: Table) -> int:
+    return target_file_size(table.metadata)
+
+
+def _rewrite(
+    catalog: Catalog,
+    plan: CompactionPlan,
+    group: CommitGroup,
+    retry_policy: RetryPolicy | None,
+    before_commit: BeforeCommit | None,
+) -> CommitGroup:
+    table = load_table(catalog, plan.table)
+    inputs = {path for p in group.partitions for path in p.files}
+    try:
+        tasks = _live_tasks(table, plan, group, inputs)
+    except _Abort as e:
+        logger.warning("compaction of %s: group aborted before writing: %s", plan.table, e)
+        return replace(group, status="aborted", reason=str(e))
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
+    writer = TaskFileWriter(
+        table.metadata,
+        table.io,
+        job_id=None,
+        checkpoint_id=0,
+        task_id=0,
+        attempt=0,
+        location_provider=load_location_provider(table.metadata.location, table.metadata.properties),
+        target_size=plan.target_file_size,
+    )
+    written = writer.write_batches(rows.to_batches())
+    outputs = [to_data_file(record, table.metadata.format_version) for record in written.data_files]
+    if written.records != sum(p.input_records for p in group.partitions):
+        _remove(table, outputs)
+        expected = sum(p.input_records for p in group.partitions)
+        raise ValidationError(
+            f"compaction of {plan.table} read {written.records} rows from files holding {expected}; nothing committed",
+            expected=expected,
+            actual=written.records,
+        )
+    if before_commit is not None:
+        before_commit(group)
+    policy = retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+
+    def attempt(number: int) -> int:
+        fresh = load_table(catalog, plan.table)
+        live = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
+        with (
+            fresh.transaction() as tx,
+            RewriteFiles.of(tx, branch=plan.branch, snapshot_properties={COMPACTION_PROPERTY: "true"}) as rewrite,
+        ):
+            for path in sorted(inputs):
+                rewrite.delete_data_file(live[path])
+            for data_file in outputs:
+                rewrite.append_data_file(data_file)
+        head = load_table(catalog, plan.table).refs()[plan.branch]
+        return head.snapshot_id
+
+    try:
+        snapshot_id = run_with_retries(policy, attempt, checkpoint_id=None).value
+    except ValidationException as e:  # found by pyiceberg's own retry: an input file changed meanwhile
+        _remove(table, outputs)
+        logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
+        return replace(group, status="aborted", reason=f"an input file changed during the commit: {e}")
+    except _Abort as e:
+        _remove(table, outputs)
+        logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
+        return replace(group, status="aborted", reason=str(e))
+    logger.info(
+        "compaction of %s: %d file(s) rewritten into %d as snapshot %d",
+        plan.table,
+        len(inputs),
+        len(outputs),
+        snapshot_id,
+    )
+    return replace(group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs))
+
+
+def _live_tasks(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> list[FileScanTask]:
+    """The scan tasks of the group's input files as the branch has them now.
+
+    Raises:
+        _Abort: an input file is no longer live, or delete files were added to one of its
+            partitions since the plan.
+    """
+    head = table.refs().get(plan.branch)
+    if head is None:
+        raise _Abort(f"branch {plan.branch} is gone")
+    partitions = {p.partition for p in group.partitions}
+    found: dict[str, FileScanTask] = {}
+    for task in table.scan(snapshot_id=head.snapshot_id).plan_files():
+        if _partition(task.file) not in partitions or task.file.spec_id != table.metadata.default_spec_id:
+            continue
+        if task.delete_files:
+            raise _Abort(f"delete files were added to partition {_partition(task.file)} since the plan")
+        if task.file.file_path in inputs:
+            found[task.file.file_path] = task
+    missing = sorted(inputs - set(found))
+    if missing:
+        raise _Abort(
+            f"{len(missing)} input file(s) are no longer live (expired, rolled back or rewritten), e.g. {missing[0]}"
+        )
+    return [found[path] for path in sorted(inputs)]
+
+
+def _partition(data_file: DataFile) -> Partition:
+    record = data_file.partition
+    return tuple(record[i] for i in range(len(record)))
+
+
+def _remove(table: Table, files: Sequence[DataFile]) -> None:
+    """Delete files this compaction wrote and did not commit (nothing references them)."""
+    for data_file in files:
+        if data_file.content == DataFileContent.DATA:
+            try:
+                table.io.delete(data_file.file_path)
+            except OSError:
+                logger.warning("could not remove uncommitted compaction output %s", data_file.file_path)
+
+
+__all__ = ["CommitGroup", "CompactionPlan", "PartitionGroup", "compact", "plan_compaction"]

@@ -1,0 +1,233 @@
+"""Compaction: small files rewritten as ``replace`` snapshots, safely beside live commits."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+
+import icecommit as ic
+from icecommit.compaction import CommitGroup, compact, plan_compaction
+from icecommit.errors import InvalidArgumentError
+from tests.cli.runner import invoke
+from tests.committer.crash_driver import ROWS, checkpoint_rows
+from tests.conftest import unique_table
+from tests.helpers import EVENTS_SCHEMA, assert_same_rows, delete_positions, events, write_arrow
+
+TARGET = 64 * 1024
+
+
+def small_checkpoints(catalog: SqlCatalog, name: str, checkpoints: int, *, job: str = "job", first: int = 0) -> Table:
+    """``checkpoints`` commits of 60 rows each: one small file per event value each."""
+    committer = ic.GlobalCommitter(catalog, name, job_id=job)
+    for checkpoint in range(first, first + checkpoints):
+        rows = events(checkpoint * 60, checkpoint * 60 + 60)
+        committer.prepare(checkpoint, [write_arrow(committer.load_table(), rows, job_id=job, checkpoint_id=checkpoint)])
+        committer.commit(checkpoint)
+    return catalog.load_table(name)
+
+
+def live_files(table: Table) -> Counter[tuple[object, ...]]:
+    files = table.inspect.files().to_pylist()
+    return Counter(tuple(sorted(f["partition"].items())) for f in files)
+
+
+@pytest.fixture
+def table_name(catalog: SqlCatalog) -> str:
+    name = unique_table()
+    ic.create_table(
+        catalog, name, EVENTS_SCHEMA, partition_by=["event"], properties={"write.target-file-size-bytes": str(TARGET)}
+    )
+    return name
+
+
+def test_small_files_become_few_in_one_replace_snapshot_and_reconcile_as_before(
+    catalog: SqlCatalog, table_name: str
+) -> None:
+    table = small_checkpoints(catalog, table_name, 8)
+    before_rows = table.scan().to_arrow()
+    before_files = live_files(table)
+    assert sum(before_files.values()) == 8 * 4  # pv, show, click and null, in every checkpoint
+    assert ic.reconcile(catalog, table_name).ok
+
+    plan = plan_compaction(catalog, table_name)
+    assert not plan.applied and len(plan.groups) == 1 and len(plan.groups[0].partitions) == 4
+    assert catalog.load_table(table_name).metadata_location == table.metadata_location  # planning changes nothing
+    dry = compact(catalog, table_name, dry_run=True)
+    assert not dry.applied and dry.groups[0].status == "planned"
+    assert catalog.load_table(table_name).metadata_location == table.metadata_location
+
+    done = compact(catalog, table_name)
+    assert (done.applied, done.committed, done.aborted) == (True, 1, 0)
+    after = catalog.load_table(table_name)
+    head = after.current_snapshot()
+    assert head is not None and head.summary is not None
+    assert head.summary.operation.value == "replace" and head.summary["icecommit.compaction"] == "true"
+    assert head.snapshot_id == done.groups[0].snapshot_id
+    files = live_files(after)
+    for partition in done.groups[0].partitions:
+        assert files[tuple(sorted(zip(["event"], partition.partition, strict=True)))] <= (
+            math.ceil(partition.input_bytes / TARGET) + 1
+        )
+    assert sum(files.values()) == 4
+    assert_same_rows(after.scan().to_arrow(), before_rows)
+    report = ic.reconcile(catalog, table_name)
+    assert report.ok, report.problems
+    assert sum(line.readable for line in report.checkpoints) == 8 * 60
+    # nothing left to do: a second run plans nothing
+    assert compact(catalog, table_name).groups == ()
+
+
+def test_few_small_files_where_and_bad_arguments_leave_the_table_alone(catalog: SqlCatalog, table_name: str) -> None:
+    small_checkpoints(catalog, table_name, 3)
+    assert plan_compaction(catalog, table_name).groups == ()  # 3 small files per partition, fewer than 5
+    only_clicks = plan_compaction(catalog, table_name, min_input_files=2, where="event = 'click'")
+    assert [p.partition for g in only_clicks.groups for p in g.partitions] == [("click",)]
+    split = plan_compaction(catalog, table_name, min_input_files=2, max_bytes_per_commit=1)
+    assert len(split.groups) == 4  # one partition per commit when one partition exceeds the limit
+    for argument, value in (("min_input_files", 0), ("max_bytes_per_commit", -1), ("target_file_size", "big")):
+        with pytest.raises(InvalidArgumentError) as refused:
+            plan_compaction(catalog, table_name, **{argument: value})  # type: ignore[arg-type]
+        assert refused.value.argument == argument
+
+
+def test_an_append_during_compaction_wins_and_the_compaction_still_lands(catalog: SqlCatalog, table_name: str) -> None:
+    small_checkpoints(catalog, table_name, 6)
+    expected = catalog.load_table(table_name).scan().to_arrow()
+
+    def append_meanwhile(group: CommitGroup) -> None:
+        small_checkpoints(catalog, table_name, 1, job="live", first=100)
+
+    done = compact(catalog, table_name, before_commit=append_meanwhile)
+    assert done.committed == 1
+    after = catalog.load_table(table_name)
+    live = events(100 * 60, 100 * 60 + 60)
+    assert_same_rows(after.scan().to_arrow(), pa.concat_tables([expected, live.cast(expected.schema)]))
+    assert ic.reconcile(catalog, table_name).ok
+
+
+@pytest.mark.parametrize("meanwhile", ["rollback", "second-compaction", "position-delete"])
+def test_a_group_whose_input_changed_is_aborted_and_leaves_no_file(
+    catalog: SqlCatalog, table_name: str, meanwhile: str
+) -> None:
+    table = small_checkpoints(catalog, table_name, 6)
+    first_snapshot = table.snapshots()[0].snapshot_id
+
+    def interfere(group: CommitGroup) -> None:
+        if meanwhile == "rollback":
+            ic.catalog.apply_rollback(
+                catalog, ic.catalog.plan_rollback(catalog, table_name, to_snapshot=first_snapshot)
+            )
+        elif meanwhile == "second-compaction":
+            assert compact(catalog, table_name).committed == 1
+        else:
+            current = catalog.load_table(table_name)
+            path = next(p for p in group.partitions[0].files)
+            delete_positions(current, {path: [0]})
+
+    before = catalog.load_table(table_name)
+    on_disk_before = _parquet_files(before)
+    done = compact(catalog, table_name, before_commit=interfere)
+    assert (done.committed, done.aborted) == (0, 1)
+    expected_reason = "delete files were added" if meanwhile == "position-delete" else "no longer live"
+    assert done.groups[0].reason is not None and expected_reason in done.groups[0].reason
+    after = catalog.load_table(table_name)
+    ours = [s for s in after.snapshots() if s.snapshot_id not in _ids(before) and _is_compaction(s)]
+    assert len(ours) == (1 if meanwhile == "second-compaction" else 0)  # only the other compaction's
+    # the aborted group's outputs were removed: every new file on disk is one the table references
+    leftovers = _parquet_files(after) - on_disk_before - _referenced(after)
+    assert leftovers == set(), leftovers
+
+
+def _is_compaction(snapshot: object) -> bool:
+    summary = getattr(snapshot, "summary", None)
+    return summary is not None and summary.get("icecommit.compaction") == "true"
+
+
+def _parquet_files(table: Table) -> set[str]:
+    return {str(p) for p in Path(table.metadata.location.removeprefix("file://")).rglob("*.parquet")}
+
+
+def _referenced(table: Table) -> set[str]:
+    paths = set()
+    for snapshot in table.snapshots():
+        for manifest in snapshot.manifests(table.io):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                paths.add(entry.data_file.file_path.removeprefix("file://"))
+    return paths
+
+
+def _ids(table: Table) -> set[int]:
+    return {s.snapshot_id for s in table.snapshots()}
+
+
+def test_a_partition_with_delete_files_is_skipped_and_named(catalog: SqlCatalog, table_name: str) -> None:
+    table = small_checkpoints(catalog, table_name, 6)
+    click = next(f["file_path"] for f in table.inspect.files().to_pylist() if f["partition"]["event"] == "click")
+    delete_positions(table, {click: [0]})
+    plan = plan_compaction(catalog, table_name)
+    assert (("click",), "delete files apply to its rows") in plan.skipped
+    assert ("click",) not in [p.partition for g in plan.groups for p in g.partitions]
+
+
+def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home))
+    ic.create_table(catalog, "ns.events", EVENTS_SCHEMA, partition_by=["event"])
+    small_checkpoints(catalog, "ns.events", 5)
+    catalog.engine.dispose()  # type: ignore[attr-defined]
+    text = invoke(home, "compact", "ns.events", "--dry-run")
+    assert text.returncode == 0 and "would rewrite 20 small file(s)" in text.stdout, text.stdout + text.stderr
+    done = invoke(home, "--output", "json", "compact", "ns.events", "--target-file-size", str(TARGET))
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert (document["committed_groups"], document["aborted_groups"], document["applied"]) == (1, 0, True)
+    assert isinstance(document["groups"][0]["snapshot_id_str"], str)
+    missing = invoke(home, "compact", "ns.nosuch")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def test_compaction_beside_a_process_that_commits_50_checkpoints(catalog: SqlCatalog) -> None:
+    """A real second process commits 50 checkpoints into the same partitions while this one
+    compacts again and again: every row once, every checkpoint readable."""
+    table = f"{catalog.name}.events"
+    ic.create_table(
+        catalog, table, checkpoint_rows(1).schema, partition_by=["event"],
+        properties={"icecommit.event-time-column": "ts", "write.target-file-size-bytes": str(TARGET)},
+    )  # fmt: skip
+    command = [
+        sys.executable, "-m", "tests.committer.crash_driver", "--uri", catalog.properties["uri"],
+        "--warehouse", catalog.properties["warehouse"], "--table", table, "--job", "live",
+        "--checkpoints", "50", "--catalog-name", catalog.name,
+    ]  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    writer = subprocess.Popen(command, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    outcomes: Counter[str] = Counter()
+    try:
+        while writer.poll() is None:
+            done = compact(catalog, table, min_input_files=3)
+            outcomes.update(g.status for g in done.groups)
+    finally:
+        _, stderr = writer.communicate(timeout=600)
+    assert writer.returncode == 0, stderr[-3000:]
+    outcomes.update(g.status for g in compact(catalog, table, min_input_files=3).groups)
+    print(f"compaction groups beside the writer: {dict(outcomes)}")
+    assert outcomes["committed"] >= 1
+
+    loaded = catalog.load_table(table)
+    ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+    expected = Counter(i for c in range(1, 51) for i in checkpoint_rows(c).column("id").to_pylist())
+    assert ids == expected
+    report = ic.reconcile(catalog, table)
+    assert report.ok, report.problems
+    assert sum(line.readable for line in report.checkpoints) == 50 * ROWS
