@@ -92,7 +92,7 @@ def test_quickstart(workdir: Path) -> None:
     written = [line for line in lines if line.startswith("checkpoint ")]
     assert [re.sub(r" snapshot=\d+$", "", line) for line in written] == [
         "checkpoint 1: committed=True records=1000 files=7",
-        "checkpoint 2: committed=True records=500 files=7",
+        "checkpoint 2: committed=True records=500 files=4",
     ]
     assert "rows in table: 1500" in lines
     assert "distinct order ids: 1500" in lines
@@ -109,7 +109,7 @@ def test_exactly_once(workdir: Path) -> None:
     notebook = execute("02_exactly_once", workdir)
     lines = stdout_lines(notebook)
 
-    assert "job: prepared checkpoint 2: 500 records in 3 files" in lines
+    assert "job: prepared checkpoint 2: 500 records in 2 files" in lines  # hash-distributed: one file per day
     assert "job exit code: -9 (SIGKILL)" in lines
     assert not any(line.startswith("job: committed") for line in lines), "the job was meant to die before committing"
     steps = [line for line in lines if line.startswith("step: ")]
