@@ -90,7 +90,7 @@ def streaming_sink(
             table_name(target)
     else:
         load_table(catalog or connect(), table)  # a typo fails here, not in the first batch
-    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store)
+    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store, dead_letter)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         query_id = _query_id(batch)
@@ -133,8 +133,9 @@ def _query_id(batch: DataFrame) -> str | None:
 class _SourceCounts:
     """Records each batch's source count (Spark's ``numInputRows``, reported in the query's
     progress after the batch function returned) as the checkpoint's source count, through
-    a ``StreamingQueryListener`` registered on the first batch of each query. Routed sinks
-    record nothing: one source count cannot be split among the tables."""
+    a ``StreamingQueryListener`` registered on the first batch of each query. A routed
+    sink records the batch's count with every table it routes to (and its dead-letter
+    table), marked as the count for all of them together."""
 
     def __init__(
         self,
@@ -143,8 +144,15 @@ class _SourceCounts:
         job_id: str,
         preserves: bool,
         store: CheckpointStore | None,
+        dead_letter: Table | str | None = None,
     ) -> None:
-        self._tables = [table_name(table)] if isinstance(table, (str, Table)) else []
+        if isinstance(table, (str, Table)):
+            self._routed, self._tables = False, [table_name(table)]
+        else:
+            self._routed = True
+            self._tables = sorted({table_name(t) for t in table.values()})
+            if dead_letter is not None:
+                self._tables.append(table_name(dead_letter))
         self._catalog = catalog
         self._store = store
         self._job_id = job_id
@@ -194,11 +202,12 @@ class _SourceCounts:
             catalog = self._catalog or connect()
             clock = self._store.clock if self._store is not None else None
             for name in self._tables:
-                published = publish_complete_partitions(catalog, name, clock=clock)
+                try:
+                    published = publish_complete_partitions(catalog, name, clock=clock)
+                except InvalidArgumentError:
+                    continue  # no time partition, or no policy recorded yet
                 if published:
                     logger.info("%s: published %s while the query is idle", name, [p.label for p in published])
-        except InvalidArgumentError:
-            return  # no time partition, or no policy recorded yet
         except Exception:  # a listener must never fail the query
             logger.exception("could not publish complete partitions of job %s while idle", self._job_id)
 
@@ -213,7 +222,13 @@ class _SourceCounts:
             store = self._store or CheckpointStore(state_engine(state_uri(self._catalog or connect())))
             for name in self._tables:
                 store.record_query_input(
-                    self._job_id, name, batch_id, records, preserves_rows=self._preserves, offsets=offsets
+                    self._job_id,
+                    name,
+                    batch_id,
+                    records,
+                    preserves_rows=self._preserves,
+                    offsets=offsets,
+                    routed=self._routed,
                 )
         except Exception:  # a listener must never fail the query; reconciliation shows it as not recorded
             logger.exception("could not record the source count of a batch of job %s", self._job_id)

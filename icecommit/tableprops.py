@@ -79,6 +79,27 @@ def idle_timeout(properties: dict[str, str]) -> timedelta | None:
     return duration(properties, IDLE_TIMEOUT_PROPERTY, timedelta(0)) if value is not None else None
 
 
+#: How rows reach the writer tasks (Iceberg's name; ``bin-pack`` is icecommit's, ``range``
+#: is taken as ``hash``); see :mod:`icecommit.writers.distribution`.
+DISTRIBUTION_PROPERTY = "write.distribution-mode"
+DISTRIBUTION_VALUES = ("none", "hash", "range", "bin-pack")
+
+
+def distribution_property(properties: dict[str, str]) -> str | None:
+    """The table's ``write.distribution-mode``, lower-cased; None when unset.
+
+    Raises:
+        InvalidArgumentError: a value that is not one of :data:`DISTRIBUTION_VALUES`.
+    """
+    value = properties.get(DISTRIBUTION_PROPERTY)
+    if value is None:
+        return None
+    mode = value.strip().lower()
+    if mode not in DISTRIBUTION_VALUES:
+        raise InvalidArgumentError(f"table property {DISTRIBUTION_PROPERTY}", value, "none, hash, range or bin-pack")
+    return mode
+
+
 def partition_marker(properties: dict[str, str]) -> bool:
     """Whether published partitions get a ``_SUCCESS`` marker (``icecommit.partition-marker``,
     ``true`` or ``false``; false when unset)."""
@@ -102,6 +123,7 @@ def check_table_properties(metadata: TableMetadata) -> None:
     for key in _DURATIONS:
         duration(properties, key, timedelta(0))
     partition_marker(properties)
+    distribution_property(properties)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         schema = metadata.schema()

@@ -81,6 +81,9 @@ def test_an_unparsable_retry_property_is_named_before_the_stage(
         ("icecommit.partition-lateness", "an hour", "duration"),
         ("icecommit.event-time-column", "no_such_column", "timestamp column of the table (ts)"),
         ("icecommit.event-time-column", "score", "timestamp column of the table (ts)"),
+        ("write.distribution-mode", "spread", "none, hash, range or bin-pack"),
+        ("icecommit.partition-marker", "yes", "true or false"),
+        ("icecommit.writer-idle-timeout", "soon", "duration"),
     ],
 )
 def test_every_property_icecommit_reads_is_checked_before_anything_is_staged(

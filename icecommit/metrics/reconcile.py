@@ -45,8 +45,10 @@ from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
     PREPARED,
-    QUERY_INPUT,
     QUERY_INPUT_KEPT,
+    QUERY_INPUT_ROUTED,
+    QUERY_INPUT_ROUTED_KEPT,
+    QUERY_INPUT_STAGES,
     ROLLED_BACK,
     SOURCE,
     STAGE_COMMITTED,
@@ -131,6 +133,8 @@ class Facts:
     # per streaming batch: the rows its query's source reported (Spark's numInputRows), and
     # whether the sink declared that every one of them must land (preserves_rows)
     query_input: dict[Key, tuple[int, bool]] = field(default_factory=dict)
+    #: a routed sink's batches: (rows the query read, preserves rows, rows written per table)
+    routed_input: dict[Key, tuple[int, bool, dict[str, int]]] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -290,6 +294,25 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                         "information (declare streaming_sink(..., preserves_rows=True) to count them as loss)",
                         state.job_id, state.checkpoint_id, severity="info")
             )  # fmt: skip
+        elif key in facts.routed_input:
+            read, kept, per_table = facts.routed_input[key]
+            total = sum(per_table.values())
+            tables = ", ".join(f"{t} {n:,}" for t, n in sorted(per_table.items()))
+            notes.append(f"routed: query input {read:,}, written to all its tables {total:,}")
+            if read != total:
+                what = (
+                    "loss (the sink was declared preserves_rows=True)"
+                    if kept and total < read
+                    else "information (declare streaming_sink(..., preserves_rows=True) to count a shortfall as loss)"
+                )
+                problems.append(
+                    Problem("loss" if kept and total < read else "query-input",
+                            f"checkpoint {state.checkpoint_id} of job {state.job_id}: the streaming query's source "
+                            f"reported {read:,} row(s) for the tables it routes to, and they got {total:,} "
+                            f"({tables}); {what}",
+                            state.job_id, state.checkpoint_id,
+                            severity="error" if kept and total < read else "info")
+                )  # fmt: skip
         elif query is None and state.query_id is not None:
             notes.append("source count not recorded")
         if written != source:
@@ -456,13 +479,16 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
 def _metric_counts(
     engine: Engine, table: str, keys: set[Key]
 ) -> tuple[dict[Key, dict[str, dict[Window, int]]], dict[Key, dict[Window, int]], dict[Key, dict[Window, int]],
-           list[tuple[str, int, int, int, int]], dict[Key, tuple[int, bool]]]:  # fmt: skip
+           list[tuple[str, int, int, int, int]], dict[Key, tuple[int, bool]], set[Key]]:  # fmt: skip
+    """Counts per checkpoint from the metrics table; the last two are the query input a
+    streaming sink recorded and which of those batches were routed to several tables."""
     accepted = ACCEPTED_ATTEMPT
     task_counts: dict[Key, dict[str, dict[Window, int]]] = defaultdict(lambda: defaultdict(dict))
     declared: dict[Key, dict[Window, int]] = defaultdict(dict)
     committed: dict[Key, dict[Window, int]] = defaultdict(dict)
     ignored: list[tuple[str, int, int, int, int]] = []
     query_input: dict[Key, tuple[int, bool]] = {}
+    routed: set[Key] = set()
     with Session(engine) as session:
         task_rows = session.execute(
             select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
@@ -485,8 +511,10 @@ def _metric_counts(
             key = (job_id, checkpoint_id)
             if key not in keys:
                 continue
-            if stage in (QUERY_INPUT, QUERY_INPUT_KEPT):
-                query_input[key] = (int(records), stage == QUERY_INPUT_KEPT)
+            if stage in QUERY_INPUT_STAGES:
+                query_input[key] = (int(records), stage in (QUERY_INPUT_KEPT, QUERY_INPUT_ROUTED_KEPT))
+                if stage in (QUERY_INPUT_ROUTED, QUERY_INPUT_ROUTED_KEPT):
+                    routed.add(key)
                 continue
             target = declared if stage == SOURCE else committed if stage == STAGE_COMMITTED else None
             if target is not None:
@@ -502,7 +530,7 @@ def _metric_counts(
         for job_id, checkpoint_id, task_id, attempt, records in orphan_rows:
             if (job_id, checkpoint_id) in keys:
                 ignored.append((job_id, checkpoint_id, int(task_id or 0), int(attempt or 0), int(records)))
-    return task_counts, declared, committed, ignored, query_input
+    return task_counts, declared, committed, ignored, query_input, routed
 
 
 def _live_files(table: Table) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
@@ -687,7 +715,10 @@ def reconcile(
         or (s.status == ABANDONED and s.acknowledged_at is None)
     ]
     keys = {(s.job_id, s.checkpoint_id) for s in states}
-    task_counts, declared, committed, ignored, query_input = _metric_counts(engine, name, keys)
+    task_counts, declared, committed, ignored, query_input, routed = _metric_counts(engine, name, keys)
+    routed_input = {
+        key: (*query_input.pop(key), store.records_in_all_tables(*key)) for key in routed if key in query_input
+    }
     snapshot_keys = {
         snapshot.snapshot_id: key
         for snapshot in loaded.metadata.snapshots
@@ -732,6 +763,7 @@ def reconcile(
         row_deletes=_row_deletes(loaded, live, deletes, snapshot_keys),
         equality_deletes=[d for d in deletes if d.equality],
         query_input=query_input,
+        routed_input=routed_input,
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))

@@ -36,6 +36,10 @@ STAGE_COMMITTED = "committed"
 QUERY_INPUT = "query-input"
 #: ... or, when the sink was declared ``preserves_rows=True``, loss
 QUERY_INPUT_KEPT = "query-input-kept"
+#: the same for a routed sink: the rows of the batch for all the tables it routes to
+QUERY_INPUT_ROUTED = "query-input-routed"
+QUERY_INPUT_ROUTED_KEPT = "query-input-routed-kept"
+QUERY_INPUT_STAGES = (QUERY_INPUT, QUERY_INPUT_KEPT, QUERY_INPUT_ROUTED, QUERY_INPUT_ROUTED_KEPT)
 
 
 def utc_now() -> datetime:
@@ -213,6 +217,14 @@ class CheckpointStore:
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
             return _to_state(row) if row is not None else None
 
+    def records_in_all_tables(self, job_id: str, checkpoint_id: int) -> dict[str, int]:
+        """Rows one checkpoint of a job wrote, per table (a routed batch writes several)."""
+        query = select(CheckpointRow.table_name, CheckpointRow.records).where(
+            CheckpointRow.job_id == job_id, CheckpointRow.checkpoint_id == checkpoint_id
+        )
+        with Session(self._engine) as session:
+            return {name: int(records or 0) for name, records in session.execute(query)}
+
     def list(
         self,
         table_name: str,
@@ -348,11 +360,16 @@ class CheckpointStore:
         *,
         preserves_rows: bool,
         offsets: Sequence[SourceRange] = (),
+        routed: bool = False,
     ) -> None:
         """Record the rows a streaming query's source reported for a batch, and the offset
         ranges beside them (replacing an earlier report of the same batch: a restarted
-        query reports a replayed batch again)."""
-        stage = QUERY_INPUT_KEPT if preserves_rows else QUERY_INPUT
+        query reports a replayed batch again). ``routed``: the count is of the rows the
+        batch routed to all its tables, recorded with each of them."""
+        if routed:
+            stage = QUERY_INPUT_ROUTED_KEPT if preserves_rows else QUERY_INPUT_ROUTED
+        else:
+            stage = QUERY_INPUT_KEPT if preserves_rows else QUERY_INPUT
         with Session(self._engine) as session, session.begin():
             session.execute(
                 update(CheckpointRow)
@@ -368,7 +385,7 @@ class CheckpointStore:
                     MetricRow.job_id == job_id,
                     MetricRow.table_name == table_name,
                     MetricRow.checkpoint_id == checkpoint_id,
-                    MetricRow.stage.in_((QUERY_INPUT, QUERY_INPUT_KEPT)),
+                    MetricRow.stage.in_(QUERY_INPUT_STAGES),
                 )
             )
             session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)]))

@@ -43,11 +43,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from icecommit.errors import InvalidArgumentError
+from icecommit.tableprops import DISTRIBUTION_PROPERTY, distribution_property
 
 logger = logging.getLogger(__name__)
 
-#: The table property that picks the mode (Iceberg's name; ``bin-pack`` is icecommit's).
-DISTRIBUTION_PROPERTY = "write.distribution-mode"
 MODES = ("none", "hash", "bin-pack")
 #: Shuffle partitions a bin-packed write hashes into before adaptive execution packs them.
 BIN_PACK_SHUFFLE_PARTITIONS = 1024
@@ -73,16 +72,11 @@ def distribution_mode(metadata: TableMetadata, requested: object = None) -> str:
         if requested not in MODES:
             raise InvalidArgumentError("distribution", requested, "none, hash or bin-pack (None: the table's)")
         return str(requested)
-    value = metadata.properties.get(DISTRIBUTION_PROPERTY)
-    if value is None:
+    mode = distribution_property(dict(metadata.properties))
+    if mode is None:
         partitioned = any(not isinstance(f.transform, VoidTransform) for f in metadata.spec().fields)
         return "hash" if partitioned else "none"
-    mode = value.strip().lower()
-    if mode == "range":
-        return "hash"
-    if mode not in MODES:
-        raise InvalidArgumentError(f"table property {DISTRIBUTION_PROPERTY}", value, "none, hash, range or bin-pack")
-    return mode
+    return "hash" if mode == "range" else mode
 
 
 def _by_name(name: str) -> Column:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -238,3 +239,47 @@ def test_routing_arguments_go_together(spark: SparkSession, sqlite_catalog: SqlC
         ic.streaming_sink({"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r")
     assert in_sink.value.argument == "route_by"
     assert not sqlite_catalog.table_exists("ns.clicks")
+
+
+@pytest.mark.parametrize("preserves_rows", [False, True])
+def test_a_routed_streams_source_count_is_checked_against_all_its_tables(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path, preserves_rows: bool
+) -> None:
+    a, b = "ns.a", "ns.b"
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("dept", pa.int32())])
+    ic.create_table(sqlite_catalog, a, schema)
+    ic.create_table(sqlite_catalog, b, schema)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for n in range(2):
+        rows = [json.dumps({"id": i, "dept": i % 3}) for i in range(n * 30, n * 30 + 30)]
+        (folder / f"{n}.json").write_text("\n".join(rows) + "\n")
+    sink = ic.streaming_sink(
+        {1: a, 2: b}, catalog=sqlite_catalog, job_id="depts", route_by="dept", dead_letter="ns.dead",
+        preserves_rows=preserves_rows,
+    )  # fmt: skip
+
+    def drop_some(batch: DataFrame, batch_id: int) -> None:  # loses 3 of every 30 rows
+        sink(batch.filter("id % 10 != 0"), batch_id)
+
+    stream = spark.readStream.schema("id BIGINT, dept INT").option("maxFilesPerTrigger", 1).json(str(folder))
+    run_to_end(
+        stream.writeStream.foreachBatch(drop_some).option("checkpointLocation", str(tmp_path / "chk"))
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    deadline = time.monotonic() + 60  # the progress reports arrive on Spark's listener bus
+    while True:
+        report = ic.reconcile(sqlite_catalog, a)
+        if all("routed:" in line.note for line in report.checkpoints) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [line.note.split(";")[0] for line in report.checkpoints] == [
+        "routed: query input 30, written to all its tables 27"
+    ] * 2
+    found = sorted((p.checkpoint_id, p.kind, p.severity) for p in report.problems if p.kind in ("loss", "query-input"))
+    if preserves_rows:
+        assert not report.ok and found == [(0, "loss", "error"), (1, "loss", "error")]
+    else:
+        assert report.ok and found == [(0, "query-input", "info"), (1, "query-input", "info")]
+    message = next(p.message for p in report.problems if p.checkpoint_id == 0 and p.kind in ("loss", "query-input"))
+    assert "reported 30 row(s)" in message and "they got 27" in message and "ns.dead" in message
