@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 
 from pyiceberg.partitioning import PartitionField
@@ -151,15 +152,27 @@ def advisory_bytes(target_file_size: int, shuffle_ratio: float | None) -> int:
     return max(1 << 20, int(target_file_size * ratio * _AIM))
 
 
-def distribute(df: DataFrame, keys: list[Column], mode: str) -> DataFrame:
-    """``df`` with the distribution step of ``mode`` over ``keys`` (nothing for ``none``)."""
+@contextlib.contextmanager
+def distributed(df: DataFrame, keys: list[Column], mode: str) -> Iterator[DataFrame]:
+    """``df`` with the distribution step of ``mode`` over ``keys`` (nothing for ``none``),
+    for the Spark jobs run inside. ``bin-pack`` goes through SQL's ``REBALANCE`` hint on a
+    temporary view (pyspark 3.5's ``DataFrame.hint`` takes no columns), dropped on exit."""
     if mode == "none":
-        return df
+        yield df
+        return
     if mode == "hash":
-        return df.repartition(*keys) if keys else df
+        yield df.repartition(*keys) if keys else df
+        return
     names = [f"_icecommit_key{i}" for i in range(len(keys))]
     keyed = df.withColumns(dict(zip(names, keys, strict=True))) if keys else df
-    return keyed.hint("rebalance", *names).drop(*names)
+    view = f"icecommit_rebalance_{uuid.uuid4().hex}"
+    keyed.createOrReplaceTempView(view)
+    session = df.sparkSession
+    try:
+        rebalanced = session.sql(f"SELECT /*+ REBALANCE({', '.join(names)}) */ * FROM {view}")
+        yield rebalanced.drop(*names) if names else rebalanced
+    finally:
+        session.catalog.dropTempView(view)
 
 
 @contextlib.contextmanager
@@ -210,7 +223,7 @@ __all__ = [
     "MODES",
     "advisory_bytes",
     "bin_packing",
-    "distribute",
+    "distributed",
     "distribution_mode",
     "learned_ratio",
     "partition_keys",

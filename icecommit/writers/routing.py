@@ -28,7 +28,7 @@ from icecommit.identifiers import checked_file_size
 from icecommit.writers.distribution import (
     advisory_bytes,
     bin_packing,
-    distribute,
+    distributed,
     distribution_mode,
     partition_keys,
 )
@@ -142,7 +142,7 @@ class RoutedSparkWriter:
                 column (before any task runs).
         """
         columns, names = self._projection(df)
-        projected = distribute(df.select(*columns), self._keys(names), self.distribution)
+        projected = df.select(*columns)
         plain = {name: [f.name for f in table.schema().fields] for name, table in self._tables.items()}
         wanted = set(self._tables) if targets is None else set(targets)
         specs = {name: ShippedTable.of(table) for name, table in self._tables.items() if name in wanted}
@@ -204,13 +204,14 @@ class RoutedSparkWriter:
             out_results.append(json.dumps({"records": unrouted, "values": samples, "skipped": dict(skipped)}))
             yield pa.RecordBatch.from_pydict({"target": out_targets, "result": out_results})
 
-        job = projected.mapInArrow(route_task, "target string, result string")
-        if self.distribution == "bin-pack":
-            sizes = [self._target_file_size or target_file_size(t.metadata) for t in self._tables.values()]
-            with bin_packing(df.sparkSession, advisory_bytes(min(sizes), None)):
+        with distributed(projected, self._keys(names), self.distribution) as spread:
+            job = spread.mapInArrow(route_task, "target string, result string")
+            if self.distribution == "bin-pack":
+                sizes = [self._target_file_size or target_file_size(t.metadata) for t in self._tables.values()]
+                with bin_packing(df.sparkSession, advisory_bytes(min(sizes), None)):
+                    rows = job.collect()
+            else:
                 rows = job.collect()
-        else:
-            rows = job.collect()
         return _gather(rows, specs)
 
     def _keys(self, names: dict[str, list[str]]) -> list[Column]:

@@ -27,7 +27,7 @@ from icecommit.identifiers import checked_file_size
 from icecommit.writers.distribution import (
     advisory_bytes,
     bin_packing,
-    distribute,
+    distributed,
     distribution_mode,
     partition_keys,
 )
@@ -145,11 +145,9 @@ class SparkWriter:
         """
         aligned = self.prepare_frame(df)
         metadata = self._table.metadata
-        distributed = distribute(aligned, partition_keys(metadata), self.distribution)
         # transport names by position: mapInArrow parses column names, and a table's own may
         # hold a backtick; each task gives the columns their names back
         names = list(aligned.columns)
-        transport = distributed.toDF(*[f"_c{i}" for i in range(len(names))])
         shipped = ShippedTable.of(self._table)
         job_id = self._job_id
         target_size = self._target_file_size
@@ -165,13 +163,14 @@ class SparkWriter:
                 hook(attempt, result)
             yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
 
-        job = transport.mapInArrow(write_task, "result string")
-        if self.distribution == "bin-pack":
-            self.advisory_bytes = advisory_bytes(target_size or target_file_size(metadata), self.shuffle_ratio)
-            with bin_packing(df.sparkSession, self.advisory_bytes):
+        with distributed(aligned, partition_keys(metadata), self.distribution) as spread:
+            job = spread.toDF(*[f"_c{i}" for i in range(len(names))]).mapInArrow(write_task, "result string")
+            if self.distribution == "bin-pack":
+                self.advisory_bytes = advisory_bytes(target_size or target_file_size(metadata), self.shuffle_ratio)
+                with bin_packing(df.sparkSession, self.advisory_bytes):
+                    rows = job.collect()
+            else:
                 rows = job.collect()
-        else:
-            rows = job.collect()
         results = [WriteResult.from_json(row["result"]) for row in rows]
         logger.info(
             "checkpoint %d (%s): %d task(s) wrote %d records in %d files",

@@ -163,3 +163,22 @@ def test_bin_pack_splits_a_large_partition_and_learns_the_tables_ratio(
         ratio = model.shuffle_ratio(name)
         assert ratio is not None and ratio > 0, "the bin-packed write kept what it showed"
     assert sqlite_catalog.load_table(name).scan().to_arrow().num_rows == 80_000
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["hash", "bin-pack"])
+def test_routed_writes_distribute_over_table_and_partition_pairs(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, mode: str
+) -> None:
+    routes = {"click": "ns.clicks", "view": "ns.views", "scroll": "ns.views"}
+    for name in ("ns.clicks", "ns.views"):
+        ic.create_table(sqlite_catalog, name, SCHEMA, partition_by=["hour(ts)"])
+    source = frame(spark, 6000)
+    result = ic.write(
+        source, routes, route_by="event", catalog=sqlite_catalog, job_id="r", checkpoint_id=0, distribution=mode
+    )
+    assert sum(r.records for r in result.results.values()) == 6000
+    for name in ("ns.clicks", "ns.views"):
+        partitions, per_partition = partitions_and_files(name, sqlite_catalog)
+        assert partitions == 6 and set(per_partition.values()) == {1}, (name, per_partition)  # not 8 per hour
+    assert sqlite_catalog.load_table("ns.views").scan().to_arrow().num_rows == 4000
