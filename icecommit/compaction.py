@@ -61,12 +61,14 @@ class PartitionGroup:
 
     Attributes:
         partition: the partition values (Iceberg's internal representation), in spec order.
+        label: the partition as a path, e.g. ``ts_hour=2026-05-01-13/event=click``.
         files: the paths of the files to rewrite.
         input_bytes / input_records: their total size and rows.
         expected_files: about how many files they become (bytes / target, rounded up).
     """
 
     partition: Partition
+    label: str
     files: tuple[str, ...]
     input_bytes: int
     input_records: int
@@ -108,7 +110,7 @@ class CompactionPlan:
         base_snapshot_id: the snapshot it planned from.
         target_file_size: the size the files are rewritten to.
         groups: the commit groups, in order.
-        skipped: partitions left alone and why (delete files, another spec).
+        skipped: partitions left alone (by label) and why (delete files, another spec).
         applied: False for a dry run.
     """
 
@@ -117,7 +119,7 @@ class CompactionPlan:
     base_snapshot_id: int | None
     target_file_size: int
     groups: tuple[CommitGroup, ...]
-    skipped: tuple[tuple[Partition, str], ...] = field(default_factory=tuple)
+    skipped: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     applied: bool = False
 
     @property
@@ -170,9 +172,13 @@ def plan_compaction(
     small_limit = target * 3 // 4
     by_partition: dict[Partition, list[FileScanTask]] = defaultdict(list)
     skipped: dict[Partition, str] = {}
+    labels: dict[Partition, str] = {}
     for task in tasks.plan_files():
         data = task.file
         partition = _partition(data)
+        if partition not in labels:
+            spec = loaded.metadata.specs().get(data.spec_id, loaded.spec())
+            labels[partition] = spec.partition_to_path(data.partition, loaded.schema()) or "(unpartitioned)"
         if data.spec_id != spec_id:
             skipped.setdefault(partition, f"files of an older partition spec ({data.spec_id})")
             continue
@@ -189,6 +195,7 @@ def plan_compaction(
         candidates.append(
             PartitionGroup(
                 partition=partition,
+                label=labels[partition],
                 files=tuple(sorted(t.file.file_path for t in found)),
                 input_bytes=size,
                 input_records=sum(t.file.record_count for t in found),
@@ -204,9 +211,8 @@ def plan_compaction(
         current.append(candidate)
     if current:
         groups.append(CommitGroup(tuple(current)))
-    return CompactionPlan(
-        name, branch, head.snapshot_id, target, tuple(groups), tuple(sorted(skipped.items(), key=lambda i: str(i[0])))
-    )
+    named = tuple(sorted((labels[partition], reason) for partition, reason in skipped.items()))
+    return CompactionPlan(name, branch, head.snapshot_id, target, tuple(groups), named)
 
 
 def compact(

@@ -375,7 +375,7 @@ class TextOutput:
         for group in plan.groups:
             for partition in group.partitions:
                 self.console.print(
-                    f"  {partition.partition}: {len(partition.files)} file(s), {partition.input_bytes:,} bytes "
+                    f"  {partition.label}: {len(partition.files)} file(s), {partition.input_bytes:,} bytes "
                     f"-> about {partition.expected_files}",
                     highlight=False,
                 )

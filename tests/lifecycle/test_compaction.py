@@ -175,7 +175,7 @@ def test_a_partition_with_delete_files_is_skipped_and_named(catalog: SqlCatalog,
     click = next(f["file_path"] for f in table.inspect.files().to_pylist() if f["partition"]["event"] == "click")
     delete_positions(table, {click: [0]})
     plan = plan_compaction(catalog, table_name)
-    assert (("click",), "delete files apply to its rows") in plan.skipped
+    assert ("event=click", "delete files apply to its rows") in plan.skipped
     assert ("click",) not in [p.partition for g in plan.groups for p in g.partitions]
 
 
@@ -187,6 +187,7 @@ def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:
     catalog.engine.dispose()  # type: ignore[attr-defined]
     text = invoke(home, "compact", "ns.events", "--dry-run")
     assert text.returncode == 0 and "would rewrite 20 small file(s)" in text.stdout, text.stdout + text.stderr
+    assert "  event=click: 5 file(s)" in text.stdout and "  event=null: 5 file(s)" in text.stdout
     done = invoke(home, "--output", "json", "compact", "ns.events", "--target-file-size", str(TARGET))
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
