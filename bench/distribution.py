@@ -13,7 +13,10 @@ for it), the median and p10 file size as a fraction of the target, the median si
 files of partitions larger than the target, and the wall time of ``ic.write``; medians over
 the warm checkpoints.
 
-    .venv/bin/python -m bench.distribution [--rows 400000] [--checkpoints 4]
+The streaming part calls the streaming sink's function as ``foreachBatch`` does, over 20
+micro-batches of 20,000 of the same rows, then compacts each table once with ``ic.compact``.
+
+    .venv/bin/python -m bench.distribution [--rows 400000] [--checkpoints 4] [--batches 20]
 """
 
 from __future__ import annotations
@@ -138,6 +141,86 @@ def run(rows: int, checkpoints: int) -> list[Checkpoint]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class Stream:
+    mode: str
+    batches: int
+    files_per_batch: float
+    ideal_per_batch: float
+    seconds_per_batch: float
+    files_after: int
+    files_after_compaction: int
+    ideal_after_compaction: int
+
+
+def run_stream(rows: int, batches: int) -> list[Stream]:
+    """The streaming sink's function over ``batches`` micro-batches of the skewed rows
+    (called as Structured Streaming's ``foreachBatch`` calls it), then ``ic.compact``."""
+    work = Path(tempfile.mkdtemp(prefix="icecommit-distribution-stream-"))
+    spark = local_session("bench-distribution-stream", master="local[2]")
+    try:
+        catalog = ic.connect(uri=f"sqlite:///{work / 'catalog.db'}", warehouse=str(work / "wh"))
+        source = _source(spark, rows * batches).cache()  # type: ignore[attr-defined]
+        assert source.count() == rows * batches
+        streams = []
+        for mode in MODES:
+            name = f"stream.{mode.replace('-', '_')}"
+            ic.create_table(
+                catalog, name, SCHEMA, partition_by=["hour(ts)", "event"],
+                properties={"write.target-file-size-bytes": str(TARGET), "write.distribution-mode": mode},
+            )  # fmt: skip
+            sink = ic.streaming_sink(name, catalog=catalog, job_id=f"stream-{mode}")
+            counts, ideals, seconds = [], [], []
+            for batch in range(batches):
+                frame = source.where(f"pmod(xxhash64(id), {batches}) = {batch}").repartition(8)
+                began = time.perf_counter()
+                sink(frame, batch)
+                seconds.append(time.perf_counter() - began)
+                table = catalog.load_table(name)
+                head = table.current_snapshot()
+                assert head is not None
+                measured = _measure(mode, batch, seconds[-1], _added(table, head.snapshot_id))
+                counts.append(measured.files)
+                ideals.append(measured.ideal)
+            table = catalog.load_table(name)
+            before = len(table.inspect.files())
+            ic.compact(catalog, name)
+            files = catalog.load_table(name).inspect.files().to_pylist()
+            per_partition: dict[tuple[object, ...], int] = defaultdict(int)
+            for f in files:
+                per_partition[tuple(sorted(f["partition"].items()))] += f["file_size_in_bytes"]
+            stream = Stream(
+                mode=mode,
+                batches=batches,
+                files_per_batch=statistics.median(counts),
+                ideal_per_batch=statistics.median(ideals),
+                seconds_per_batch=statistics.median(seconds[1:]),
+                files_after=before,
+                files_after_compaction=len(files),
+                ideal_after_compaction=sum(math.ceil(b / TARGET) for b in per_partition.values()),
+            )
+            streams.append(stream)
+            print(json.dumps(asdict(stream)), flush=True)
+        return streams
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def summarise_stream(streams: list[Stream]) -> str:
+    lines = [
+        "| mode | batches | files per batch (median) | ideal per batch | s per batch (median) | files after "
+        "| after ic.compact | ideal after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in streams:
+        lines.append(
+            f"| {s.mode} | {s.batches} | {s.files_per_batch:.0f} | {s.ideal_per_batch:.0f} "
+            f"| {s.seconds_per_batch:.2f} | {s.files_after} | {s.files_after_compaction} | {s.ideal_after_compaction} |"
+        )
+    return "\n".join(lines)
+
+
 def summarise(results: list[Checkpoint]) -> str:
     lines = [
         "| mode | checkpoints | files | ideal | files / ideal | median size / target | p10 / target "
@@ -169,8 +252,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--checkpoints", type=int, default=4)
+    parser.add_argument("--batches", type=int, default=20, help="micro-batches of the streaming part (0: none)")
     args = parser.parse_args()
-    results = run(args.rows, args.checkpoints)
+    results = run(args.rows, args.checkpoints) if args.checkpoints else []
+    streams = run_stream(args.rows // max(1, args.batches), args.batches) if args.batches else []
     OUT.mkdir(exist_ok=True)
     (OUT / "distribution.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
     print(
@@ -178,7 +263,11 @@ def main() -> None:
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB, Python {platform.python_version()}, "
         f"pyspark {pyspark.__version__}; run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
     )
-    print(summarise(results))
+    if results:
+        print(summarise(results))
+    if streams:
+        print()
+        print(summarise_stream(streams))
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ PROGRESS_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 300.0
 DAY0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
 SEED = 20261123
-PLANNED = ("sink-entry", "after-prepare", "after-commit")
+#: the planned kill points, most telling first: a run with fewer kills takes the first ones
+PLANNED = ("after-commit", "after-prepare", "sink-entry")
 
 Event = dict[str, Any]
 
@@ -242,7 +243,7 @@ def _kill_and_restart(
                 os.killpg(run.process.pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize(("backend", "kills"), [("sqlite", 4), pytest.param("postgres", 3, marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(("backend", "kills"), [("sqlite", 4), pytest.param("postgres", 2, marks=pytest.mark.postgres)])
 def test_stream_killed_and_restarted_lands_every_record_once(
     backend: str, kills: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
