@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,10 +35,10 @@ from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.locations import load_location_provider
 
-from icecommit.ancestry import require_branch
+from icecommit.ancestry import branch_ancestry, require_branch
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy, run_with_retries
-from icecommit.errors import InvalidArgumentError, ValidationError
+from icecommit.errors import CommitStateUnknownError, InvalidArgumentError, ValidationError
 from icecommit.identifiers import checked_file_size, table_name
 from icecommit.loading import load_table
 from icecommit.state.manifests import to_data_file
@@ -51,6 +52,8 @@ DEFAULT_MIN_INPUT_FILES = 5
 DEFAULT_MAX_BYTES_PER_COMMIT = 100 * 1024**3
 #: The snapshot summary property a compaction commit carries.
 COMPACTION_PROPERTY = "icecommit.compaction"
+#: ... and the id of its commit group, unique per group.
+COMPACTION_ID_PROPERTY = "icecommit.compaction-id"
 
 Partition = tuple[object, ...]
 
@@ -295,31 +298,40 @@ def _rewrite(
     if before_commit is not None:
         before_commit(group)
     policy = retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+    # the group's own id in its snapshot: a retry after a lost response finds it landed, and
+    # the snapshot reported is this group's, not a concurrent append's
+    group_id = uuid.uuid4().hex
+    properties = {COMPACTION_PROPERTY: "true", COMPACTION_ID_PROPERTY: group_id}
 
     def attempt(number: int) -> int:
         fresh = load_table(catalog, plan.table)
+        if number > 0 and (landed := _landed(fresh, plan.branch, group_id)) is not None:
+            return landed
         live = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
         with (
             fresh.transaction() as tx,
-            RewriteFiles.of(tx, branch=plan.branch, snapshot_properties={COMPACTION_PROPERTY: "true"}) as rewrite,
+            RewriteFiles.of(tx, branch=plan.branch, snapshot_properties=properties) as rewrite,
         ):
             for path in sorted(inputs):
                 rewrite.delete_data_file(live[path])
             for data_file in outputs:
                 rewrite.append_data_file(data_file)
-        head = load_table(catalog, plan.table).refs()[plan.branch]
-        return head.snapshot_id
+        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
+        if landed is None:
+            raise CommitStateUnknownError(plan.table, 0, RuntimeError("the compaction snapshot is not on the branch"))
+        return landed
 
     try:
         snapshot_id = run_with_retries(policy, attempt, checkpoint_id=None).value
-    except ValidationException as e:  # found by pyiceberg's own retry: an input file changed meanwhile
-        _remove(table, outputs)
-        logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
-        return replace(group, status="aborted", reason=f"an input file changed during the commit: {e}")
-    except _Abort as e:
-        _remove(table, outputs)
-        logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
-        return replace(group, status="aborted", reason=str(e))
+    except (ValidationException, _Abort) as e:
+        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
+        if landed is not None:  # an attempt whose answer was lost had landed: its files are the table's now
+            snapshot_id = landed
+        else:
+            _remove(table, outputs)
+            logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
+            reason = str(e) if isinstance(e, _Abort) else f"an input file changed during the commit: {e}"
+            return replace(group, status="aborted", reason=reason)
     logger.info(
         "compaction of %s: %d file(s) rewritten into %d as snapshot %d",
         plan.table,
@@ -355,6 +367,14 @@ def _live_tasks(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: 
             f"{len(missing)} input file(s) are no longer live (expired, rolled back or rewritten), e.g. {missing[0]}"
         )
     return [found[path] for path in sorted(inputs)]
+
+
+def _landed(table: Table, branch: str, group_id: str) -> int | None:
+    """The snapshot on the branch that committed the group with this id, if any."""
+    for snapshot in branch_ancestry(table.metadata, branch):
+        if snapshot.summary is not None and snapshot.summary.get(COMPACTION_ID_PROPERTY) == group_id:
+            return snapshot.snapshot_id
+    return None
 
 
 def _partition(data_file: DataFile) -> Partition:

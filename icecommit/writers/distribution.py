@@ -169,7 +169,8 @@ def distributed(df: DataFrame, keys: list[Column], mode: str) -> Iterator[DataFr
     keyed.createOrReplaceTempView(view)
     session = df.sparkSession
     try:
-        rebalanced = session.sql(f"SELECT /*+ REBALANCE({', '.join(names)}) */ * FROM {view}")
+        hint = f"REBALANCE({', '.join(names)})" if names else "REBALANCE"  # no keys: even out the tasks
+        rebalanced = session.sql(f"SELECT /*+ {hint} */ * FROM {view}")
         yield rebalanced.drop(*names) if names else rebalanced
     finally:
         session.catalog.dropTempView(view)

@@ -232,3 +232,31 @@ def test_compaction_beside_a_process_that_commits_50_checkpoints(catalog: SqlCat
     report = ic.reconcile(catalog, table)
     assert report.ok, report.problems
     assert sum(line.readable for line in report.checkpoints) == 50 * ROWS
+
+
+def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(
+    catalog: SqlCatalog, table_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.table import Transaction
+
+    small_checkpoints(catalog, table_name, 6)
+    expected = catalog.load_table(table_name).scan().to_arrow()
+    original = Transaction.commit_transaction
+    lost: list[bool] = []
+
+    def commit_then_lose_the_answer(self: Transaction) -> Table:
+        table = original(self)
+        if not lost:
+            lost.append(True)
+            raise CommitFailedException("the response was lost")
+        return table
+
+    monkeypatch.setattr(Transaction, "commit_transaction", commit_then_lose_the_answer)
+    done = compact(catalog, table_name)
+    assert lost and (done.committed, done.aborted) == (1, 0)
+    after = catalog.load_table(table_name)
+    head = after.current_snapshot()
+    assert head is not None and head.snapshot_id == done.groups[0].snapshot_id
+    assert sum(1 for s in after.snapshots() if _is_compaction(s)) == 1  # not committed twice
+    assert_same_rows(after.scan().to_arrow(), expected)  # and its files were not removed

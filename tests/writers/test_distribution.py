@@ -182,3 +182,14 @@ def test_routed_writes_distribute_over_table_and_partition_pairs(
         partitions, per_partition = partitions_and_files(name, sqlite_catalog)
         assert partitions == 6 and set(per_partition.values()) == {1}, (name, per_partition)  # not 8 per hour
     assert sqlite_catalog.load_table("ns.views").scan().to_arrow().num_rows == 4000
+
+
+@pytest.mark.spark
+def test_bin_pack_on_an_unpartitioned_table_evens_out_the_tasks(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    ic.create_table(sqlite_catalog, "ns.plain", SCHEMA)
+    result = ic.write(
+        frame(spark, 3000), "ns.plain", catalog=sqlite_catalog, job_id="j", checkpoint_id=0, distribution="bin-pack"
+    )
+    assert result.records == 3000 and sqlite_catalog.load_table("ns.plain").scan().to_arrow().num_rows == 3000
