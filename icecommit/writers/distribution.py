@@ -39,7 +39,15 @@ from pyiceberg.transforms import (
     VoidTransform,
     YearTransform,
 )
-from pyiceberg.types import DateType, IntegerType, LongType, StringType, TimestampType, TimestamptzType
+from pyiceberg.types import (
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructType,
+    TimestampType,
+    TimestamptzType,
+)
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -80,13 +88,31 @@ def distribution_mode(metadata: TableMetadata, requested: object = None) -> str:
     return "hash" if mode == "range" else mode
 
 
-def _by_name(name: str) -> Column:
-    return F.col(".".join(f"`{part.replace('`', '``')}`" for part in name.split(".")))
+def quoted_path(path: Sequence[str]) -> str:
+    """A column path for ``F.col``: every name quoted, so dots and backticks in names stay."""
+    return ".".join(f"`{part.replace('`', '``')}`" for part in path)
 
 
-def partition_keys(metadata: TableMetadata, column: Callable[[str], Column] = _by_name) -> list[Column]:
+def field_path(struct: StructType, field_id: int) -> list[str] | None:
+    """The names from the top-level column down to the field with ``field_id`` (a name may
+    itself hold a dot), None when no struct field has that id."""
+    for child in struct.fields:
+        if child.field_id == field_id:
+            return [child.name]
+        if isinstance(child.field_type, StructType):
+            below = field_path(child.field_type, field_id)
+            if below is not None:
+                return [child.name, *below]
+    return None
+
+
+def _by_path(path: list[str]) -> Column:
+    return F.col(quoted_path(path))
+
+
+def partition_keys(metadata: TableMetadata, column: Callable[[list[str]], Column] = _by_path) -> list[Column]:
     """Spark expressions that group rows exactly as the table's current partition spec does
-    (``bucket`` by its source column); ``column`` finds a source column by its dotted name."""
+    (``bucket`` by its source column); ``column`` finds a source column by its path of names."""
     schema = metadata.schema()
     keys = []
     for field in metadata.spec().fields:
@@ -96,14 +122,14 @@ def partition_keys(metadata: TableMetadata, column: Callable[[str], Column] = _b
     return keys
 
 
-def _key(field: PartitionField, schema: Schema, resolve: Callable[[str], Column]) -> Column | None:
+def _key(field: PartitionField, schema: Schema, resolve: Callable[[list[str]], Column]) -> Column | None:
     transform = field.transform
     if isinstance(transform, VoidTransform):
         return None
-    name = schema.find_column_name(field.source_id)
-    if name is None:
+    path = field_path(schema.as_struct(), field.source_id)
+    if path is None:
         return None
-    column = resolve(name)
+    column = resolve(path)
     source = schema.find_field(field.source_id).field_type
     if isinstance(transform, IdentityTransform):
         return column

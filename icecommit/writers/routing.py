@@ -31,6 +31,7 @@ from icecommit.writers.distribution import (
     distributed,
     distribution_mode,
     partition_keys,
+    quoted_path,
 )
 from icecommit.writers.files import target_file_size
 from icecommit.writers.schema import aligned_columns, quoted
@@ -228,9 +229,8 @@ class RoutedSparkWriter:
             target = F.when(mine, F.lit(index)).otherwise(target)
             top = {field.name: alias for field, alias in zip(table.schema().fields, names[name], strict=True)}
 
-            def resolve(dotted: str, top: dict[str, str] = top) -> Column:
-                head, *rest = dotted.split(".")
-                return F.col(".".join([f"`{top[head]}`", *(f"`{part}`" for part in rest)]))
+            def resolve(path: list[str], top: dict[str, str] = top) -> Column:
+                return F.col(quoted_path([top[path[0]], *path[1:]]))
 
             keys.extend(F.when(mine, key) for key in partition_keys(table.metadata, resolve))
         return [target, *keys]

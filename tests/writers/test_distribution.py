@@ -193,3 +193,27 @@ def test_bin_pack_on_an_unpartitioned_table_evens_out_the_tasks(
         frame(spark, 3000), "ns.plain", catalog=sqlite_catalog, job_id="j", checkpoint_id=0, distribution="bin-pack"
     )
     assert result.records == 3000 and sqlite_catalog.load_table("ns.plain").scan().to_arrow().num_rows == 3000
+
+
+@pytest.mark.spark
+def test_partition_keys_find_columns_whose_names_hold_dots_and_nested_fields(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("user.id", pa.int64()),
+            pa.field("point", pa.struct([pa.field("x", pa.int32())])),
+        ]
+    )
+    ic.create_table(sqlite_catalog, "ns.dotted", schema, partition_by=["user.id"])
+    source = spark.range(0, 600, numPartitions=4).selectExpr(
+        "id", "id % 3 AS `user.id`", "named_struct('x', CAST(id % 2 AS INT)) AS point"
+    )
+    ic.write(source, "ns.dotted", catalog=sqlite_catalog, job_id="j", checkpoint_id=0)
+    partitions, per_partition = partitions_and_files("ns.dotted", sqlite_catalog)
+    assert partitions == 3 and set(per_partition.values()) == {1}
+    ic.create_table(sqlite_catalog, "ns.nested", schema, partition_by=["point.x"])
+    ic.write(source, "ns.nested", catalog=sqlite_catalog, job_id="j", checkpoint_id=0, distribution="bin-pack")
+    partitions, per_partition = partitions_and_files("ns.nested", sqlite_catalog)
+    assert partitions == 2 and sum(per_partition.values()) == 2
