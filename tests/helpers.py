@@ -8,10 +8,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.table import Table
-from pyiceberg.table.locations import load_location_provider
 
+from icecommit import writers
 from icecommit.datafiles import WriteResult
-from icecommit.writers.files import TaskFileWriter
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Summary
@@ -57,17 +56,15 @@ def write_arrow(
     batch_rows: int = 1000,
 ) -> WriteResult:
     """Write ``data`` the way one Spark task would."""
-    writer = TaskFileWriter(
-        table.metadata,
-        table.io,
+    return writers.write_arrow(
+        table,
+        data.to_batches(max_chunksize=batch_rows),
         job_id=job_id,
         checkpoint_id=checkpoint_id,
         task_id=task_id,
         attempt=attempt,
-        location_provider=load_location_provider(table.metadata.location, table.metadata.properties),
         target_size=target_size,
     )
-    return writer.write_batches(data.to_batches(max_chunksize=batch_rows))
 
 
 def _normalised(rows: list[dict[str, object]]) -> list[dict[str, object]]:

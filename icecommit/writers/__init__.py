@@ -1,8 +1,17 @@
 """Writers: Spark tasks that turn a DataFrame into Iceberg data files."""
 
 from icecommit.datafiles import DataFileRecord, WriteResult
+from icecommit.writers.arrow import write_arrow
 from icecommit.writers.files import TaskFileWriter
 from icecommit.writers.session import local_session
 from icecommit.writers.spark import SparkWriter, TaskAttempt
 
-__all__ = ["DataFileRecord", "SparkWriter", "TaskAttempt", "TaskFileWriter", "WriteResult", "local_session"]
+__all__ = [
+    "DataFileRecord",
+    "SparkWriter",
+    "TaskAttempt",
+    "TaskFileWriter",
+    "WriteResult",
+    "local_session",
+    "write_arrow",
+]

@@ -375,6 +375,27 @@ class TaskFileWriter:
         )
         logger.debug("closed %s (%d rows, %d bytes)", open_file.path, serial["record_count"], size)
 
+    def abort(self) -> None:
+        """Give up: close every open file and remove every file this writer wrote (none of
+        them was reported, so nothing references them)."""
+        paths = [record.path for record in self._done]
+        for open_file in list(self._open.values()):
+            del self._open[open_file.partition]
+            paths.append(open_file.path)
+            for closing in (open_file.writer.close, open_file.stream.close):
+                try:
+                    closing()
+                except Exception:  # the file is removed below whatever its state
+                    logger.debug("could not close %s while aborting", open_file.path, exc_info=True)
+        for path in paths:
+            try:
+                self._io.delete(path)
+            except OSError:
+                logger.warning("could not remove %s, written by an aborted task writer", path)
+        self._done.clear()
+        self._buffers.clear()
+        self._pending, self._pending_rows = [], 0
+
     def close(self) -> WriteResult:
         """Flush every buffer, close every file, and return the task's result."""
         self._accept_pending()

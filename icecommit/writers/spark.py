@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame
 
 from icecommit.datafiles import WriteResult
 from icecommit.identifiers import checked_file_size
+from icecommit.writers.arrow import write_with
 from icecommit.writers.distribution import (
     advisory_bytes,
     bin_packing,
@@ -158,7 +159,7 @@ class SparkWriter:
             writer = shipped.file_writer(
                 job_id=job_id, checkpoint_id=checkpoint_id, attempt=attempt, target_size=target_size
             )
-            result = writer.write_batches(pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches)
+            result = write_with(writer, (pa.RecordBatch.from_arrays(b.columns, names=names) for b in batches))
             if hook is not None:
                 hook(attempt, result)
             yield pa.RecordBatch.from_pydict({"result": [result.to_json()]})
