@@ -3,10 +3,14 @@
 ``ic.compact`` plans before it acts. A partition of the table's current spec is a
 candidate when it holds at least ``min_input_files`` files smaller than three quarters of
 the target (Apache Iceberg's ``min-input-files`` and ``min-file-size-bytes`` defaults);
-its small files are read and written again, in the local process, as files near the target
-(rolled like a writer task's), and the swap is one Iceberg ``replace`` snapshot, so that
-incremental readers of other engines skip it. Partitions are committed in groups of at most
-``max_bytes_per_commit`` input bytes (partial progress: a failed group leaves the others).
+its small files are read a batch at a time and written again as files near the target
+(rolled like a writer task's), in the local process or, given a SparkSession, one Spark task
+per partition; the swap is one Iceberg ``replace`` snapshot, so that incremental readers of
+other engines skip it. Before the swap, the group records in the state database how many
+rows of each input file each output holds (:mod:`icecommit.state.compactions`), so that
+reconciliation follows every checkpoint's rows exactly, after expiry too. Partitions are
+committed in groups of at most ``max_bytes_per_commit`` input bytes (partial progress: a
+failed group leaves the others).
 
 Safe beside live commits: it takes no lock, and appends always win. Before each group's
 commit, and again inside each retry after a conflict, every file it replaces must still be
@@ -20,29 +24,44 @@ never deleted here: expiry does that once no snapshot needs them.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import pickle
+import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ValidationException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile, DataFileContent
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from icecommit.ancestry import branch_ancestry, require_branch
 from icecommit.committer.producer import RewriteFiles
-from icecommit.committer.retry import RetryPolicy, run_with_retries
-from icecommit.errors import CommitStateUnknownError, InvalidArgumentError, ValidationError
+from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
+from icecommit.datafiles import DataFileRecord
+from icecommit.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
 from icecommit.identifiers import checked_file_size, table_name
+from icecommit.lineage import COMPACTION_ID_PROPERTY, path_key
 from icecommit.loading import load_table
+from icecommit.state.compactions import CompactionStore
+from icecommit.state.identity import table_state
 from icecommit.state.manifests import to_data_file
+from icecommit.writers.arrow import write_with
 from icecommit.writers.files import TaskFileWriter, target_file_size
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +71,6 @@ DEFAULT_MIN_INPUT_FILES = 5
 DEFAULT_MAX_BYTES_PER_COMMIT = 100 * 1024**3
 #: The snapshot summary property a compaction commit carries.
 COMPACTION_PROPERTY = "icecommit.compaction"
-#: ... and the id of its commit group, unique per group.
-COMPACTION_ID_PROPERTY = "icecommit.compaction-id"
 
 Partition = tuple[object, ...]
 
@@ -228,11 +245,16 @@ def compact(
     max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
     branch: str = "main",
     dry_run: bool = False,
+    spark: SparkSession | None = None,
     retry_policy: RetryPolicy | None = None,
     before_commit: BeforeCommit | None = None,
 ) -> CompactionPlan:
     """Rewrite small files into files near the target size, one ``replace`` snapshot per
     commit group (see the module); with ``dry_run`` only the plan.
+
+    Args:
+        spark: rewrite each partition's files as a Spark task (one Spark job per commit
+            group), so the work spreads over the cluster; without it, in this process.
 
     Returns:
         The plan, each group marked committed (with its snapshot) or aborted (with why).
@@ -240,17 +262,22 @@ def compact(
     Raises:
         InvalidArgumentError, TableNotFoundError: as :func:`plan_compaction`.
         CommitConflictError: a group's commit lost every retry to other commits (groups
-            committed before it stay committed).
+            committed before it stay committed; its files are removed).
+        StateDatabaseError: the table's state database cannot record the group (nothing of
+            the group is committed, its files are removed).
     """
     plan = plan_compaction(
         catalog, table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
         max_bytes_per_commit=max_bytes_per_commit, branch=branch,
     )  # fmt: skip
+    if spark is not None and not _is_spark_session(spark):
+        raise InvalidArgumentError("spark", type(spark).__name__, "a SparkSession, or None to rewrite in this process")
     if dry_run or not plan.groups:
         return replace(plan, applied=not dry_run)
+    store = CompactionStore(table_state(catalog, load_table(catalog, plan.table)).engine)
     done = []
     for group in plan.groups:
-        done.append(_rewrite(catalog, plan, group, retry_policy, before_commit))
+        done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, before_commit))
     result = replace(plan, groups=tuple(done), applied=True)
     logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)
     return result
@@ -260,60 +287,197 @@ def _target(table: Table) -> int:
     return target_file_size(table.metadata)
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What rewriting one partition's files produced: the files, and how many rows of
+    which input each holds (input path key, output path key, rows), or why it failed."""
+
+    outputs: tuple[DataFileRecord, ...] = ()
+    rewritten: tuple[tuple[str, str, int], ...] = ()
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"outputs": [f.to_dict() for f in self.outputs], "rewritten": self.rewritten, "error": self.error}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> _Written:
+        data = json.loads(text)
+        return cls(
+            tuple(DataFileRecord.from_dict(f) for f in data["outputs"]),
+            tuple((i, o, int(n)) for i, o, n in data["rewritten"]),
+            data["error"],
+        )
+
+
+def rewrite_partition(
+    metadata: TableMetadata,
+    io: FileIO,
+    tasks: Sequence[FileScanTask],
+    *,
+    target_size: int,
+    task_id: int = 0,
+    attempt: int = 0,
+) -> _Written:
+    """Read one partition's files, in order, a batch at a time, and write their rows again
+    as files near ``target_size`` (what one compaction task does). Rows keep their order,
+    so the output files hold consecutive runs of the inputs: the lineage is exact.
+
+    Raises:
+        _Abort: a file holds another number of rows than its metadata says (nothing is
+            left behind).
+    """
+    writer = TaskFileWriter(
+        metadata,
+        io,
+        job_id=None,
+        checkpoint_id=0,
+        task_id=task_id,
+        attempt=attempt,
+        location_provider=load_location_provider(metadata.location, metadata.properties),
+        target_size=target_size,
+    )
+    read: list[tuple[str, int]] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        scan = ArrowScan(metadata, io, metadata.schema(), AlwaysTrue())
+        for task in tasks:
+            rows = 0
+            for batch in scan.to_record_batches([task]):
+                rows += batch.num_rows
+                yield batch
+            if rows != task.file.record_count:
+                raise _Abort(
+                    f"{task.file.file_path} holds {rows} rows, its metadata says {task.file.record_count}; "
+                    "the group is not rewritten"
+                )
+            read.append((task.file.file_path, rows))
+
+    written = write_with(writer, batches())
+    outputs = written.data_files
+    return _Written(outputs, tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs])))
+
+
+def _rewritten(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str, int]]:
+    """Rows of consecutive inputs written to consecutive outputs: (input, output, rows) for
+    every pair that shares rows (path keys)."""
+    if sum(n for _, n in inputs) != sum(n for _, n in outputs):
+        raise _Abort(
+            f"the rewrite read {sum(n for _, n in inputs)} rows and wrote {sum(n for _, n in outputs)}; "
+            "the group is not committed"
+        )
+    outs = iter(outputs)
+    out_path, out_left = "", 0
+    for in_path, in_left in inputs:
+        while in_left:
+            if not out_left:
+                out_path, out_left = next(outs)
+                continue
+            take = min(in_left, out_left)
+            yield path_key(in_path), path_key(out_path), take
+            in_left -= take
+            out_left -= take
+
+
+def _rewrite_locally(
+    table: Table, plan: CompactionPlan, partitions: Sequence[Sequence[FileScanTask]]
+) -> list[_Written]:
+    written: list[_Written] = []
+    try:
+        for unit, tasks in enumerate(partitions):
+            written.append(_rewrite_unit(table.metadata, table.io, tasks, plan.target_file_size, unit, 0))
+    except BaseException:  # interrupted: nothing of the group stays
+        _remove(table.io, [f.path for w in written for f in w.outputs])
+        raise
+    return written
+
+
+def _rewrite_unit(
+    metadata: TableMetadata, io: FileIO, tasks: Sequence[FileScanTask], target: int, unit: int, attempt: int
+) -> _Written:
+    """One partition rewritten, or why it could not be (its own files already removed)."""
+    try:
+        return rewrite_partition(metadata, io, tasks, target_size=target, task_id=unit, attempt=attempt)
+    except Exception as e:  # reported, so that the group is aborted
+        logger.warning("compaction: rewriting partition %d failed: %r", unit, e)
+        return _Written(error=str(e) if isinstance(e, _Abort) else f"{type(e).__name__}: {e}")
+
+
+def _rewrite_with_spark(
+    spark: SparkSession, table: Table, plan: CompactionPlan, partitions: Sequence[Sequence[FileScanTask]]
+) -> list[_Written]:
+    """One Spark job: each partition's files rewritten by one task. A task that fails
+    removes its own files and reports why, so the group is aborted, not half-written."""
+    from icecommit.writers.spark import ShippedTable, current_attempt
+
+    shipped = ShippedTable.of(table)
+    target = plan.target_file_size
+    units = [(unit, pickle.dumps(list(tasks))) for unit, tasks in enumerate(partitions)]
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        attempt = current_attempt()
+        metadata = TableMetadataUtil.parse_raw(shipped.metadata_json)
+        io = load_file_io(shipped.io_properties, shipped.location)
+        for batch in batches:
+            for unit, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                result = _rewrite_unit(metadata, io, pickle.loads(blob), target, unit, attempt.attempt)
+                yield pa.RecordBatch.from_pydict(
+                    {"unit": pa.array([unit], pa.int32()), "result": pa.array([result.to_json()], pa.string())}
+                )
+
+    frame = spark.createDataFrame(units, "unit int, tasks binary").repartition(len(units), "unit")
+    rows = frame.mapInArrow(run, "unit int, result string").collect()
+    by_unit = {row["unit"]: _Written.from_json(row["result"]) for row in rows}
+    return [by_unit[unit] for unit, _ in units]
+
+
 def _rewrite(
     catalog: Catalog,
     plan: CompactionPlan,
     group: CommitGroup,
+    store: CompactionStore,
+    spark: SparkSession | None,
     retry_policy: RetryPolicy | None,
     before_commit: BeforeCommit | None,
 ) -> CommitGroup:
     table = load_table(catalog, plan.table)
     inputs = {path for p in group.partitions for path in p.files}
     try:
-        tasks = _live_tasks(table, plan, group, inputs)
+        live = {t.file.file_path: t for t in _live_tasks(table, plan, group, inputs)}
     except _Abort as e:
         logger.warning("compaction of %s: group aborted before writing: %s", plan.table, e)
         return replace(group, status="aborted", reason=str(e))
-    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
-    writer = TaskFileWriter(
-        table.metadata,
-        table.io,
-        job_id=None,
-        checkpoint_id=0,
-        task_id=0,
-        attempt=0,
-        location_provider=load_location_provider(table.metadata.location, table.metadata.properties),
-        target_size=plan.target_file_size,
-    )
-    written = writer.write_batches(rows.to_batches())
-    outputs = [to_data_file(record, table.metadata.format_version) for record in written.data_files]
-    if written.records != sum(p.input_records for p in group.partitions):
-        _remove(table, outputs)
-        expected = sum(p.input_records for p in group.partitions)
-        raise ValidationError(
-            f"compaction of {plan.table} read {written.records} rows from files holding {expected}; nothing committed",
-            expected=expected,
-            actual=written.records,
-        )
-    if before_commit is not None:
-        before_commit(group)
-    policy = retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+    partitions = [[live[path] for path in p.files] for p in group.partitions]
+    if spark is not None:
+        written = _rewrite_with_spark(spark, table, plan, partitions)
+    else:
+        written = _rewrite_locally(table, plan, partitions)
+    paths = [f.path for w in written for f in w.outputs]
+    failed = [w.error for w in written if w.error is not None]
+    if failed:
+        _remove(table.io, paths)
+        logger.warning("compaction of %s: group aborted, a rewrite task failed: %s", plan.table, failed[0])
+        return replace(group, status="aborted", reason=f"a rewrite task failed: {failed[0]}")
+    outputs = [to_data_file(record, table.metadata.format_version) for w in written for record in w.outputs]
     # the group's own id in its snapshot: a retry after a lost response finds it landed, and
     # the snapshot reported is this group's, not a concurrent append's
     group_id = uuid.uuid4().hex
     properties = {COMPACTION_PROPERTY: "true", COMPACTION_ID_PROPERTY: group_id}
+    policy = retry_policy or RetryPolicy.from_properties(table.metadata.properties)
+    recorded = False
 
     def attempt(number: int) -> int:
         fresh = load_table(catalog, plan.table)
         if number > 0 and (landed := _landed(fresh, plan.branch, group_id)) is not None:
             return landed
-        live = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
+        current = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
         with (
             fresh.transaction() as tx,
             RewriteFiles.of(tx, branch=plan.branch, snapshot_properties=properties) as rewrite,
         ):
             for path in sorted(inputs):
-                rewrite.delete_data_file(live[path])
+                rewrite.delete_data_file(current[path])
             for data_file in outputs:
                 rewrite.append_data_file(data_file)
         landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
@@ -321,17 +485,32 @@ def _rewrite(
             raise CommitStateUnknownError(plan.table, 0, RuntimeError("the compaction snapshot is not on the branch"))
         return landed
 
+    started = time.monotonic()
     try:
+        if before_commit is not None:
+            before_commit(group)
+        # where every row goes, recorded before the swap (reconciliation follows it)
+        store.prepare(plan.table, group_id, (r for w in written for r in w.rewritten), input_files=len(inputs),
+                      output_files=len(outputs))  # fmt: skip
+        recorded = True
         snapshot_id = run_with_retries(policy, attempt, checkpoint_id=None).value
-    except (ValidationException, _Abort) as e:
-        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
-        if landed is not None:  # an attempt whose answer was lost had landed: its files are the table's now
-            snapshot_id = landed
-        else:
-            _remove(table, outputs)
-            logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
-            reason = str(e) if isinstance(e, _Abort) else f"an input file changed during the commit: {e}"
-            return replace(group, status="aborted", reason=reason)
+    except BaseException as e:
+        landed = _landed_or_unknown(catalog, plan, group_id)
+        if landed is False:  # it did not land and cannot any more: nothing of it stays
+            _remove(table.io, paths)
+            if recorded:
+                _forget(store, group_id)
+            if isinstance(e, (ValidationException, _Abort)):
+                logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
+                reason = str(e) if isinstance(e, _Abort) else f"an input file changed during the commit: {e}"
+                return replace(group, status="aborted", reason=reason)
+            if isinstance(e, Exception) and is_commit_conflict(e):  # the policy gave up
+                raise CommitConflictError(plan.table, None, policy.max_attempts, time.monotonic() - started) from e
+            raise
+        if landed is None:  # cannot tell: its files stay (the orphan sweep removes them if unused)
+            raise
+        snapshot_id = landed  # an attempt whose answer was lost had landed: its files are the table's now
+    store.committed(group_id, snapshot_id)
     logger.info(
         "compaction of %s: %d file(s) rewritten into %d as snapshot %d",
         plan.table,
@@ -340,6 +519,27 @@ def _rewrite(
         snapshot_id,
     )
     return replace(group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs))
+
+
+def _landed_or_unknown(catalog: Catalog, plan: CompactionPlan, group_id: str) -> int | bool | None:
+    """The group's snapshot if it landed, False if it did not, None if that cannot be read."""
+    try:
+        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
+    except Exception:  # the catalog cannot answer: the files must stay
+        logger.warning("compaction of %s: cannot tell whether group %s landed", plan.table, group_id, exc_info=True)
+        return None
+    return False if landed is None else landed
+
+
+def _forget(store: CompactionStore, group_id: str) -> None:
+    try:
+        store.aborted(group_id)
+    except Exception:  # its lineage names files that never became live: harmless if it stays
+        logger.warning("could not mark compaction group %s aborted", group_id, exc_info=True)
+
+
+def _is_spark_session(value: object) -> bool:
+    return any(c.__name__ == "SparkSession" for c in type(value).__mro__)
 
 
 def _live_tasks(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> list[FileScanTask]:
@@ -382,14 +582,13 @@ def _partition(data_file: DataFile) -> Partition:
     return tuple(record[i] for i in range(len(record)))
 
 
-def _remove(table: Table, files: Sequence[DataFile]) -> None:
+def _remove(io: FileIO, paths: Sequence[str]) -> None:
     """Delete files this compaction wrote and did not commit (nothing references them)."""
-    for data_file in files:
-        if data_file.content == DataFileContent.DATA:
-            try:
-                table.io.delete(data_file.file_path)
-            except OSError:
-                logger.warning("could not remove uncommitted compaction output %s", data_file.file_path)
+    for path in paths:
+        try:
+            io.delete(path)
+        except OSError:
+            logger.warning("could not remove uncommitted compaction output %s", path)
 
 
-__all__ = ["CommitGroup", "CompactionPlan", "PartitionGroup", "compact", "plan_compaction"]
+__all__ = ["CommitGroup", "CompactionPlan", "PartitionGroup", "compact", "plan_compaction", "rewrite_partition"]

@@ -63,15 +63,13 @@ class ValidationError(IcecommitError):
 class CommitConflictError(IcecommitError):
     """Concurrent commits kept winning until the retry policy gave up."""
 
-    def __init__(self, table: str, checkpoint_id: int, attempts: int, elapsed_s: float) -> None:
+    def __init__(self, table: str, checkpoint_id: int | None, attempts: int, elapsed_s: float) -> None:
         self.table = table
-        self.checkpoint_id = checkpoint_id
+        self.checkpoint_id = checkpoint_id  # None for a compaction group
         self.attempts = attempts
         self.elapsed_s = elapsed_s
-        super().__init__(
-            f"checkpoint {checkpoint_id} of {table}: gave up after {attempts} conflicting "
-            f"commit attempts in {elapsed_s:.2f}s"
-        )
+        what = f"checkpoint {checkpoint_id} of {table}" if checkpoint_id is not None else f"compaction of {table}"
+        super().__init__(f"{what}: gave up after {attempts} conflicting commit attempts in {elapsed_s:.2f}s")
 
 
 class CommitStateUnknownError(IcecommitError):

@@ -28,6 +28,9 @@ from pyiceberg.table import Table
 from icecommit import ancestry
 from icecommit.paths import UnsupportedPathError, storage_key
 
+#: The snapshot summary property holding an icecommit compaction group's id.
+COMPACTION_ID_PROPERTY = "icecommit.compaction-id"
+
 
 def path_key(path: str) -> str:
     """One spelling per stored file (``file:/x``, ``file:///x`` and ``/x`` are one file)."""
@@ -47,6 +50,7 @@ class Removal:
     operation: str
     removed: tuple[tuple[str, int], ...]
     added: tuple[tuple[str, int], ...]
+    compaction_id: str | None = None  # an icecommit compaction's group, whose exact lineage the state holds
 
     @property
     def conserves(self) -> bool:
@@ -67,6 +71,7 @@ class Fate:
     removed: dict[tuple[int, str], Fraction] = field(default_factory=dict)
     untraceable: Fraction = Fraction(0)
     compacted: Fraction = Fraction(0)  # of the readable rows, those now in files another snapshot rewrote
+    held: dict[str, Fraction] = field(default_factory=dict)  # the readable rows, by the live file holding them
 
     def add(self, other: Fate, share: Fraction = Fraction(1)) -> None:
         self.readable += other.readable * share
@@ -74,13 +79,29 @@ class Fate:
         self.compacted += other.compacted * share
         for by, rows in other.removed.items():
             self.removed[by] = self.removed.get(by, Fraction(0)) + rows * share
+        for path, rows in other.held.items():
+            self.held[path] = self.held.get(path, Fraction(0)) + rows * share
 
 
-def trace_fates(files: Iterable[tuple[str, int]], live: Mapping[str, int], removals: Iterable[Removal]) -> Fate:
+def trace_fates(
+    files: Iterable[tuple[str, int]],
+    live: Mapping[str, int],
+    removals: Iterable[Removal],
+    rewritten: Mapping[str, list[tuple[str, int]]] | None = None,
+) -> Fate:
     """The fate of the rows of ``files`` ((path key, records) pairs): readable where the
-    file is live (``live``: path key to records), else followed through the removal that
-    took it out, a conserving replace's added files sharing its rows in proportion to
-    their records."""
+    file is live (``live``: path key to records), else followed through what took it out.
+
+    An icecommit compaction's exact lineage (``rewritten``: input path key to the output
+    files holding its rows, with how many, from the state) is followed first, whether or
+    not its snapshot is still retained; another engine's rewrite, an overwrite or a delete
+    through the retained snapshot that removed the file, a conserving replace's added
+    files sharing its rows in proportion to their records."""
+    lineage = rewritten or {}
+    out_records: dict[str, int] = {}
+    for outputs in lineage.values():
+        for output, n in outputs:
+            out_records[output] = out_records.get(output, 0) + n
     by_path: dict[str, Removal] = {}
     for removal in removals:
         for path, _ in removal.removed:
@@ -91,9 +112,17 @@ def trace_fates(files: Iterable[tuple[str, int]], live: Mapping[str, int], remov
         if path in memo:
             return memo[path]
         fate = Fate()
+        removal = by_path.get(path)
         if path in live:
             fate.readable = Fraction(records)
-        elif (removal := by_path.get(path)) is None or path in seen:
+            fate.held[path] = Fraction(records)
+        elif path in seen:
+            fate.untraceable = Fraction(records)
+        elif path in lineage and (removal is None or removal.compaction_id is not None):
+            for output, n in lineage[path]:  # exactly these rows of it went to that file
+                fate.add(fate_of(output, out_records[output], seen | {path}), Fraction(n, out_records[output]))
+            fate.compacted = fate.readable
+        elif removal is None:
             fate.untraceable = Fraction(records)
         else:  # rows carried into the files it added, in proportion; the rest removed by it
             removed_rows = sum(n for _, n in removal.removed)
@@ -136,7 +165,8 @@ def removals_of(table: Table, branch: str = "main") -> list[Removal]:
                 elif entry.status == ManifestEntryStatus.ADDED:
                     added.append(item)
         if removed:
-            found.append(Removal(snapshot.snapshot_id, operation, tuple(removed), tuple(added)))
+            compaction = snapshot.summary.get(COMPACTION_ID_PROPERTY) if snapshot.summary is not None else None
+            found.append(Removal(snapshot.snapshot_id, operation, tuple(removed), tuple(added), compaction))
     return found
 
 

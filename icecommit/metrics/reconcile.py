@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from fractions import Fraction
 
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -56,6 +57,7 @@ from icecommit.state.checkpoints import (
     CheckpointState,
     as_utc,
 )
+from icecommit.state.compactions import CompactionStore, Lineage
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import read_staged_manifest
 from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
@@ -123,7 +125,8 @@ class Facts:
     landed_at: dict[Key, datetime] = field(default_factory=dict)
     # committed checkpoints with fewer rows in their own live files than they committed:
     # where their files' rows went (rewritten by a replace, removed by an overwrite or
-    # delete, or untraceable), followed through the retained snapshots
+    # delete, or untraceable), followed through icecommit's compaction lineage (state) and
+    # the retained snapshots
     fates: dict[Key, Fate] = field(default_factory=dict)
     # rows of committed checkpoints' live files that position delete files remove, per
     # (deleting snapshot, "row-level delete")
@@ -186,6 +189,25 @@ def _out_of_order(facts: Facts) -> list[Problem]:
             if highest is None or checkpoint_id > highest[0]:
                 highest = (checkpoint_id, when)
     return problems
+
+
+def _own_paths(facts: Facts) -> dict[Key, set[str]]:
+    """The path keys of each checkpoint's own live files (added by its snapshot)."""
+    own: dict[Key, set[str]] = defaultdict(set)
+    for live in facts.live_files:
+        if (key := facts.snapshot_checkpoints.get(live.snapshot_id)) is not None:
+            own[key].add(path_key(live.path))
+    return own
+
+
+def _rewritten_rows_in(facts: Facts, path: str) -> dict[Key, Fraction]:
+    """Rows of each checkpoint that a rewrite (compaction) put into the live file ``path``."""
+    own = _own_paths(facts)
+    return {
+        key: fate.held[path]
+        for key, fate in facts.fates.items()
+        if path in fate.held and path not in own.get(key, set())
+    }
 
 
 def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
@@ -273,7 +295,12 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if fate is not None:  # its files' rows followed through rewrites and removals
             readable = max(readable, rounded(fate.readable))
         if facts.deep_counts is not None and landed:
-            readable = sum(facts.deep_counts.get(key, {}).values()) + compacted
+            # rows rewritten into files that are missing on storage are not readable
+            lost_with = sum(
+                (_rewritten_rows_in(facts, path_key(p)).get(key, Fraction(0)) for p in facts.missing_paths),
+                Fraction(0),
+            )
+            readable = sum(facts.deep_counts.get(key, {}).values()) + compacted - rounded(lost_with)
         removed = {by: rounded(rows) for by, rows in fate.removed.items()} if fate is not None else {}
         for by, rows in facts.row_deletes.get(key, {}).items():  # still in its files, deleted by position
             removed[by] = removed.get(by, 0) + rows
@@ -395,7 +422,12 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                         key[0], key[1])
             )  # fmt: skip
     for path in facts.missing_paths:
-        problems.append(Problem("missing-file", f"data file referenced by the table is missing: {path}", path=path))
+        holders = sorted((key, rounded(rows)) for key, rows in _rewritten_rows_in(facts, path_key(path)).items())
+        holds = "".join(f"; it holds {rows:,} row(s) of checkpoint {c} of job {j}, rewritten into it by a compaction"
+                        for (j, c), rows in holders)  # fmt: skip
+        problems.append(
+            Problem("missing-file", f"data file referenced by the table is missing: {path}{holds}", path=path)
+        )
     by_path: dict[str, list[int]] = defaultdict(list)
     for live in facts.live_files:
         by_path[live.path].append(live.snapshot_id)
@@ -738,7 +770,8 @@ def reconcile(
         for snapshot_id, key in snapshot_keys.items()
         if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
     )
-    fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch)
+    rewritten = CompactionStore(engine).lineage(name)
+    fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten)
     gone = _gone(loaded.metadata, states, live, snapshot_keys, fates)
     facts = Facts(
         table=name,
@@ -777,11 +810,13 @@ def _fates(
     snapshot_keys: dict[int, Key],
     off_branch: frozenset[Key],
     branch: str,
+    rewritten: Lineage,
 ) -> dict[Key, Fate]:
     """Where the rows of each committed checkpoint that has fewer rows in its own live
     files than it committed went: its files (from its staged manifest) followed through
-    the branch's retained snapshots that removed files. The table's removals are read only
-    when some checkpoint falls short."""
+    the lineage icecommit's compactions recorded (exact, and kept after their snapshots are
+    expired) and the branch's retained snapshots that removed files. The table's removals
+    are read only when some checkpoint falls short."""
     own: Counter[Key] = Counter()
     for file in live:
         if (key := snapshot_keys.get(file.snapshot_id)) is not None:
@@ -809,7 +844,7 @@ def _fates(
             logger.warning("cannot follow checkpoint %d of job %s: %r", state.checkpoint_id, state.job_id, e)
             continue
         fates[(state.job_id, state.checkpoint_id)] = trace_fates(
-            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals
+            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals, rewritten
         )
     return fates
 

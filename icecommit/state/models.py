@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 class Base(DeclarativeBase):
@@ -213,6 +213,44 @@ class WriteModelRow(Base):
     shuffle_ratio: Mapped[float] = mapped_column(Float)
     writes: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class CompactionRow(Base):
+    """One compaction commit group of a table: recorded (with where its rows went) before
+    its ``replace`` snapshot is committed, then marked committed or aborted.
+
+    ``status`` is ``prepared``, ``committed`` or ``aborted``; ``compaction_id`` is the
+    ``icecommit.compaction-id`` of its snapshot's summary.
+    """
+
+    __tablename__ = "icecommit_compactions"
+
+    compaction_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    table_name: Mapped[str] = mapped_column(String(512), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    input_files: Mapped[int] = mapped_column(Integer)
+    output_files: Mapped[int] = mapped_column(Integer)
+    records: Mapped[int] = mapped_column(BigInteger)
+    prepared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class RewrittenRowsRow(Base):
+    """How many rows of one input file a compaction wrote into one of its output files
+    (both as path keys): the exact lineage that reconciliation follows from a checkpoint's
+    own files to the files that hold its rows now, whether or not the compaction's snapshot
+    is still retained."""
+
+    __tablename__ = "icecommit_rewritten_rows"
+    __table_args__ = (Index("ix_icecommit_rewritten_rows_table", "table_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    compaction_id: Mapped[str] = mapped_column(String(64), index=True)
+    table_name: Mapped[str] = mapped_column(String(512))
+    input_path: Mapped[str] = mapped_column(Text)
+    output_path: Mapped[str] = mapped_column(Text)
+    records: Mapped[int] = mapped_column(BigInteger)
 
 
 class ReconcileRunRow(Base):

@@ -5,19 +5,25 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
+from pyspark.sql import SparkSession
 
 import icecommit as ic
+from icecommit.committer.retry import RetryPolicy
 from icecommit.compaction import CommitGroup, compact, plan_compaction
-from icecommit.errors import InvalidArgumentError
+from icecommit.errors import CommitConflictError, InvalidArgumentError
+from icecommit.state import state_engine, state_uri
+from icecommit.state.compactions import CompactionStore
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import ROWS, checkpoint_rows
 from tests.conftest import unique_table
@@ -260,3 +266,131 @@ def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(
     assert head is not None and head.snapshot_id == done.groups[0].snapshot_id
     assert sum(1 for s in after.snapshots() if _is_compaction(s)) == 1  # not committed twice
     assert_same_rows(after.scan().to_arrow(), expected)  # and its files were not removed
+
+
+def _expire_all_but_head(catalog: SqlCatalog, name: str) -> None:
+    later = datetime.now(timezone.utc) + timedelta(hours=1)
+    ic.catalog.apply_expire(catalog, ic.catalog.plan_expire(catalog, name, older_than=timedelta(0), now=later))
+
+
+def _store(catalog: SqlCatalog) -> CompactionStore:
+    return CompactionStore(state_engine(state_uri(catalog)))
+
+
+def test_rows_are_followed_exactly_through_compactions_whose_snapshots_were_expired(
+    catalog: SqlCatalog, table_name: str
+) -> None:
+    """The state's lineage, not the retained snapshots, says where a checkpoint's rows are:
+    a chain of two compactions, then every snapshot but an append's expired."""
+    small_checkpoints(catalog, table_name, 8)
+    first = compact(catalog, table_name)
+    small_checkpoints(catalog, table_name, 6, first=8)
+    second = compact(catalog, table_name, min_input_files=2)  # the first's outputs are small again
+    assert (first.committed, second.committed) == (1, 1)
+    rewritten_twice = {p for g in second.groups for part in g.partitions for p in part.files}
+    live_now = {str(f["file_path"]) for f in catalog.load_table(table_name).inspect.files().to_pylist()}
+    assert rewritten_twice and not rewritten_twice & live_now
+    small_checkpoints(catalog, table_name, 1, job="later", first=50)
+    _expire_all_but_head(catalog, table_name)
+    after = catalog.load_table(table_name)
+    assert not any(_is_compaction(s) for s in after.snapshots())  # no retained snapshot says where rows went
+
+    groups = _store(catalog).groups(table_name)
+    assert [(g.status, g.snapshot_id) for g in groups] == [
+        ("committed", first.groups[0].snapshot_id),
+        ("committed", second.groups[0].snapshot_id),
+    ]
+    assert groups[1].records == sum(p.input_records for p in second.groups[0].partitions)
+    for deep in (False, True):
+        report = ic.reconcile(catalog, table_name, deep=deep)
+        assert report.ok, report.problems
+        assert sorted((line.job_id, line.checkpoint_id, line.readable) for line in report.checkpoints) == sorted(
+            [("job", c, 60) for c in range(14)] + [("later", 50, 60)]
+        )
+
+
+def test_a_missing_compacted_file_is_named_with_the_checkpoints_whose_rows_it_held(
+    catalog: SqlCatalog, table_name: str
+) -> None:
+    small_checkpoints(catalog, table_name, 8)
+    assert compact(catalog, table_name).committed == 1
+    table = catalog.load_table(table_name)
+    files = table.inspect.files().to_pylist()
+    victim = max(files, key=lambda f: f["record_count"])
+    os.remove(str(victim["file_path"]).removeprefix("file://"))
+
+    report = ic.reconcile(catalog, table_name)
+    assert not report.ok
+    (missing,) = [p for p in report.problems if p.kind == "missing-file"]
+    assert missing.path == victim["file_path"]
+    held = [int(n.replace(",", "")) for n in re.findall(r"holds ([\d,]+) row\(s\) of checkpoint", missing.message)]
+    assert len(held) == 8 and sum(held) == victim["record_count"], missing.message  # every checkpoint's share, exact
+    deep = ic.reconcile(catalog, table_name, deep=True)
+    assert not deep.ok
+    assert sum(line.committed - line.readable for line in deep.checkpoints) == victim["record_count"]
+    assert sum(not line.ok for line in deep.checkpoints) == len(held)
+    assert sum(line.readable for line in deep.checkpoints) == 8 * 60 - victim["record_count"]
+
+
+@pytest.mark.parametrize("failure", ["before-commit", "retries-exhausted", "unreadable-input"])
+def test_a_group_that_fails_leaves_neither_files_nor_lineage(
+    catalog: SqlCatalog, table_name: str, failure: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.table import Transaction
+
+    small_checkpoints(catalog, table_name, 6)
+    before = catalog.load_table(table_name)
+    on_disk_before = _parquet_files(before)
+    expected = before.scan().to_arrow()
+    policy = RetryPolicy(max_attempts=2, min_wait_s=0.0, max_wait_s=0.0)
+    if failure == "before-commit":
+
+        def fail(group: CommitGroup) -> None:
+            raise RuntimeError("the operator pressed stop")
+
+        with pytest.raises(RuntimeError, match="pressed stop"):
+            compact(catalog, table_name, before_commit=fail)
+    elif failure == "retries-exhausted":
+
+        def conflict(self: Transaction) -> Table:
+            raise CommitFailedException("another writer won")
+
+        monkeypatch.setattr(Transaction, "commit_transaction", conflict)
+        with pytest.raises(CommitConflictError):
+            compact(catalog, table_name, retry_policy=policy)
+        monkeypatch.undo()
+        assert [g.status for g in _store(catalog).groups(table_name)] == ["aborted"]
+    else:
+        victim = next(p for p in sorted(on_disk_before) if "event=click" in p)
+        os.remove(victim)
+        on_disk_before.discard(victim)
+        done = compact(catalog, table_name)
+        assert (done.committed, done.aborted) == (0, 1)
+        reason = done.groups[0].reason
+        assert reason is not None and "a rewrite task failed" in reason and "event=click" in reason, reason
+    after = catalog.load_table(table_name)
+    assert after.metadata_location == before.metadata_location  # the table is as it was
+    assert _parquet_files(after) == on_disk_before  # no output left behind
+    assert _store(catalog).lineage(table_name) == {}
+    if failure != "unreadable-input":
+        assert_same_rows(after.scan().to_arrow(), expected)
+
+
+@pytest.mark.spark
+def test_spark_tasks_rewrite_the_partitions_with_the_same_result(
+    catalog: SqlCatalog, table_name: str, spark: SparkSession
+) -> None:
+    small_checkpoints(catalog, table_name, 8)
+    expected = catalog.load_table(table_name).scan().to_arrow()
+    plan = plan_compaction(catalog, table_name)
+    done = compact(catalog, table_name, spark=spark)
+    assert (done.committed, done.aborted) == (1, 0)
+    after = catalog.load_table(table_name)
+    assert_same_rows(after.scan().to_arrow(), expected)
+    assert sum(live_files(after).values()) == sum(p.expected_files for g in plan.groups for p in g.partitions)
+    _expire_all_but_head(catalog, table_name)
+    report = ic.reconcile(catalog, table_name, deep=True)
+    assert report.ok and all(line.readable == 60 for line in report.checkpoints), report.problems
+    with pytest.raises(InvalidArgumentError, match="SparkSession"):
+        compact(catalog, table_name, spark="local[2]")  # type: ignore[arg-type]

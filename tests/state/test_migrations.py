@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from icecommit.errors import StateSchemaError
 from icecommit.state import CheckpointStore, SourceRange, state_engine
+from icecommit.state.compactions import CompactionStore
 from icecommit.state.database import dispose_state_engines, state_identity
 from icecommit.state.models import SCHEMA_VERSION, SchemaVersionRow
 from icecommit.state.partitions import PartitionStatusStore
@@ -68,7 +69,7 @@ def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 6])
+@pytest.mark.parametrize("version", [3, 4, 5, 6, 7])
 def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
     backend: str, version: int, tmp_path: Path
 ) -> None:
@@ -90,6 +91,12 @@ def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
             assert conn.execute(select(SchemaVersionRow.version)).scalar_one() == SCHEMA_VERSION
         identity = state_identity(store.engine)
 
+        # the tables a later schema added are there and work
+        compactions = CompactionStore(store.engine)
+        compactions.prepare(TABLE, "g1", [("in.parquet", "out.parquet", 10)], input_files=1, output_files=1)
+        compactions.committed("g1", 7)
+        assert compactions.lineage(TABLE) == {"in.parquet": [("out.parquet", 10)]}
+        assert [(g.status, g.snapshot_id) for g in compactions.groups(TABLE)] == [("committed", 7)]
         # the columns the migration added are written and read like any other
         assert store.abandon("A", TABLE, 3, reason="migrated", by="test")
         assert store.acknowledge("A", TABLE, 3, by="lead")

@@ -1,0 +1,154 @@
+"""What compactions did to a table's rows: each commit group, and for each file it wrote,
+how many rows of which input file it holds.
+
+A compaction records its group (``prepared``) and the group's lineage in one transaction
+before it commits the ``replace`` snapshot, then marks it ``committed`` (with the
+snapshot) or ``aborted`` (the lineage is deleted in the same transaction). Reconciliation
+follows a checkpoint's own files through this lineage to the files that hold its rows now,
+exactly and without needing the compaction's snapshot (which expiry may have removed).
+Paths are stored as the caller gives them (callers store path keys: one spelling per file).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy.orm import Session
+
+from icecommit.state.checkpoints import utc_now
+from icecommit.state.models import CompactionRow, RewrittenRowsRow
+
+PREPARED = "prepared"
+COMMITTED = "committed"
+ABORTED = "aborted"
+
+#: Input path -> the output files holding its rows, with how many: [(output path, rows)].
+Lineage = Mapping[str, list[tuple[str, int]]]
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """One compaction commit group as the state has it."""
+
+    compaction_id: str
+    table_name: str
+    status: str
+    snapshot_id: int | None
+    input_files: int
+    output_files: int
+    records: int
+    prepared_at: datetime
+    finished_at: datetime | None
+
+
+class CompactionStore:
+    """The compaction tables of a state database."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self._engine = engine
+        self._clock = clock
+
+    def prepare(
+        self,
+        table_name: str,
+        compaction_id: str,
+        rewritten: Iterable[tuple[str, str, int]],
+        *,
+        input_files: int,
+        output_files: int,
+    ) -> None:
+        """Record a group about to be committed and its lineage, ``(input path, output path,
+        rows)`` triples, in one transaction."""
+        rows = [
+            {"compaction_id": compaction_id, "table_name": table_name, "input_path": i, "output_path": o, "records": n}
+            for i, o, n in rewritten
+        ]
+        with Session(self._engine) as session, session.begin():
+            session.add(
+                CompactionRow(
+                    compaction_id=compaction_id,
+                    table_name=table_name,
+                    status=PREPARED,
+                    snapshot_id=None,
+                    input_files=input_files,
+                    output_files=output_files,
+                    records=sum(r["records"] for r in rows),
+                    prepared_at=self._clock(),
+                    finished_at=None,
+                )
+            )
+            if rows:
+                session.execute(insert(RewrittenRowsRow), rows)
+
+    def committed(self, compaction_id: str, snapshot_id: int) -> None:
+        """The group's snapshot landed."""
+        with Session(self._engine) as session, session.begin():
+            session.execute(
+                update(CompactionRow)
+                .where(CompactionRow.compaction_id == compaction_id)
+                .values(status=COMMITTED, snapshot_id=snapshot_id, finished_at=self._clock())
+            )
+
+    def aborted(self, compaction_id: str) -> None:
+        """The group was not committed and never will be: its lineage goes with it."""
+        with Session(self._engine) as session, session.begin():
+            session.execute(delete(RewrittenRowsRow).where(RewrittenRowsRow.compaction_id == compaction_id))
+            session.execute(
+                update(CompactionRow)
+                .where(CompactionRow.compaction_id == compaction_id)
+                .values(status=ABORTED, finished_at=self._clock())
+            )
+
+    def groups(self, table_name: str) -> list[CompactionRecord]:
+        """The table's compaction groups, oldest first."""
+        with Session(self._engine) as session:
+            rows = session.scalars(
+                select(CompactionRow)
+                .where(CompactionRow.table_name == table_name)
+                .order_by(CompactionRow.prepared_at, CompactionRow.compaction_id)
+            ).all()
+            return [
+                CompactionRecord(
+                    r.compaction_id,
+                    r.table_name,
+                    r.status,
+                    r.snapshot_id,
+                    r.input_files,
+                    r.output_files,
+                    r.records,
+                    r.prepared_at,
+                    r.finished_at,
+                )
+                for r in rows
+            ]
+
+    def lineage(self, table_name: str) -> dict[str, list[tuple[str, int]]]:
+        """Where each rewritten input file's rows went. An input that several groups list
+        (a group that crashed before it was marked, then a later one) takes a committed
+        group's lineage, else the latest prepared one's."""
+        query = (
+            select(
+                RewrittenRowsRow.input_path,
+                RewrittenRowsRow.output_path,
+                RewrittenRowsRow.records,
+                CompactionRow.compaction_id,
+                CompactionRow.status,
+                CompactionRow.prepared_at,
+            )
+            .join(CompactionRow, CompactionRow.compaction_id == RewrittenRowsRow.compaction_id)
+            .where(RewrittenRowsRow.table_name == table_name, CompactionRow.status != ABORTED)
+        )
+        by_group: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+        rank: dict[str, tuple[bool, datetime, str]] = {}
+        with Session(self._engine) as session:
+            for input_path, output_path, records, group, status, prepared_at in session.execute(query):
+                by_group[input_path][group].append((output_path, int(records)))
+                rank[group] = (status == COMMITTED, prepared_at, group)
+        return {path: groups[max(groups, key=lambda g: rank[g])] for path, groups in by_group.items()}
+
+
+__all__ = ["ABORTED", "COMMITTED", "PREPARED", "CompactionRecord", "CompactionStore", "Lineage"]
