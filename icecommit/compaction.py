@@ -151,8 +151,11 @@ class CompactionPlan:
         return sum(1 for g in self.groups if g.status == "aborted")
 
 
-#: Called with the commit group about to be committed (tests interleave other commits here).
-BeforeCommit = Callable[[CommitGroup], None]
+#: Called at each step boundary of a commit group with the step about to run and the group:
+#: ``rewrite`` (its inputs found live, no file written yet), ``commit`` (its files written,
+#: before its lineage is recorded and the swap), ``attempt`` (each commit attempt, before it
+#: checks its inputs again). Tests and soaks interleave other operations here.
+StepHook = Callable[[str, CommitGroup], None]
 
 
 class _Abort(Exception):
@@ -247,7 +250,7 @@ def compact(
     dry_run: bool = False,
     spark: SparkSession | None = None,
     retry_policy: RetryPolicy | None = None,
-    before_commit: BeforeCommit | None = None,
+    on_step: StepHook | None = None,
 ) -> CompactionPlan:
     """Rewrite small files into files near the target size, one ``replace`` snapshot per
     commit group (see the module); with ``dry_run`` only the plan.
@@ -277,7 +280,7 @@ def compact(
     store = CompactionStore(table_state(catalog, load_table(catalog, plan.table)).engine)
     done = []
     for group in plan.groups:
-        done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, before_commit))
+        done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, on_step or _no_step))
     result = replace(plan, groups=tuple(done), applied=True)
     logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)
     return result
@@ -439,7 +442,7 @@ def _rewrite(
     store: CompactionStore,
     spark: SparkSession | None,
     retry_policy: RetryPolicy | None,
-    before_commit: BeforeCommit | None,
+    on_step: StepHook,
 ) -> CommitGroup:
     table = load_table(catalog, plan.table)
     inputs = {path for p in group.partitions for path in p.files}
@@ -449,6 +452,7 @@ def _rewrite(
         logger.warning("compaction of %s: group aborted before writing: %s", plan.table, e)
         return replace(group, status="aborted", reason=str(e))
     partitions = [[live[path] for path in p.files] for p in group.partitions]
+    on_step("rewrite", group)
     if spark is not None:
         written = _rewrite_with_spark(spark, table, plan, partitions)
     else:
@@ -468,6 +472,7 @@ def _rewrite(
     recorded = False
 
     def attempt(number: int) -> int:
+        on_step("attempt", group)
         fresh = load_table(catalog, plan.table)
         if number > 0 and (landed := _landed(fresh, plan.branch, group_id)) is not None:
             return landed
@@ -487,8 +492,7 @@ def _rewrite(
 
     started = time.monotonic()
     try:
-        if before_commit is not None:
-            before_commit(group)
+        on_step("commit", group)
         # where every row goes, recorded before the swap (reconciliation follows it)
         store.prepare(plan.table, group_id, (r for w in written for r in w.rewritten), input_files=len(inputs),
                       output_files=len(outputs))  # fmt: skip
@@ -536,6 +540,10 @@ def _forget(store: CompactionStore, group_id: str) -> None:
         store.aborted(group_id)
     except Exception:  # its lineage names files that never became live: harmless if it stays
         logger.warning("could not mark compaction group %s aborted", group_id, exc_info=True)
+
+
+def _no_step(step: str, group: CommitGroup) -> None:
+    return None
 
 
 def _is_spark_session(value: object) -> bool:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -40,6 +41,11 @@ def small_checkpoints(catalog: SqlCatalog, name: str, checkpoints: int, *, job: 
         committer.prepare(checkpoint, [write_arrow(committer.load_table(), rows, job_id=job, checkpoint_id=checkpoint)])
         committer.commit(checkpoint)
     return catalog.load_table(name)
+
+
+def at_commit(action: Callable[[CommitGroup], None]) -> Callable[[str, CommitGroup], None]:
+    """A step hook that runs ``action`` just before the group's commit."""
+    return lambda step, group: action(group) if step == "commit" else None
 
 
 def live_files(table: Table) -> Counter[tuple[object, ...]]:
@@ -113,7 +119,7 @@ def test_an_append_during_compaction_wins_and_the_compaction_still_lands(catalog
     def append_meanwhile(group: CommitGroup) -> None:
         small_checkpoints(catalog, table_name, 1, job="live", first=100)
 
-    done = compact(catalog, table_name, before_commit=append_meanwhile)
+    done = compact(catalog, table_name, on_step=at_commit(append_meanwhile))
     assert done.committed == 1
     after = catalog.load_table(table_name)
     live = events(100 * 60, 100 * 60 + 60)
@@ -142,7 +148,7 @@ def test_a_group_whose_input_changed_is_aborted_and_leaves_no_file(
 
     before = catalog.load_table(table_name)
     on_disk_before = _parquet_files(before)
-    done = compact(catalog, table_name, before_commit=interfere)
+    done = compact(catalog, table_name, on_step=at_commit(interfere))
     assert (done.committed, done.aborted) == (0, 1)
     expected_reason = "delete files were added" if meanwhile == "position-delete" else "no longer live"
     assert done.groups[0].reason is not None and expected_reason in done.groups[0].reason
@@ -350,7 +356,7 @@ def test_a_group_that_fails_leaves_neither_files_nor_lineage(
             raise RuntimeError("the operator pressed stop")
 
         with pytest.raises(RuntimeError, match="pressed stop"):
-            compact(catalog, table_name, before_commit=fail)
+            compact(catalog, table_name, on_step=at_commit(fail))
     elif failure == "retries-exhausted":
 
         def conflict(self: Transaction) -> Table:
