@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from icecommit.compaction import compact, plan_compaction
     from icecommit.pipeline import write
     from icecommit.streaming import streaming_sink
+    from icecommit.upkeep import MaintenancePolicy, MaintenanceRun, maintain
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,9 @@ _SPARK_NAMES = {
     # compaction runs in the local process, but its writer lives beside the Spark tasks'
     "compact": "icecommit.compaction",
     "plan_compaction": "icecommit.compaction",
+    "MaintenancePolicy": "icecommit.upkeep",
+    "MaintenanceRun": "icecommit.upkeep",
+    "maintain": "icecommit.upkeep",
 }
 
 
@@ -66,6 +70,8 @@ __all__ = [
     "EventTimeVersion",
     "GlobalCommitter",
     "IcecommitError",
+    "MaintenancePolicy",
+    "MaintenanceRun",
     "PartitionCompleteness",
     "ReconciliationReport",
     "RetryPolicy",
@@ -81,6 +87,7 @@ __all__ = [
     "compact",
     "connect",
     "create_table",
+    "maintain",
     "plan_compaction",
     "publish_complete_partitions",
     "reconcile",

@@ -33,6 +33,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -100,7 +101,8 @@ class CommitGroup:
     """Partitions committed together, and what became of them.
 
     Attributes:
-        status: ``planned`` (dry run), ``committed``, or ``aborted`` (nothing committed).
+        status: ``planned`` (dry run), ``committed``, ``aborted`` (nothing committed), or
+            ``deferred`` (not started: the time budget was spent).
         snapshot_id: the ``replace`` snapshot, when committed.
         output_files: files written for it (0 when planned or aborted).
         reason: why it was aborted.
@@ -150,6 +152,10 @@ class CompactionPlan:
     def aborted(self) -> int:
         return sum(1 for g in self.groups if g.status == "aborted")
 
+    @property
+    def deferred(self) -> int:
+        return sum(1 for g in self.groups if g.status == "deferred")
+
 
 #: Called at each step boundary of a commit group with the step about to run and the group:
 #: ``rewrite`` (its inputs found live, no file written yet), ``commit`` (its files written,
@@ -171,8 +177,12 @@ def plan_compaction(
     min_input_files: int = DEFAULT_MIN_INPUT_FILES,
     max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
     branch: str = "main",
+    partition_filter: Callable[[PartitionGroup], bool] | None = None,
 ) -> CompactionPlan:
     """Plan a compaction without changing anything (see the module).
+
+    ``partition_filter`` keeps only the candidate partitions it returns True for (the
+    maintenance policy keeps the partitions published complete).
 
     Raises:
         InvalidArgumentError: a size or count that is not a positive whole number, or a
@@ -225,6 +235,8 @@ def plan_compaction(
                 expected_files=max(1, math.ceil(size / target)),
             )
         )
+    if partition_filter is not None:
+        candidates = [c for c in candidates if partition_filter(c)]
     groups: list[CommitGroup] = []
     current: list[PartitionGroup] = []
     for candidate in candidates:
@@ -251,6 +263,8 @@ def compact(
     spark: SparkSession | None = None,
     retry_policy: RetryPolicy | None = None,
     on_step: StepHook | None = None,
+    partition_filter: Callable[[PartitionGroup], bool] | None = None,
+    time_budget: timedelta | None = None,
 ) -> CompactionPlan:
     """Rewrite small files into files near the target size, one ``replace`` snapshot per
     commit group (see the module); with ``dry_run`` only the plan.
@@ -258,6 +272,9 @@ def compact(
     Args:
         spark: rewrite each partition's files as a Spark task (one Spark job per commit
             group), so the work spreads over the cluster; without it, in this process.
+        partition_filter: as :func:`plan_compaction`.
+        time_budget: start no group once this much time has passed (the groups left are
+            returned ``deferred``; a group already started finishes).
 
     Returns:
         The plan, each group marked committed (with its snapshot) or aborted (with why).
@@ -271,15 +288,21 @@ def compact(
     """
     plan = plan_compaction(
         catalog, table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
-        max_bytes_per_commit=max_bytes_per_commit, branch=branch,
+        max_bytes_per_commit=max_bytes_per_commit, branch=branch, partition_filter=partition_filter,
     )  # fmt: skip
+    if time_budget is not None and (not isinstance(time_budget, timedelta) or time_budget < timedelta(0)):
+        raise InvalidArgumentError("time_budget", time_budget, "a timedelta of zero or more, or None for no limit")
     if spark is not None and not _is_spark_session(spark):
         raise InvalidArgumentError("spark", type(spark).__name__, "a SparkSession, or None to rewrite in this process")
     if dry_run or not plan.groups:
         return replace(plan, applied=not dry_run)
     store = CompactionStore(table_state(catalog, load_table(catalog, plan.table)).engine)
     done = []
+    started = time.monotonic()
     for group in plan.groups:
+        if time_budget is not None and time.monotonic() - started >= time_budget.total_seconds():
+            done.append(replace(group, status="deferred", reason=f"the time budget ({time_budget}) was spent"))
+            continue
         done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, on_step or _no_step))
     result = replace(plan, groups=tuple(done), applied=True)
     logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)

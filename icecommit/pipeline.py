@@ -29,6 +29,7 @@ from icecommit.loading import load_table
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.tableprops import check_table_properties
+from icecommit.upkeep import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
@@ -95,6 +96,7 @@ def write(
     query_id: str | None = None,
     store: CheckpointStore | None = None,
     distribution: str | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> CommitResult: ...
 
 
@@ -116,6 +118,7 @@ def write(
     query_id: str | None = None,
     store: CheckpointStore | None = None,
     distribution: str | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> RoutedCommitResult: ...
 
 
@@ -137,6 +140,7 @@ def write(
     query_id: str | None = None,
     store: CheckpointStore | None = None,
     distribution: str | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> CommitResult | RoutedCommitResult: ...
 
 
@@ -157,6 +161,7 @@ def write(
     query_id: str | None = None,
     store: CheckpointStore | None = None,
     distribution: str | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -183,6 +188,9 @@ def write(
             tasks (one shuffle after the scan; see :mod:`icecommit.writers.distribution`).
             None takes the table's ``write.distribution-mode``, else ``hash`` for a
             partitioned table (as Iceberg's Spark writer) and ``none`` otherwise.
+        maintenance: compaction and expiry to run after the commit, by one process per
+            table at a time (see :mod:`icecommit.upkeep`); a failure there is logged and
+            never undoes or fails the commit.
 
     Returns:
         The commit result (a :class:`RoutedCommitResult` with one result per table when
@@ -203,6 +211,8 @@ def write(
     checked_job_id(job_id)
     checked_checkpoint_id(checkpoint_id)
     checked_file_size(target_file_size)
+    if maintenance is not None and not isinstance(maintenance, MaintenancePolicy):
+        raise InvalidArgumentError("maintenance", maintenance, "an icecommit MaintenancePolicy, or None")
     if not callable(getattr(df, "mapInArrow", None)):
         raise InvalidArgumentError("df", type(df).__name__, "a Spark DataFrame")
     if catalog is not None and not isinstance(catalog, Catalog):
@@ -229,6 +239,7 @@ def write(
             query_id=query_id,
             store=store,
             distribution=distribution,
+            maintenance=maintenance,
         )
     if route_by is not None or dead_letter is not None:
         raise InvalidArgumentError(
@@ -261,7 +272,23 @@ def write(
         removed = discard_unstaged(results, current.io)
         logger.warning("checkpoint %d refused; removed its %d unstaged data files", checkpoint_id, removed)
         raise
-    return committer.commit(checkpoint_id)
+    result = committer.commit(checkpoint_id)
+    _maintain_after(catalog, committer.table_name, maintenance, checkpoint_id)
+    return result
+
+
+def _maintain_after(
+    catalog: Catalog, table: str, policy: MaintenancePolicy | None, checkpoint_id: int
+) -> MaintenanceRun | None:
+    """Run the maintenance policy after a commit, when due; the commit stands whatever
+    happens here (a failure is logged, and the next due run tries again)."""
+    if policy is None or not policy.due(checkpoint_id):
+        return None
+    try:
+        return maintain(catalog, table, policy)
+    except Exception:
+        logger.warning("maintenance of %s after checkpoint %d failed", table, checkpoint_id, exc_info=True)
+        return None
 
 
 def _dead_letter_table(catalog: Catalog, table: Table | str, df: DataFrame) -> Table:
@@ -297,6 +324,7 @@ def _write_routed(
     query_id: str | None,
     store: CheckpointStore | None,
     distribution: str | None,
+    maintenance: MaintenancePolicy | None,
 ) -> RoutedCommitResult:
     tables: dict[str, Table] = {}
     for target in routes.values():
@@ -341,6 +369,8 @@ def _write_routed(
         _prepare_all(written, committers, checkpoint_id, route_by, tables)
         for name in pending:
             results[name] = committers[name].commit(checkpoint_id)
+        for name in pending:
+            _maintain_after(catalog, name, maintenance, checkpoint_id)
         skipped = written.skipped_records
         if skipped:
             logger.info("checkpoint %d: rows of tables that already hold it, not written: %s", checkpoint_id, skipped)

@@ -26,6 +26,7 @@ from icecommit.loading import load_table
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
+from icecommit.upkeep import MaintenancePolicy
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ def streaming_sink(
     preserves_rows: bool = False,
     store: CheckpointStore | None = None,
     distribution: str | None = None,
+    maintenance: MaintenancePolicy | None = None,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
@@ -72,6 +74,9 @@ def streaming_sink(
         distribution: how each batch's rows reach the writer tasks (see
             :func:`icecommit.write`); ``bin-pack`` learns the table's shuffle ratio from
             batch to batch and keeps it in icecommit's state.
+        maintenance: compaction and expiry after the batches' commits (see
+            :class:`icecommit.MaintenancePolicy`): one query's sink at a time per table
+            runs it, within the policy's budget.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
@@ -79,6 +84,8 @@ def streaming_sink(
 
     checked_job_id(job_id)
     checked_file_size(target_file_size)
+    if maintenance is not None and not isinstance(maintenance, MaintenancePolicy):
+        raise InvalidArgumentError("maintenance", maintenance, "an icecommit MaintenancePolicy, or None")
     if catalog is not None and not isinstance(catalog, Catalog):
         raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
     if isinstance(table, Mapping):
@@ -109,6 +116,7 @@ def streaming_sink(
             query_id=query_id,
             store=store,
             distribution=distribution,
+            maintenance=maintenance,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)

@@ -160,7 +160,8 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
         ("icecommit_checkpoints", "query_id", "VARCHAR(64)"),
     ],
     7: [("icecommit_checkpoints", "source_offsets", "TEXT")],
-    # 8 added the compaction tables (compactions, rewritten rows); create_all makes them
+    # 8 added the compaction tables (compactions, rewritten rows) and the maintenance lease
+    # table; create_all makes them
     8: [],
 }
 

@@ -253,6 +253,18 @@ class RewrittenRowsRow(Base):
     records: Mapped[int] = mapped_column(BigInteger)
 
 
+class LeaseRow(Base):
+    """Who may run a table's maintenance now: one holder at a time, until ``expires_us``
+    (microseconds since the epoch; a holder that dies lets it lapse)."""
+
+    __tablename__ = "icecommit_leases"
+
+    name: Mapped[str] = mapped_column(String(600), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(255))
+    acquired_us: Mapped[int] = mapped_column(BigInteger)
+    expires_us: Mapped[int] = mapped_column(BigInteger)
+
+
 class ReconcileRunRow(Base):
     """One reconciliation run: when, over which range, whether it held, and a summary."""
 
