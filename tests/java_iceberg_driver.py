@@ -1,0 +1,178 @@
+"""Apache Iceberg's Java implementation (Spark 3.5 + iceberg-spark-runtime 1.10) at work on
+a table icecommit wrote: run by ``tests.java_iceberg`` with the interpreter of the environment
+``scripts/java_iceberg/setup.sh`` builds (pyspark 3.5 and the jars, no icecommit, no pyiceberg),
+so this file imports nothing but the standard library and pyspark.
+
+    python tests/java_iceberg_driver.py --jars A.jar,B.jar read METADATA_JSON OUT_DIR \
+        [--where SQL ...] [--as-of SNAPSHOT_ID] [--incremental-from SNAPSHOT_ID]
+    python tests/java_iceberg_driver.py --jars A.jar,B.jar --sqlite-jdbc JAR rewrite \
+        --catalog-name C --catalog-db PATH --warehouse URI --table NS.T --target-file-size BYTES
+
+``read`` loads the table from its metadata file (Iceberg's static table: no catalog) and
+writes OUT_DIR/rows.parquet (every row of the current snapshot) and OUT_DIR/report.json:
+Java's ``files``, ``entries``, ``partitions``, ``snapshots`` and ``refs`` metadata tables, and the ids
+each ``--where`` filter, the ``--as-of`` snapshot and the incremental append read from
+``--incremental-from`` to the current snapshot return.
+
+``rewrite`` points Java's JdbcCatalog at the SQLite database of pyiceberg's SqlCatalog
+(same catalog name, same warehouse) and runs ``CALL system.rewrite_data_files`` on the table;
+it prints one JSON line: the procedure's result and its wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+ENTRY_COLUMNS = (
+    "status", "snapshot_id", "sequence_number", "file_sequence_number",
+    "data_file.file_path AS file_path", "data_file.record_count AS record_count",
+)  # fmt: skip
+SNAPSHOT_COLUMNS = (
+    "unix_millis(committed_at) AS committed_at_ms", "snapshot_id", "parent_id", "operation", "manifest_list", "summary",
+)  # fmt: skip
+
+
+def session(
+    jars: str, *, sqlite_jdbc: str | None, driver_memory: str, catalog_name: str = "", catalog: dict[str, str]
+) -> SparkSession:
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("icecommit-java-iceberg")
+        .config("spark.jars", jars)
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", "4")
+    )
+    if sqlite_jdbc:
+        builder = builder.config("spark.driver.extraClassPath", sqlite_jdbc).config(
+            "spark.driver.extraJavaOptions", "-Djava.library.path=/usr/lib/x86_64-linux-gnu/jni"
+        )
+    if catalog_name:
+        builder = builder.config(f"spark.sql.catalog.{catalog_name}", "org.apache.iceberg.spark.SparkCatalog")
+        for key, value in catalog.items():
+            builder = builder.config(f"spark.sql.catalog.{catalog_name}.{key}", value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).hex()
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return value
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [_jsonable(row.asDict(recursive=True)) for row in frame.collect()]
+
+
+def _ids(frame: DataFrame) -> list[int]:
+    return sorted(row[0] for row in frame.select("id").collect())
+
+
+def read(spark: SparkSession, metadata: str, out: Path, args: argparse.Namespace) -> None:
+    table = spark.read.format("iceberg").load(metadata)
+    table.coalesce(1).write.mode("overwrite").parquet(str(out / "rows"))
+    (parquet,) = (out / "rows").glob("part-*.parquet")
+    parquet.rename(out / "rows.parquet")
+
+    def metadata_table(name: str) -> DataFrame:
+        return spark.read.format("iceberg").load(f"{metadata}#{name}")
+
+    report: dict[str, Any] = {
+        "spark": spark.version,
+        "files": _rows(metadata_table("files").drop("readable_metrics")),
+        "entries": _rows(metadata_table("entries").selectExpr(*ENTRY_COLUMNS)),
+        "partitions": _rows(metadata_table("partitions").drop("last_updated_at")),
+        "snapshots": _rows(metadata_table("snapshots").selectExpr(*SNAPSHOT_COLUMNS)),
+        "refs": _rows(metadata_table("refs").select("name", "type", "snapshot_id")),
+        "where": {where: _ids(table.where(where)) for where in args.where},
+    }
+    if args.as_of is not None:
+        report["as_of"] = _ids(spark.read.format("iceberg").option("snapshot-id", args.as_of).load(metadata))
+    if args.incremental_from is not None:
+        incremental = spark.read.format("iceberg").option("start-snapshot-id", args.incremental_from).load(metadata)
+        report["incremental"] = _ids(incremental)
+    (out / "report.json").write_text(json.dumps(report))
+
+
+def rewrite(spark: SparkSession, args: argparse.Namespace) -> None:
+    options = {"target-file-size-bytes": str(args.target_file_size), **dict(args.option)}
+    entries = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+    began = time.perf_counter()
+    # the table fully qualified: a namespace named like the catalog would be taken for it
+    table = f"{args.catalog_name}.{args.table}"
+    (result,) = spark.sql(
+        f"CALL {args.catalog_name}.system.rewrite_data_files(table => '{table}', options => map({entries}))"
+    ).collect()
+    seconds = time.perf_counter() - began
+    print(json.dumps({"seconds": seconds, "spark": spark.version, **result.asDict()}))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jars", required=True, help="comma-separated: Iceberg's Spark runtime and the Jackson shim")
+    parser.add_argument("--sqlite-jdbc", help="the SQLite JDBC driver's jar (for rewrite)")
+    parser.add_argument("--driver-memory", default="2g")
+    commands = parser.add_subparsers(dest="command", required=True)
+    reader = commands.add_parser("read")
+    reader.add_argument("metadata")
+    reader.add_argument("out", type=Path)
+    reader.add_argument("--where", action="append", default=[])
+    reader.add_argument("--as-of", type=int)
+    reader.add_argument("--incremental-from", type=int)
+    rewriter = commands.add_parser("rewrite")
+    rewriter.add_argument("--catalog-name", required=True)
+    rewriter.add_argument("--catalog-db", required=True)
+    rewriter.add_argument("--warehouse", required=True)
+    rewriter.add_argument("--table", required=True)
+    rewriter.add_argument("--target-file-size", type=int, required=True)
+    rewriter.add_argument("--option", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
+    args = parser.parse_args(argv)
+
+    catalog: dict[str, str] = {}
+    if args.command == "rewrite":
+        if not args.sqlite_jdbc:
+            parser.error("rewrite needs --sqlite-jdbc")
+        # Java's JdbcCatalog keys its rows by catalog name, like pyiceberg's SqlCatalog, so the
+        # Spark catalog takes the pyiceberg catalog's name; on SQLite, init-catalog-tables=false
+        # keeps Iceberg 1.10 from holding a shared lock for the JVM's life
+        catalog = {
+            "type": "jdbc", "uri": f"jdbc:sqlite:{args.catalog_db}", "warehouse": args.warehouse,
+            "cache-enabled": "false", "jdbc.init-catalog-tables": "false",
+        }  # fmt: skip
+    spark = session(
+        args.jars, sqlite_jdbc=args.sqlite_jdbc, driver_memory=args.driver_memory,
+        catalog_name=getattr(args, "catalog_name", ""), catalog=catalog,
+    )  # fmt: skip
+    try:
+        if args.command == "read":
+            args.out.mkdir(parents=True, exist_ok=True)
+            read(spark, args.metadata, args.out, args)
+        else:
+            rewrite(spark, args)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
