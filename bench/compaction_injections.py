@@ -188,20 +188,27 @@ def main() -> None:
     started = time.perf_counter()
     print(f"compaction injections: seed {args.seed}, {args.trials} trials per backend", flush=True)
     try:
-        runs: list[tuple[str, Callable[[], SqlCatalog]]] = []
-        folder = work / "sqlite"
-        folder.mkdir()
-        sqlite_uri = f"sqlite:///{folder / 'c.db'}"
-        runs.append(("sqlite", lambda: SqlCatalog("inj", uri=sqlite_uri, warehouse=f"file://{folder}")))
+        # a catalog per trial: the orphan check reads every table of its catalog
+        runs: list[tuple[str, Callable[[int], SqlCatalog]]] = []
+
+        def sqlite(trial: int) -> SqlCatalog:
+            folder = work / f"sqlite-{trial}"
+            folder.mkdir()
+            return SqlCatalog(f"inj{trial}", uri=f"sqlite:///{folder / 'c.db'}", warehouse=f"file://{folder}")
+
+        runs.append(("sqlite", sqlite))
         with soak_database(PG_URI) if postgres_available() else nullcontext() as pg:
             if pg is not None:
-                pg_folder = work / "postgres"
-                pg_folder.mkdir()
-                runs.append(("postgres", lambda: SqlCatalog("inj", uri=pg, warehouse=f"file://{pg_folder}")))
+
+                def postgres(trial: int) -> SqlCatalog:
+                    folder = work / f"postgres-{trial}"
+                    folder.mkdir()
+                    return SqlCatalog(f"inj{trial}", uri=pg, warehouse=f"file://{folder}")
+
+                runs.append(("postgres", postgres))
             for backend, make in runs:
-                catalog = make()
                 for trial in range(args.trials):
-                    result = run_trial(trial, args.seed, backend, catalog)
+                    result = run_trial(trial, args.seed, backend, make(trial))
                     results.append(result)
                     if result.failure:
                         print(f"FAILED {json.dumps(asdict(result))}", flush=True)

@@ -173,6 +173,8 @@ def create_table(
         partition_by: Iceberg transform strings, e.g. ``["day(ts)", "event"]``.
         properties: table properties (``write.target-file-size-bytes`` ...). The state
             database that holds the table's checkpoints is recorded by the first prepare.
+            ``write.parquet.compression-codec`` defaults to ``zstd`` (what icecommit
+            writes), set on the table so that other engines' writers use it too.
         location: table location; the warehouse default when absent.
 
     Raises:
@@ -224,12 +226,18 @@ def create_table(
             name,
             schema=iceberg_schema,
             partition_spec=spec,
-            properties=dict(properties or {}),
+            # the codec icecommit writes, recorded so that every engine writes the same
+            # (Apache Iceberg's Java writer falls back to gzip where the property is unset)
+            properties={PARQUET_COMPRESSION: PARQUET_COMPRESSION_DEFAULT, **(properties or {})},
             location=location,
         )
     except (ValueError, PyIcebergValidationError) as e:  # e.g. an unsupported format-version
         raise TableSpecError(name, f"cannot be created: {briefly(e)}") from e
 
+
+#: The Parquet codec property, and the codec a table gets when created without one (pyiceberg's).
+PARQUET_COMPRESSION = "write.parquet.compression-codec"
+PARQUET_COMPRESSION_DEFAULT = "zstd"
 
 _FORBIDDEN_IN_NAMES = set("/\\%") | {chr(c) for c in range(32)} | {chr(127)}
 

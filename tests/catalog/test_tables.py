@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
@@ -17,6 +18,7 @@ from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 import icecommit as ic
 from icecommit.catalog.tables import parse_transform
+from icecommit.writers import write_arrow
 
 ARROW = pa.schema(
     [
@@ -68,6 +70,19 @@ def test_create_from_pyarrow_schema_with_every_transform(sqlite_catalog: SqlCata
     assert [f.name for f in table.spec().fields] == ["ts_day", "id_bucket", "name_trunc"]
     assert table.schema().find_field("id").required
     assert isinstance(table.schema().find_field("ts").field_type, TimestamptzType)
+
+
+def test_the_codec_icecommit_writes_is_recorded_for_other_engines_unless_one_is_given(
+    sqlite_catalog: SqlCatalog,
+) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.t", ARROW)
+    assert table.properties["write.parquet.compression-codec"] == "zstd"
+    rows = pa.Table.from_pylist([{"id": 1, "ts": None, "name": "a"}], schema=ARROW)
+    written = write_arrow(table, rows, job_id="j", checkpoint_id=0)
+    parquet = pq.ParquetFile(written.data_files[0].path.removeprefix("file://"))
+    assert parquet.metadata.row_group(0).column(0).compression == "ZSTD"
+    chosen = ic.create_table(sqlite_catalog, "ns.u", ARROW, properties={"write.parquet.compression-codec": "snappy"})
+    assert chosen.properties["write.parquet.compression-codec"] == "snappy"
 
 
 def test_create_from_pyiceberg_schema(sqlite_catalog: SqlCatalog) -> None:
