@@ -493,6 +493,10 @@ def _rewrite(
     properties = {COMPACTION_PROPERTY: "true", COMPACTION_ID_PROPERTY: group_id}
     policy = retry_policy or RetryPolicy.from_properties(table.metadata.properties)
     recorded = False
+    # the rewritten files keep the sequence number of the snapshot the plan read (Iceberg's
+    # RewriteFiles rule): equality deletes committed since still apply to their rows
+    base = table.metadata.snapshot_by_id(plan.base_snapshot_id) if plan.base_snapshot_id is not None else None
+    started_from = base.sequence_number if base is not None else None
 
     def attempt(number: int) -> int:
         on_step("attempt", group)
@@ -502,7 +506,9 @@ def _rewrite(
         current = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
         with (
             fresh.transaction() as tx,
-            RewriteFiles.of(tx, branch=plan.branch, snapshot_properties=properties) as rewrite,
+            RewriteFiles.of(
+                tx, branch=plan.branch, snapshot_properties=properties, data_sequence_number=started_from
+            ) as rewrite,
         ):
             for path in sorted(inputs):
                 rewrite.delete_data_file(current[path])

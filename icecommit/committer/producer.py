@@ -44,8 +44,11 @@ def _producer(
     )
 
 
-def _added_manifests(producer: _MergeAppendFiles | _OverwriteFiles) -> list[ManifestFile]:
-    """The producer's added files, one manifest per partition spec id (newest spec first)."""
+def _added_manifests(
+    producer: _MergeAppendFiles | _OverwriteFiles, data_sequence_number: int | None = None
+) -> list[ManifestFile]:
+    """The producer's added files, one manifest per partition spec id (newest spec first),
+    with an explicit data sequence number where one is given (else the snapshot's)."""
     by_spec: dict[int, list[DataFile]] = defaultdict(list)
     for data_file in producer._added_data_files:
         by_spec[data_file.spec_id].append(data_file)
@@ -57,7 +60,7 @@ def _added_manifests(producer: _MergeAppendFiles | _OverwriteFiles) -> list[Mani
                     ManifestEntry.from_args(
                         status=ManifestEntryStatus.ADDED,
                         snapshot_id=producer.snapshot_id,
-                        sequence_number=None,
+                        sequence_number=data_sequence_number,
                         file_sequence_number=None,
                         data_file=data_file,
                     )
@@ -125,11 +128,27 @@ class RewriteFiles(_OverwriteFiles):
     its own spec. Every file to delete must be live in the branch head, or the commit
     fails (``ValidationException``) and nothing changes.
 
+    With ``data_sequence_number`` (Iceberg's ``RewriteFiles.dataSequenceNumber``), the
+    added files take the sequence number of the snapshot the rewrite started from, so that
+    equality deletes committed after it still apply to the rewritten rows.
+
     Use as ``with RewriteFiles.of(tx, ...) as rewrite:``."""
 
+    _data_sequence_number: int | None = None
+
     @classmethod
-    def of(cls, transaction: Transaction, *, branch: str | None, snapshot_properties: dict[str, str]) -> RewriteFiles:
-        return _producer(cls, Operation.REPLACE, transaction, branch, snapshot_properties)
+    def of(
+        cls,
+        transaction: Transaction,
+        *,
+        branch: str | None,
+        snapshot_properties: dict[str, str],
+        data_sequence_number: int | None = None,
+    ) -> RewriteFiles:
+        producer = _producer(cls, Operation.REPLACE, transaction, branch, snapshot_properties)
+        if data_sequence_number is not None and transaction.table_metadata.format_version >= 2:
+            producer._data_sequence_number = data_sequence_number
+        return producer
 
     def _manifests(self) -> list[ManifestFile]:
         self._build_delete_files_partition_predicate()
@@ -143,7 +162,9 @@ class RewriteFiles(_OverwriteFiles):
                 for entry in entries:
                     writer.add_entry(entry)
             deleted.append(writer.to_manifest_file())
-        return self._process_manifests(_added_manifests(self) + deleted + self._existing_manifests())
+        return self._process_manifests(
+            _added_manifests(self, self._data_sequence_number) + deleted + self._existing_manifests()
+        )
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         return _summary(self, Operation.REPLACE, snapshot_properties)

@@ -119,9 +119,18 @@ def test_an_append_during_compaction_wins_and_the_compaction_still_lands(catalog
     def append_meanwhile(group: CommitGroup) -> None:
         small_checkpoints(catalog, table_name, 1, job="live", first=100)
 
+    base = catalog.load_table(table_name).current_snapshot()
+    assert base is not None
     done = compact(catalog, table_name, on_step=at_commit(append_meanwhile))
     assert done.committed == 1
     after = catalog.load_table(table_name)
+    # the rewritten files keep the sequence number of the snapshot the plan read (Iceberg's
+    # RewriteFiles rule), below the append that landed meanwhile
+    added = [e for e in after.inspect.entries().to_pylist() if e["snapshot_id"] == done.groups[0].snapshot_id
+             and e["status"] == 1]  # fmt: skip
+    head = after.current_snapshot()
+    assert head is not None and head.sequence_number > base.sequence_number + 1
+    assert added and {e["sequence_number"] for e in added} == {base.sequence_number}
     live = events(100 * 60, 100 * 60 + 60)
     assert_same_rows(after.scan().to_arrow(), pa.concat_tables([expected, live.cast(expected.schema)]))
     assert ic.reconcile(catalog, table_name).ok
