@@ -139,6 +139,10 @@ class WriteResult:
         violations: required columns that received nulls; a result with violations
             must not be committed.
         windows: rows received and written per one-minute event-time window.
+        stage_seconds: where the task's time went, per stage (``arrow-in``: waiting for
+            rows from the engine; ``split``: by partition; ``encode``: Parquet;
+            ``file-stats``; ``close``: footers and statistics; ``window-counts``), for the
+            write-path breakdown (``bench/write_breakdown.py``).
     """
 
     job_id: str | None
@@ -151,6 +155,7 @@ class WriteResult:
     data_files: tuple[DataFileRecord, ...]
     violations: tuple[RequiredNullViolation, ...] = ()
     windows: tuple[WindowCount, ...] = ()
+    stage_seconds: tuple[tuple[str, float], ...] = ()
 
     def to_json(self) -> str:
         """Serialise to a JSON string."""
@@ -184,4 +189,5 @@ class WriteResult:
             data_files=tuple(DataFileRecord.from_dict(d) for d in data["data_files"]),
             violations=tuple(RequiredNullViolation(**v) for v in data.get("violations", ())),
             windows=tuple(WindowCount(**w) for w in data.get("windows", ())),
+            stage_seconds=tuple((str(k), float(v)) for k, v in data.get("stage_seconds", ())),
         )

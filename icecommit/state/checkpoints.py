@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sqlalchemy import Engine, Select, delete, func, select, update
+from sqlalchemy import Engine, Select, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -305,7 +304,7 @@ class CheckpointStore:
                     )
                     for t, a in tasks
                 )
-                session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+                self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
                 session.add_all(
                     CheckpointPartitionRow(
                         job_id=job_id,
@@ -325,31 +324,35 @@ class CheckpointStore:
                 raise
             return existing, False
 
-    def _metric_rows(
-        self, job_id: str, table_name: str, checkpoint_id: int, samples: Iterable[MetricSample]
-    ) -> builtins.list[MetricRow]:
+    def _add_metrics(
+        self, session: Session, job_id: str, table_name: str, checkpoint_id: int, samples: Iterable[MetricSample]
+    ) -> None:
+        """Insert metrics rows in one statement (an executemany: a checkpoint can carry
+        thousands of window counts, and one round trip each was most of a prepare)."""
         now = self._clock()
-        return [
-            MetricRow(
-                job_id=job_id,
-                table_name=table_name,
-                checkpoint_id=checkpoint_id,
-                stage=sample.stage,
-                task_id=sample.task_id,
-                attempt=sample.attempt,
-                window_start=sample.window_start,
-                records=sample.records,
-                bytes=sample.bytes,
-                files=sample.files,
-                recorded_at=now,
-            )
+        rows = [
+            {
+                "job_id": job_id,
+                "table_name": table_name,
+                "checkpoint_id": checkpoint_id,
+                "stage": sample.stage,
+                "task_id": sample.task_id,
+                "attempt": sample.attempt,
+                "window_start": sample.window_start,
+                "records": sample.records,
+                "bytes": sample.bytes,
+                "files": sample.files,
+                "recorded_at": now,
+            }
             for sample in samples
         ]
+        if rows:
+            session.execute(insert(MetricRow), rows)
 
     def record_samples(self, job_id: str, table_name: str, checkpoint_id: int, samples: Sequence[MetricSample]) -> None:
         """Add metrics rows for a checkpoint (for example source counts a caller declares)."""
         with Session(self._engine) as session, session.begin():
-            session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+            self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
 
     def record_query_input(
         self,
@@ -388,7 +391,7 @@ class CheckpointStore:
                     MetricRow.stage.in_(QUERY_INPUT_STAGES),
                 )
             )
-            session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)]))
+            self._add_metrics(session, job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)])
 
     def window_totals(self, job_id: str, table_name: str, checkpoint_id: int, stage: str) -> dict[datetime | None, int]:
         """Records per window at ``stage``, from the accepted task attempts only."""
@@ -541,7 +544,7 @@ class CheckpointStore:
             if row.status != COMMITTED or from_rolled_back:
                 # a re-commit cleared the committed metrics first, whatever the row said (a
                 # rollback by another tool leaves it saying committed)
-                session.add_all(self._metric_rows(job_id, table_name, checkpoint_id, samples))
+                self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
             row.status = COMMITTED
             row.snapshot_id = snapshot_id
             row.attempts += attempts

@@ -17,6 +17,7 @@ written. A failure while writing removes the files the call had written.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from typing import TypeAlias
 
@@ -92,7 +93,13 @@ def write_with(writer: TaskFileWriter, batches: Iterable[pa.RecordBatch]) -> Wri
     """Write every batch with ``writer`` and close it; on any failure, remove what it wrote
     and raise (the step every task performs)."""
     try:
-        for batch in batches:
+        rows = iter(batches)
+        while True:
+            began = time.perf_counter()
+            batch = next(rows, None)
+            writer.seconds["arrow-in"] += time.perf_counter() - began
+            if batch is None:
+                break
             writer.add(batch)
         return writer.close()
     except BaseException:
@@ -106,7 +113,11 @@ def fitted(batches: Iterable[pa.RecordBatch], schema: Schema, table: str) -> Ite
     Raises:
         SchemaMismatchError: as :func:`write_arrow`, at the first batch that does not fit.
     """
-    target = schema_to_pyarrow(schema, include_field_ids=False)
+    # every field nullable here: nulls in required columns (nested ones too) are the task
+    # writer's to find and report by column, as they are for a Spark task's rows
+    target = pa.schema(
+        [pa.field(f.name, _nullable(f.type)) for f in schema_to_pyarrow(schema, include_field_ids=False)]
+    )
     checked: dict[pa.Schema, bool] = {}
     for batch in batches:
         if not isinstance(batch, pa.RecordBatch):
@@ -128,6 +139,19 @@ def fitted(batches: Iterable[pa.RecordBatch], schema: Schema, table: str) -> Ite
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise SchemaMismatchError(field.name, f"a value does not fit {field.type}: {e}", table=table) from e
         yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def _nullable(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` with every nested field nullable."""
+    if pa.types.is_struct(data_type):
+        return pa.struct([pa.field(f.name, _nullable(f.type)) for f in data_type])
+    if pa.types.is_large_list(data_type):
+        return pa.large_list(pa.field(data_type.value_field.name, _nullable(data_type.value_type)))
+    if pa.types.is_list(data_type):
+        return pa.list_(pa.field(data_type.value_field.name, _nullable(data_type.value_type)))
+    if pa.types.is_map(data_type):
+        return pa.map_(data_type.key_type, pa.field(data_type.item_field.name, _nullable(data_type.item_type)))
+    return data_type
 
 
 def _as_batches(batches: Batches) -> Iterable[pa.RecordBatch]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
@@ -207,6 +208,9 @@ class TaskFileWriter:
         self._violations: dict[str, int] = {}
         self._source_windows: Counter[int | None] = Counter()
         self._written_windows: Counter[int | None] = Counter()
+        #: seconds spent per stage (reported in the result, for the write-path breakdown)
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        self._flush_seconds = 0.0
 
     # -- input -------------------------------------------------------------------------
 
@@ -221,7 +225,9 @@ class TaskFileWriter:
         if batch.num_rows == 0:
             return
         self._source_records += batch.num_rows
+        began = time.perf_counter()
         self._source_windows.update(minute_counts(self._event_times(batch), batch.num_rows))
+        self.seconds["window-counts"] += time.perf_counter() - began
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         if self._pending_rows >= PARTITION_CHUNK_ROWS:
@@ -229,7 +235,10 @@ class TaskFileWriter:
 
     def _accept_pending(self) -> None:
         if self._pending:
+            began, flushed = time.perf_counter(), self._flush_seconds
             self._accept(pa.Table.from_batches(self._pending))
+            # splitting rows by partition: the accept, less the file work it triggered
+            self.seconds["split"] += time.perf_counter() - began - (self._flush_seconds - flushed)
         self._pending, self._pending_rows = [], 0
 
     def _accept(self, table: pa.Table) -> None:
@@ -295,6 +304,13 @@ class TaskFileWriter:
                 self._flush(other)
 
     def _flush(self, buffer: _Buffer) -> None:
+        began = time.perf_counter()
+        try:
+            self._flush_rows(buffer)
+        finally:
+            self._flush_seconds += time.perf_counter() - began
+
+    def _flush_rows(self, buffer: _Buffer) -> None:
         if not buffer.rows:
             return
         table = pa.concat_tables(buffer.tables)
@@ -307,8 +323,11 @@ class TaskFileWriter:
             self._write_row_group(buffer.partition, table.slice(offset, step))
 
     def _write_row_group(self, partition: tuple[PartitionValue, ...], rows: pa.Table) -> None:
+        began = time.perf_counter()
         open_file = self._open.get(partition) or self._new_file(partition)
         open_file.writer.write_table(rows, row_group_size=self._row_group_rows)
+        encoded = time.perf_counter()
+        self.seconds["encode"] += encoded - began
         self._written_windows.update(minute_counts(self._event_times(rows), rows.num_rows))
         for name, field_id in self._float_fields:
             nans = pc.sum(pc.is_nan(rows.column(name))).as_py() or 0
@@ -317,6 +336,7 @@ class TaskFileWriter:
             latest = pc.max(rows.column(self._event_time_name).cast(pa.int64())).as_py()
             if latest is not None and (open_file.max_event_time_us is None or latest > open_file.max_event_time_us):
                 open_file.max_event_time_us = int(latest)
+        self.seconds["file-stats"] += time.perf_counter() - encoded
         if open_file.stream.tell() >= self._target_size:
             self._close_file(open_file)
 
@@ -346,6 +366,11 @@ class TaskFileWriter:
         return key
 
     def _close_file(self, open_file: _OpenFile) -> None:
+        began = time.perf_counter()
+        self._close(open_file)
+        self.seconds["close"] += time.perf_counter() - began
+
+    def _close(self, open_file: _OpenFile) -> None:
         del self._open[open_file.partition]
         open_file.writer.close()
         size = open_file.stream.tell()
@@ -416,6 +441,7 @@ class TaskFileWriter:
             bytes=sum(f.file_size_in_bytes for f in files),
             data_files=files,
             violations=tuple(RequiredNullViolation(c, n) for c, n in sorted(self._violations.items())),
+            stage_seconds=tuple(sorted((k, round(v, 6)) for k, v in self.seconds.items())),
             windows=tuple(
                 WindowCount(window, self._source_windows[window], self._written_windows[window])
                 for window in sorted(
