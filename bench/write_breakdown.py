@@ -135,6 +135,7 @@ def spark_actions(spark: SparkSession, group: str) -> list[str]:
 def measure(spark: SparkSession, rows: int, distribution: str, work: Path) -> dict[str, Any]:
     df = clickstream(spark, 0, rows, partitions=4).cache()
     assert df.count() == rows
+    work.mkdir(parents=True, exist_ok=True)
     catalog = ic.connect(uri=f"sqlite:///{work / f'catalog-{rows}.db'}", warehouse=str(work / f"wh-{rows}"))
     for name in ("bench.t", "bench.warmup"):
         ic.create_table(catalog, name, SCHEMA, partition_by=list(PARTITION_BY))
@@ -170,7 +171,8 @@ def measure(spark: SparkSession, rows: int, distribution: str, work: Path) -> di
 def summarise(found: list[dict[str, Any]]) -> str:
     lines = []
     for m in found:
-        lines.append(f"**{m['rows']:,} rows** (`distribution={m['distribution']}`): {m['total_s']:.2f} s in all, "
+        lines.append(f"**{m['rows']:,} rows** (`distribution={m['distribution']}`, Arrow batches of "
+                     f"{m['arrow_batch']:,} rows): {m['total_s']:.2f} s in all, "
                      f"{m['files']} files, {m['tasks']} writer tasks")  # fmt: skip
         lines.append("")
         lines.append("| driver stage | s | share |")
@@ -197,13 +199,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--distribution", default="hash", choices=["none", "hash", "bin-pack"])
+    parser.add_argument(
+        "--arrow-batch", type=int, nargs="+", default=[10_000],
+        help="spark.sql.execution.arrow.maxRecordsPerBatch values to measure in turn (Spark's default: 10000)",
+    )  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="icecommit-breakdown-"))
     spark = local_session(
         "icecommit-breakdown", config={"spark.driver.memory": "8g", "spark.driver.maxResultSize": "0"}
     )
     try:
-        found = [measure(spark, rows, args.distribution, work) for rows in args.sizes]
+        found = []
+        for turn, batch in enumerate(args.arrow_batch):
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
+            for rows in args.sizes:
+                found.append(
+                    {**measure(spark, rows, args.distribution, work / f"{turn}-{batch}"), "arrow_batch": batch}
+                )
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
