@@ -143,17 +143,21 @@ class TableNotFoundError(TableSpecError, NoSuchTableError):
         table: the name asked for.
         known: the tables the catalog has in that namespace (empty when the namespace
             does not exist).
+        catalog: the catalog looked in (its name and, for a SQL catalog, its database
+            with any password hidden).
     """
 
-    def __init__(self, table: str, known: list[str], *, namespace_exists: bool) -> None:
+    def __init__(self, table: str, known: list[str], *, namespace_exists: bool, catalog: str | None = None) -> None:
         self.known = known
+        self.catalog = catalog
+        where = f" in catalog {catalog}" if catalog else ""
         if not namespace_exists:
-            reason = f"does not exist (nor does its namespace {table.rsplit('.', 1)[0]})"
+            reason = f"does not exist{where} (nor does its namespace {table.rsplit('.', 1)[0]})"
         elif known:
             shown = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
-            reason = f"does not exist; the namespace holds {shown}"
+            reason = f"does not exist{where}; the namespace holds {shown}"
         else:
-            reason = "does not exist; its namespace holds no table"
+            reason = f"does not exist{where}; its namespace holds no table"
         super().__init__(table, reason)
 
 

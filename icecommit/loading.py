@@ -9,6 +9,7 @@ from pyiceberg.table import Table
 
 from icecommit.errors import TableNotFoundError, TableSpecError
 from icecommit.identifiers import table_name
+from icecommit.state.database import shown_uri
 
 
 def load_table(catalog: Catalog, table: Table | str) -> Table:
@@ -30,9 +31,14 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
             exists = True
         except NoSuchNamespaceError:
             known, exists = [], False
-        raise TableNotFoundError(name, known, namespace_exists=exists) from e
+        raise TableNotFoundError(name, known, namespace_exists=exists, catalog=_where(catalog)) from e
     except (OSError, ValueError, PyIcebergValidationError) as e:  # a metadata file missing, cut short or corrupt
         raise TableSpecError(name, f"its metadata cannot be read: {type(e).__name__}: {_first_line(e)}") from e
+
+
+def _where(catalog: Catalog) -> str:
+    uri = catalog.properties.get("uri")
+    return f"{catalog.name} ({shown_uri(uri)})" if uri else catalog.name
 
 
 def _first_line(error: BaseException) -> str:

@@ -51,6 +51,25 @@ def _normalise_warehouse(warehouse: str, create: bool = True) -> str:
     return _file_uri(path)
 
 
+def _embedded_uri_in(warehouse: str, create: bool) -> str:
+    """The embedded catalog's database inside a local warehouse folder.
+
+    Raises:
+        CatalogUnavailableError: the warehouse is not local (an embedded SQLite catalog
+            cannot live in object storage): a SQL catalog URI must go with it.
+    """
+    if "://" in warehouse and not warehouse.startswith("file://"):
+        raise CatalogUnavailableError(
+            warehouse,
+            "is not a local folder, and the embedded catalog keeps its database beside the warehouse; "
+            "give a catalog URI with it (--uri / ICECOMMIT_CATALOG_URI, e.g. postgresql+psycopg://...)",
+        )
+    folder = Path(warehouse.removeprefix("file://")).resolve()
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'catalog.db'}"
+
+
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
     """A SQL catalog that must exist already: nothing is created, not even an empty file."""
     shown = shown_uri(uri)
@@ -83,8 +102,12 @@ def connect(
     """Open a catalog.
 
     Resolution order: explicit arguments, then the environment variables
-    ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE``, then the embedded default (a
-    SQLite catalog and a local warehouse under ``./warehouse/`` or ``$ICECOMMIT_HOME``).
+    ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE``, then the embedded default: a
+    SQLite catalog and a local warehouse together in ``$ICECOMMIT_HOME``, or in the per-user
+    ``~/.local/share/icecommit`` (``$XDG_DATA_HOME/icecommit``) whatever the working
+    directory (a catalog an earlier version made in ``./warehouse`` is still used, with a
+    notice). A warehouse given without a URI holds the embedded catalog too (moving one
+    moves both); a remote warehouse needs a URI.
     With ``name`` and no URI from the arguments or the environment, the catalog is
     loaded the pyiceberg way (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
 
@@ -131,7 +154,11 @@ def _connect(
             return load_catalog(name, **extra)
         except Exception as e:  # pyiceberg raises many kinds here (configuration, connection)
             raise CatalogUnavailableError(f"catalog {name}", f"cannot be loaded: {type(e).__name__}: {e}") from e
-    catalog_uri = resolved_uri or _default_uri(create)
+    if resolved_uri is None and resolved_warehouse is not None:
+        # the embedded catalog keeps its database in the warehouse folder: moving one moves both
+        catalog_uri = _embedded_uri_in(resolved_warehouse, create)
+    else:
+        catalog_uri = resolved_uri or _default_uri(create)
     catalog_warehouse = (
         _normalise_warehouse(resolved_warehouse, create) if resolved_warehouse else _default_warehouse(create)
     )

@@ -129,7 +129,12 @@ def _writable(path: Path) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--catalog", "catalog_name", default=None, help="A catalog configured the pyiceberg way.")
 @click.option("--uri", default=None, help="SQL catalog URI (default: $ICECOMMIT_CATALOG_URI or embedded SQLite).")
-@click.option("--warehouse", default=None, help="Warehouse location (default: $ICECOMMIT_WAREHOUSE or ./warehouse).")
+@click.option(
+    "--warehouse",
+    default=None,
+    help="Warehouse location (default: $ICECOMMIT_WAREHOUSE, else $ICECOMMIT_HOME or ~/.local/share/icecommit); "
+    "without --uri, the embedded catalog lives in it too.",
+)
 @click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
 @click.pass_context

@@ -23,11 +23,52 @@ def test_embedded_default_lives_under_icecommit_home(tmp_path: Path) -> None:
     assert catalog.load_table("ns.t").metadata.location.startswith(home.as_uri())
 
 
-def test_default_home_is_warehouse_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_default_home_is_per_user_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("ICECOMMIT_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    ic.create_table(ic.connect(), "ns.t", SCHEMA)
+    assert (tmp_path / "xdg" / "icecommit" / "catalog.db").is_file()
+    assert not (tmp_path / "a" / "warehouse").exists()
+    monkeypatch.chdir(tmp_path / "b")
+    assert ic.connect().load_table("ns.t") is not None  # the same catalog from another directory
+    assert not (tmp_path / "b" / "warehouse").exists()
+
+
+def test_a_catalog_an_earlier_version_made_in_dot_warehouse_is_still_found_with_a_notice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv("ICECOMMIT_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     monkeypatch.chdir(tmp_path)
-    ic.connect()
-    assert (tmp_path / "warehouse" / "catalog.db").is_file()
+    legacy = tmp_path / "warehouse"
+    old = ic.connect(uri=f"sqlite:///{legacy / 'catalog.db'}", warehouse=str(legacy))
+    ic.create_table(old, "ns.old", SCHEMA)
+    with caplog.at_level("WARNING", logger="icecommit"):
+        found = ic.connect()
+    assert found.load_table("ns.old") is not None
+    notices = [r.getMessage() for r in caplog.records if "earlier icecommit" in r.getMessage()]
+    assert len(notices) == 1 and str(tmp_path / "xdg" / "icecommit") in notices[0]
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_a_warehouse_without_a_uri_holds_the_embedded_catalog_too(tmp_path: Path) -> None:
+    first = ic.connect(warehouse=str(tmp_path / "one"))
+    ic.create_table(first, "ns.t", SCHEMA)
+    assert (tmp_path / "one" / "catalog.db").is_file()
+    assert first.load_table("ns.t").metadata.location.startswith(f"file://{tmp_path / 'one'}")
+    assert not (tmp_path / "home" / "catalog.db").exists()  # not the home's
+    fresh = ic.connect(warehouse=str(tmp_path / "two"))
+    assert fresh.list_namespaces() == []  # another warehouse is another catalog
+    with pytest.raises(ic.errors.CatalogUnavailableError, match="give a catalog URI"):
+        ic.connect(warehouse="s3://bucket/wh")
+    with pytest.raises(ic.errors.CatalogUnavailableError, match="does not exist"):
+        ic.connect(warehouse=str(tmp_path / "three"), create=False)
+    assert not (tmp_path / "three").exists()  # reading creates nothing
 
 
 def test_environment_variables_come_before_the_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
