@@ -141,6 +141,7 @@ class CompactionStore:
             )
             .join(CompactionRow, CompactionRow.compaction_id == RewrittenRowsRow.compaction_id)
             .where(RewrittenRowsRow.table_name == table_name, CompactionRow.status != ABORTED)
+            .order_by(RewrittenRowsRow.id)  # an input's runs in the order they were written
         )
         by_group: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
         rank: dict[str, tuple[bool, datetime, str]] = {}

@@ -105,7 +105,11 @@ def test_quickstart(workdir: Path) -> None:
     assert "'icecommit.records': '500'" in summary
 
 
-def test_exactly_once(workdir: Path) -> None:
+@pytest.mark.parametrize("after_quickstart", [False, True], ids=["own-home", "after-01-in-the-same-home"])
+def test_exactly_once(workdir: Path, after_quickstart: bool) -> None:
+    """Each notebook runs on its own, in a fresh home or one another notebook used."""
+    if after_quickstart:
+        execute("01_quickstart", workdir)
     notebook = execute("02_exactly_once", workdir)
     lines = stdout_lines(notebook)
 
