@@ -352,6 +352,7 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
 @click.option("--deep", is_flag=True, help="Count readable rows by reading the data files.")
 @click.option("--max-loss-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--max-dup-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--all-windows", is_flag=True, help="Markdown: list every window, not only those with problems.")
 @click.pass_obj
 def reconcile(
     ctx: Context,
@@ -364,6 +365,7 @@ def reconcile(
     deep: bool,
     max_loss_pct: float,
     max_dup_pct: float,
+    all_windows: bool,
 ) -> None:
     """Prove source = written = committed = readable, or say where not.
 
@@ -390,7 +392,11 @@ def reconcile(
             thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct),
         )  # fmt: skip
         record_run(engine, report)
-        rendered = {"md": report.to_markdown, "json": report.to_json, "html": report.to_html}[fmt]()
+        rendered = {
+            "md": lambda: report.to_markdown(all_windows=all_windows),
+            "json": report.to_json,
+            "html": report.to_html,
+        }[fmt]()
         if out is not None:
             out.write_text(rendered)
         ctx.output.reconcile(report, rendered, out)

@@ -3,19 +3,140 @@
 from __future__ import annotations
 
 import html as html_escape
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from icecommit.metrics.report_model import ReconciliationReport
+    from icecommit.metrics.report_model import Problem, ReconciliationReport, WindowLine
 
 
 def _n(value: int | None) -> str:
     return "" if value is None else f"{value:,}"
 
 
-def markdown(report: ReconciliationReport) -> str:
-    """The report as Markdown."""
-    verdict = "OK: every closed checkpoint and window reconciles" if report.ok else "MISMATCH"
+def duration(seconds: float | None) -> str:
+    """Seconds in the units a person reads: ``42 s``, ``3 min 28 s``, ``2 h 18 min``, ``2 d 10 h``."""
+    if seconds is None:
+        return "n/a"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"
+
+
+def _minute(window: datetime | None) -> str:
+    return window.strftime("%Y-%m-%d %H:%M") if window is not None else "(no event time)"
+
+
+def window_ranges(windows: Sequence[WindowLine]) -> list[tuple[WindowLine, WindowLine, int, dict[str, int | None]]]:
+    """Consecutive failing closed windows (one minute apart), collapsed: (first, last,
+    count, summed source/written/committed/readable)."""
+    ranges: list[tuple[WindowLine, WindowLine, int, dict[str, int | None]]] = []
+    run: list[WindowLine] = []
+
+    def close() -> None:
+        if run:
+            readable = None if any(w.readable is None for w in run) else sum(w.readable or 0 for w in run)
+            totals: dict[str, int | None] = {
+                "source": sum(w.source for w in run), "written": sum(w.written for w in run),
+                "committed": sum(w.committed for w in run), "readable": readable,
+            }  # fmt: skip
+            ranges.append((run[0], run[-1], len(run), totals))
+            run.clear()
+
+    for w in windows:
+        if w.ok or not w.closed:
+            close()
+            continue
+        if run and (
+            w.window_start is None
+            or run[-1].window_start is None
+            or w.window_start - run[-1].window_start != timedelta(minutes=1)
+        ):
+            close()
+        run.append(w)
+    close()
+    return ranges
+
+
+def summary_lines(report: ReconciliationReport) -> list[str]:
+    """The summary a person reads first: rows per stage, loss and duplication, checkpoint
+    states, lag and commit health."""
+    lines_ = report.checkpoints
+    source = sum(c.source for c in lines_ if c.status == "committed")
+    written = sum(c.written for c in lines_ if c.status == "committed")
+    committed = sum(c.committed for c in lines_ if c.status == "committed")
+    readable = sum(c.readable for c in lines_ if c.status == "committed")
+    counted = readable if report.deep else committed
+    loss = max(0, source - min(written, committed, readable))
+    duplicated = max(0, max(written, committed, readable) - source) if source else 0
+    states: dict[str, int] = {}
+    for c in (*report.checkpoints, *report.pending):
+        states[c.status] = states.get(c.status, 0) + 1
+    h = report.health
+    how = (
+        "read from the data files (deep)"
+        if report.deep
+        else "from the table's metadata (run with --deep to read the files)"
+    )
+    return [
+        "| stage | rows |",
+        "|---|---:|",
+        f"| source | {source:,} |",
+        f"| written | {written:,} |",
+        f"| committed | {committed:,} |",
+        f"| readable | {readable:,} |",
+        "",
+        f"- **Loss**: {loss:,} row(s); **duplicated**: {duplicated:,} row(s) (readable {how}; "
+        f"{counted:,} of {source:,} source rows accounted for).",
+        "- **Checkpoints**: " + (", ".join(f"{n:,} {state}" for state, n in sorted(states.items())) or "none"),
+        f"- **Event time to commit**: p50 {duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
+        f"- **Commit health**: {h.attempts:,} attempt(s), {h.retries:,} retr(y/ies) after {h.conflicts:,} "
+        f"conflict(s), {h.unknown_outcomes:,} unknown outcome(s), {h.files_missing:,} file(s) missing at commit.",
+    ]
+
+
+def grouped_problems(report: ReconciliationReport) -> list[tuple[str, list[str]]]:
+    """Problems by kind, most severe kinds first; failing windows collapsed into ranges."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    kinds: dict[str, list[Problem]] = {}
+    for p in report.problems:
+        kinds.setdefault(p.kind, []).append(p)
+    grouped: list[tuple[str, list[str]]] = []
+    for kind, problems in sorted(kinds.items(), key=lambda item: (min(order.get(p.severity, 3) for p in item[1]),
+                                                                   item[0])):  # fmt: skip
+        severity = problems[0].severity
+        if kind == "window-mismatch":
+            items = []
+            for first, last, count, totals in window_ranges(report.windows):
+                span = _minute(first.window_start) if count == 1 else (
+                    f"{count:,} windows {_minute(first.window_start)} to {_minute(last.window_start)}")  # fmt: skip
+                read = "" if totals["readable"] is None else f", readable {totals['readable']:,}"
+                items.append(f"{span}: source {totals['source']:,}, written {totals['written']:,}, "
+                             f"committed {totals['committed']:,}{read}")  # fmt: skip
+            grouped.append((f"{kind} ({severity}, {len(problems):,} window(s))", items))
+        else:
+            grouped.append((f"{kind} ({severity}, {len(problems):,})", [p.message for p in problems]))
+    return grouped
+
+
+def markdown(report: ReconciliationReport, *, all_windows: bool = False) -> str:
+    """The report as Markdown: the verdict and a summary first, then the problems grouped
+    by kind (failing windows collapsed into ranges), then the details (passing windows
+    summarised unless ``all_windows``)."""
+    errors = sum(1 for p in report.problems if p.severity == "error")
+    verdict = (
+        "OK: every closed checkpoint and window reconciles" if report.ok
+        else f"MISMATCH: {errors:,} error(s), {len(report.problems) - errors:,} other finding(s)"
+    )  # fmt: skip
     since = report.since.isoformat() if report.since else "the beginning"
     lines = [
         f"# Reconciliation of {report.table}" + (f" (job {report.job_id})" if report.job_id else ""),
@@ -23,11 +144,17 @@ def markdown(report: ReconciliationReport) -> str:
         f"**{verdict}**. Checkpoints prepared from {since} to {report.until.isoformat()}; "
         f"generated {report.generated_at.isoformat()}{'; deep scan' if report.deep else ''}.",
         "",
+        "## Summary",
+        "",
+        *summary_lines(report),
+        "",
     ]
     if report.problems:
         lines += ["## Problems", ""]
-        lines += [f"- **{p.kind}** ({p.severity}): {p.message}" for p in report.problems]
-        lines.append("")
+        for heading, items in grouped_problems(report):
+            lines += [f"### {heading}", ""]
+            lines += [f"- {item}" for item in items]
+            lines.append("")
     lines += [
         "## Checkpoints",
         "",
@@ -41,27 +168,36 @@ def markdown(report: ReconciliationReport) -> str:
             f"{_n(c.written)} | {_n(c.committed)} | {_n(c.readable)} | {c.loss_pct:.2f} | "
             f"{c.duplication_pct:.2f} | {'yes' if c.ok else '**no**'} | {c.note} |"
         )
+    shown = [w for w in report.windows if all_windows or not w.ok or not w.closed]
+    passing = [w for w in report.windows if w not in shown]
     lines += ["", "## Windows (one minute of event time)", ""]
-    lines += [
-        "| window | closed | source | written | committed | readable | loss % | dup % | ok |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for w in report.windows:
-        label = w.window_start.strftime("%Y-%m-%d %H:%M") if w.window_start else "(no event time)"
-        lines.append(
-            f"| {label} | {'yes' if w.closed else 'no'} | {_n(w.source)} | {_n(w.written)} | {_n(w.committed)} | "
-            f"{_n(w.readable)} | {w.loss_pct:.2f} | {w.duplication_pct:.2f} | {'yes' if w.ok else '**no**'} |"
-        )
+    if passing:
+        first, last = passing[0].window_start, passing[-1].window_start
+        lines += [
+            f"{len(passing):,} closed window(s) from {_minute(first)} to {_minute(last)} reconcile and are not "
+            "listed (`--all-windows` lists them).",
+            "",
+        ]
+    if shown:
+        lines += [
+            "| window | closed | source | written | committed | readable | loss % | dup % | ok |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        for w in shown:
+            lines.append(
+                f"| {_minute(w.window_start)} | {'yes' if w.closed else 'no'} | {_n(w.source)} | {_n(w.written)} | "
+                f"{_n(w.committed)} | {_n(w.readable)} | {w.loss_pct:.2f} | {w.duplication_pct:.2f} | "
+                f"{'yes' if w.ok else '**no**'} |"
+            )
     h = report.health
-    p50 = f"{report.lag.p50_seconds:.1f}s" if report.lag.p50_seconds is not None else "n/a"
-    p99 = f"{report.lag.p99_seconds:.1f}s" if report.lag.p99_seconds is not None else "n/a"
     lines += [
         "",
         "## Commit health",
         "",
         f"{h.checkpoints} committed checkpoints, {len(report.pending)} pending; {h.attempts} attempts, "
         f"{h.retries} retries after {h.conflicts} conflicts, {h.unknown_outcomes} unknown outcomes, "
-        f"{h.files_missing} files missing at commit. Lag from event time to commit: p50 {p50}, p99 {p99}.",
+        f"{h.files_missing} files missing at commit. Lag from event time to commit: p50 "
+        f"{duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
         "",
     ]
     if report.partitions:
@@ -126,6 +262,19 @@ _SCRIPT = """
 """
 
 
+def _summary_html(report: ReconciliationReport) -> str:
+    """The Markdown summary (a stage table, then bullets) as HTML."""
+    rows, bullets = [], []
+    for line in summary_lines(report):
+        if line.startswith("| ") and not line.startswith("| stage"):
+            stage, value = (cell.strip() for cell in line.strip("|").split("|"))
+            rows.append(f"<tr><th>{html_escape.escape(stage)}</th><td>{html_escape.escape(value)}</td></tr>")
+        elif line.startswith("- "):
+            text = html_escape.escape(line[2:]).replace("**", "")
+            bullets.append(f"<li>{text}</li>")
+    return f"<table>{''.join(rows)}</table><ul>{''.join(bullets)}</ul>"
+
+
 def html(report: ReconciliationReport) -> str:
     """A self-contained page: verdict, problems, chart (inline SVG drawn from the embedded
     JSON, no external resources), and the tables."""
@@ -133,7 +282,10 @@ def html(report: ReconciliationReport) -> str:
     verdict = "reconciles" if report.ok else "does NOT reconcile"
     colour = "#1a7f37" if report.ok else "#cf222e"
     problems = "".join(
-        f"<li><b>{html_escape.escape(p.kind)}</b>: {html_escape.escape(p.message)}</li>" for p in report.problems
+        f"<li><b>{html_escape.escape(heading)}</b><ul>"
+        + "".join(f"<li>{html_escape.escape(item)}</li>" for item in items)
+        + "</ul></li>"
+        for heading, items in grouped_problems(report)
     )
     rows = "".join(
         "<tr>"
@@ -168,6 +320,8 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <p class="verdict" id="verdict">The table {verdict}.</p>
 <p>Generated {html_escape.escape(report.generated_at.isoformat())}; {len(report.checkpoints)} committed checkpoints,
 {len(report.pending)} pending.</p>
+<h2>Summary</h2>
+<div id="summary">{_summary_html(report)}</div>
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
 <h2>Records per one-minute window (or per checkpoint), per stage</h2>
 <svg id="chart" xmlns="http://www.w3.org/2000/svg" width="960" height="320" role="img"

@@ -176,9 +176,10 @@ class ReconciliationReport:
         """The report as JSON (stable schema, ``schema_version`` 1)."""
         return json.dumps(self.to_dict(), indent=2)
 
-    def to_markdown(self) -> str:
-        """The report for a terminal or a ticket."""
-        return render.markdown(self)
+    def to_markdown(self, *, all_windows: bool = False) -> str:
+        """The report for a terminal or a ticket: verdict and summary first, problems
+        grouped by kind, then details (passing windows summarised unless ``all_windows``)."""
+        return render.markdown(self, all_windows=all_windows)
 
     def to_html(self) -> str:
         """A self-contained HTML page with a chart of records per window per stage."""

@@ -258,3 +258,49 @@ def test_checkpoints_that_reached_the_table_out_of_order_are_flagged(
     expired = ic.reconcile(catalog, table, job_id=JOB)
     assert [s.status for s in store.list(f"{catalog.name}.events")] == ["committed"] * 3
     assert [(p.kind, p.checkpoint_id) for p in expired.problems if p.kind == "out-of-order"] == [("out-of-order", 2)]
+
+
+def test_the_markdown_answers_first_and_collapses_failing_windows_into_ranges(catalog: SqlCatalog) -> None:
+    table, committer = _pipeline(catalog, checkpoints=1)
+    clean = ic.reconcile(catalog, table, job_id=JOB)
+    text = clean.to_markdown()
+    summary, problems, details = text.index("## Summary"), text.find("## Problems"), text.index("## Checkpoints")
+    assert text.index("**OK") < summary < details and problems == -1
+    assert "| committed | 300 |" in text and "- **Loss**: 0 row(s)" in text
+    assert "- **Checkpoints**: 1 committed" in text
+    passing = [w for w in clean.windows if w.ok and w.closed]
+    assert f"{len(passing):,} closed window(s) from" in text and "| window |" not in text  # summarised
+    assert "| window |" in clean.to_markdown(all_windows=True)
+    assert clean.to_markdown(all_windows=True).count("\n| 2026-") == len(clean.windows)
+
+    # a consecutive run of windows where the source declares more than was written
+    declared = {w.window_start: w.source for w in clean.windows}
+    timed = sorted(w for w in declared if w is not None)
+    start = next(i for i in range(len(timed) - 2) if timed[i + 2] - timed[i] == dt.timedelta(minutes=2))
+    for window in timed[start : start + 3]:
+        declared[window] += 4
+    committer.declare_source(1, declared)
+    bad = ic.reconcile(catalog, table, job_id=JOB)
+    text = bad.to_markdown()
+    assert (
+        text.index("**MISMATCH") < text.index("## Summary") < text.index("## Problems") < text.index("## Checkpoints")
+    )
+    assert "### window-mismatch (error, 3 window(s))" in text
+    first, last = timed[start].strftime("%Y-%m-%d %H:%M"), timed[start + 2].strftime("%Y-%m-%d %H:%M")
+    line = next(li for li in text.splitlines() if li.startswith(f"- 3 windows {first} to {last}"))
+    written = sum(w.written for w in bad.windows if w.window_start in timed[start : start + 3])
+    assert f"source {written + 12:,}, written {written:,}" in line
+    page = bad.to_html()  # the page answers first too: summary, then the grouped problems
+    assert page.index('id="verdict"') < page.index('id="summary"') < page.index("id='problems'")
+    assert f"3 windows {first} to {last}" in page
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(None, "n/a"), (3.25, "3.2 s"), (42.0, "42 s"), (208.0, "3 min 28 s"), (8280.0, "2 h 18 min"),
+     (208_749.8, "2 d 9 h")],
+)  # fmt: skip
+def test_lag_is_shown_in_human_units(seconds: float | None, shown: str) -> None:
+    from icecommit.metrics.render import duration
+
+    assert duration(seconds) == shown
