@@ -43,6 +43,7 @@ from icecommit.errors import (
 )
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
+from icecommit.metrics.runs import changes_since, last_run
 from icecommit.state import dispose_state_engines, state_engine, state_uri
 from icecommit.timeparse import parse_duration, parse_instant
 
@@ -391,11 +392,12 @@ def reconcile(
             catalog, table, job_id=job, since=start, until=until, deep=deep,
             thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct),
         )  # fmt: skip
+        changes = changes_since(last_run(engine, table, job), report)
         record_run(engine, report)
         rendered = {
-            "md": lambda: report.to_markdown(all_windows=all_windows),
+            "md": lambda: report.to_markdown(all_windows=all_windows, changes=changes),
             "json": report.to_json,
-            "html": report.to_html,
+            "html": lambda: report.to_html(changes=changes),
         }[fmt]()
         if out is not None:
             out.write_text(rendered)

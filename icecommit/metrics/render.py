@@ -67,7 +67,7 @@ def window_ranges(windows: Sequence[WindowLine]) -> list[tuple[WindowLine, Windo
     return ranges
 
 
-def summary_lines(report: ReconciliationReport) -> list[str]:
+def summary_lines(report: ReconciliationReport, changes: str | None = None) -> list[str]:
     """The summary a person reads first: rows per stage, loss and duplication, checkpoint
     states, lag and commit health."""
     lines_ = report.checkpoints
@@ -101,6 +101,7 @@ def summary_lines(report: ReconciliationReport) -> list[str]:
         f"- **Event time to commit**: p50 {duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
         f"- **Commit health**: {h.attempts:,} attempt(s), {h.retries:,} retr(y/ies) after {h.conflicts:,} "
         f"conflict(s), {h.unknown_outcomes:,} unknown outcome(s), {h.files_missing:,} file(s) missing at commit.",
+        *([f"- **Changes**: {changes}."] if changes else []),
     ]
 
 
@@ -128,7 +129,7 @@ def grouped_problems(report: ReconciliationReport) -> list[tuple[str, list[str]]
     return grouped
 
 
-def markdown(report: ReconciliationReport, *, all_windows: bool = False) -> str:
+def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes: str | None = None) -> str:
     """The report as Markdown: the verdict and a summary first, then the problems grouped
     by kind (failing windows collapsed into ranges), then the details (passing windows
     summarised unless ``all_windows``)."""
@@ -146,7 +147,7 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False) -> str:
         "",
         "## Summary",
         "",
-        *summary_lines(report),
+        *summary_lines(report, changes),
         "",
     ]
     if report.problems:
@@ -262,10 +263,10 @@ _SCRIPT = """
 """
 
 
-def _summary_html(report: ReconciliationReport) -> str:
+def _summary_html(report: ReconciliationReport, changes: str | None) -> str:
     """The Markdown summary (a stage table, then bullets) as HTML."""
     rows, bullets = [], []
-    for line in summary_lines(report):
+    for line in summary_lines(report, changes):
         if line.startswith("| ") and not line.startswith("| stage"):
             stage, value = (cell.strip() for cell in line.strip("|").split("|"))
             rows.append(f"<tr><th>{html_escape.escape(stage)}</th><td>{html_escape.escape(value)}</td></tr>")
@@ -275,7 +276,7 @@ def _summary_html(report: ReconciliationReport) -> str:
     return f"<table>{''.join(rows)}</table><ul>{''.join(bullets)}</ul>"
 
 
-def html(report: ReconciliationReport) -> str:
+def html(report: ReconciliationReport, *, changes: str | None = None) -> str:
     """A self-contained page: verdict, problems, chart (inline SVG drawn from the embedded
     JSON, no external resources), and the tables."""
     document = report.to_json().replace("</", "<\\/")
@@ -321,7 +322,7 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <p>Generated {html_escape.escape(report.generated_at.isoformat())}; {len(report.checkpoints)} committed checkpoints,
 {len(report.pending)} pending.</p>
 <h2>Summary</h2>
-<div id="summary">{_summary_html(report)}</div>
+<div id="summary">{_summary_html(report, changes)}</div>
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
 <h2>Records per one-minute window (or per checkpoint), per stage</h2>
 <svg id="chart" xmlns="http://www.w3.org/2000/svg" width="960" height="320" role="img"

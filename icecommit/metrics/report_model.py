@@ -176,14 +176,16 @@ class ReconciliationReport:
         """The report as JSON (stable schema, ``schema_version`` 1)."""
         return json.dumps(self.to_dict(), indent=2)
 
-    def to_markdown(self, *, all_windows: bool = False) -> str:
+    def to_markdown(self, *, all_windows: bool = False, changes: str | None = None) -> str:
         """The report for a terminal or a ticket: verdict and summary first, problems
-        grouped by kind, then details (passing windows summarised unless ``all_windows``)."""
-        return render.markdown(self, all_windows=all_windows)
+        grouped by kind, then details (passing windows summarised unless ``all_windows``);
+        ``changes``: a line on what changed since the last stored run, for the summary
+        (:func:`icecommit.metrics.runs.changes_since`)."""
+        return render.markdown(self, all_windows=all_windows, changes=changes)
 
-    def to_html(self) -> str:
+    def to_html(self, *, changes: str | None = None) -> str:
         """A self-contained HTML page with a chart of records per window per stage."""
-        return render.html(self)
+        return render.html(self, changes=changes)
 
     def _repr_html_(self) -> str:
         """The page inside an ``iframe``, so that a notebook shows it (chart included) with

@@ -63,6 +63,47 @@ def last_successful_run(engine: Engine, table: str, job_id: str | None) -> Recon
         return _to_run(row) if row is not None else None
 
 
+def last_run(engine: Engine, table: str, job_id: str | None) -> ReconcileRun | None:
+    """The latest stored run over ``table`` (and ``job_id``), whatever its verdict."""
+    query = select(ReconcileRunRow).where(ReconcileRunRow.table_name == table)
+    query = query.where(
+        ReconcileRunRow.job_id.is_(None) if job_id is None else ReconcileRunRow.job_id == job_id
+    ).order_by(ReconcileRunRow.ran_at.desc(), ReconcileRunRow.id.desc())
+    with Session(engine) as session:
+        row = session.execute(query.limit(1)).scalar_one_or_none()
+        return _to_run(row) if row is not None else None
+
+
+def changes_since(previous: ReconcileRun | None, report: ReconciliationReport) -> str:
+    """One line on what changed since the last stored run (its verdict, checkpoints, rows
+    and problem kinds), for the report's summary."""
+    if previous is None:
+        return "first stored run for this table"
+    before = previous.summary
+
+    def delta(now: int, then: object) -> str:
+        return f"{now - int(then):+,}" if isinstance(then, int) else f"{now:,}"
+
+    listed = before.get("problems")
+    kinds_then = {str(p).split(":", 1)[0] for p in listed} if isinstance(listed, list) else set()
+    kinds_now = {p.kind for p in report.problems}
+    new, gone = sorted(kinds_now - kinds_then), sorted(kinds_then - kinds_now)
+    verdict = "OK" if previous.ok else "MISMATCH"
+    parts = [
+        f"since the last run ({previous.ran_at:%Y-%m-%d %H:%M} UTC, {verdict})",
+        f"checkpoints {delta(len(report.checkpoints), before.get('checkpoints'))}",
+        f"source rows {delta(sum(c.source for c in report.checkpoints), before.get('source'))}",
+        f"readable rows {delta(sum(c.readable for c in report.checkpoints), before.get('readable'))}",
+    ]
+    if new:
+        parts.append("new problems: " + ", ".join(new))
+    if gone:
+        parts.append("resolved: " + ", ".join(gone))
+    if not new and not gone:
+        parts.append("same problem kinds" if kinds_now else "no problems then or now")
+    return "; ".join(parts)
+
+
 def _to_run(row: ReconcileRunRow) -> ReconcileRun:
     return ReconcileRun(
         run_id=row.id,

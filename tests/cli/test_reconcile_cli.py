@@ -81,6 +81,10 @@ def test_since_last_continues_from_the_previous_successful_run(home: Path) -> No
     run_job(f"sqlite:///{home / 'catalog.db'}", home.as_uri(), TABLE, "job", 4, catalog_name=DEFAULT_CATALOG_NAME)
     third = json.loads(run(home, "--output", "json", "reconcile", TABLE, "--job", "job", "--since", "last").stdout)
     assert [c["checkpoint_id"] for c in third["checkpoints"]] == [4]
+    # the Markdown summary says what changed since the last stored run
+    fourth = run(home, "reconcile", TABLE, "--job", "job").stdout
+    changes = next((li for li in fourth.splitlines() if li.startswith("- **Changes**: since the last run")), fourth)
+    assert "OK)" in changes and "checkpoints +" in changes and "no problems then or now" in changes, changes
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
