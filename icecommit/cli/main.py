@@ -394,11 +394,12 @@ def reconcile(
         )  # fmt: skip
         changes = changes_since(last_run(engine, table, job), report)
         record_run(engine, report)
-        rendered = {
-            "md": lambda: report.to_markdown(all_windows=all_windows, changes=changes),
-            "json": report.to_json,
-            "html": lambda: report.to_html(changes=changes),
-        }[fmt]()
+        if fmt == "md":
+            rendered = report.to_markdown(all_windows=all_windows, changes=changes)
+        elif fmt == "html":
+            rendered = report.to_html(changes=changes)
+        else:
+            rendered = report.to_json()
         if out is not None:
             out.write_text(rendered)
         ctx.output.reconcile(report, rendered, out)
