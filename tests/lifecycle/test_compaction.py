@@ -393,6 +393,7 @@ def test_a_group_that_fails_leaves_neither_files_nor_lineage(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("catalog", ["sqlite"], indirect=True)  # the Spark side is the same on both
 def test_spark_tasks_rewrite_the_partitions_with_the_same_result(
     catalog: SqlCatalog, table_name: str, spark: SparkSession
 ) -> None:

@@ -25,6 +25,7 @@ from icecommit.upkeep import MaintenancePolicy, maintain
 from tests.committer.test_completeness import at, commit
 from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+from tests.writers.test_spark_write import spark_events
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
 TARGET = 64 * 1024
@@ -208,6 +209,7 @@ def test_a_holder_killed_mid_run_lets_the_lease_lapse_and_the_next_takes_over(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("catalog", ["sqlite"], indirect=True)  # the Spark side is the same on both
 def test_ic_write_runs_the_policy_after_its_commits_and_a_failure_there_keeps_the_commit(
     catalog: SqlCatalog, table_name: str, spark: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,9 +217,9 @@ def test_ic_write_runs_the_policy_after_its_commits_and_a_failure_there_keeps_th
 
     assert isinstance(spark, SparkSession)
     policy = MaintenancePolicy(compact_min_files=2, every=2)
-    frames = [spark.createDataFrame(events(c * 60, c * 60 + 60).to_pandas()) for c in range(5)]
+    frames = [spark_events(spark, c * 60, c * 60 + 60) for c in range(5)]
     for c, frame in enumerate(frames[:4]):
-        ic.write(frame.coalesce(1), table_name, catalog=catalog, job_id="job", checkpoint_id=c, maintenance=policy)
+        ic.write(frame, table_name, catalog=catalog, job_id="job", checkpoint_id=c, maintenance=policy)
     operations = [s.summary.operation.value for s in catalog.load_table(table_name).snapshots() if s.summary]
     assert operations.count("replace") == 1  # after checkpoint 2 (due, 3 files > 2); not after 3 (not due)
     import icecommit.pipeline

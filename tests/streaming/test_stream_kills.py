@@ -243,7 +243,7 @@ def _kill_and_restart(
                 os.killpg(run.process.pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize(("backend", "kills"), [("sqlite", 4), pytest.param("postgres", 2, marks=pytest.mark.postgres)])
+@pytest.mark.parametrize(("backend", "kills"), [("sqlite", 3), pytest.param("postgres", 1, marks=pytest.mark.postgres)])
 def test_stream_killed_and_restarted_lands_every_record_once(
     backend: str, kills: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
