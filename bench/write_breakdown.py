@@ -32,9 +32,10 @@ import platform
 import shutil
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ from sqlalchemy.engine import Engine
 
 import icecommit as ic
 import icecommit.pipeline as pipeline
+from bench.databases import PG_URI
+from bench.lifecycle_soak import soak_database
 from icecommit.committer import GlobalCommitter
 from icecommit.demo.clickstream import PARTITION_BY, SCHEMA, clickstream
 from icecommit.writers import SparkWriter, local_session
@@ -132,21 +135,26 @@ def spark_actions(spark: SparkSession, group: str) -> list[str]:
     return described
 
 
-def measure(spark: SparkSession, rows: int, distribution: str, work: Path) -> dict[str, Any]:
+def measure(spark: SparkSession, rows: int, distribution: str, work: Path, uri: str | None = None) -> dict[str, Any]:
+    """One timed ``ic.write`` of ``rows`` rows; the catalog and state on SQLite, or at ``uri``."""
     df = clickstream(spark, 0, rows, partitions=4).cache()
     assert df.count() == rows
     work.mkdir(parents=True, exist_ok=True)
-    catalog = ic.connect(uri=f"sqlite:///{work / f'catalog-{rows}.db'}", warehouse=str(work / f"wh-{rows}"))
-    for name in ("bench.t", "bench.warmup"):
+    suffix = uuid.uuid4().hex[:6]
+    catalog = ic.connect(uri=uri or f"sqlite:///{work / f'catalog-{rows}.db'}", warehouse=str(work / f"wh-{rows}"))
+    catalog.create_namespace_if_not_exists("bench")
+    for name in (f"bench.t_{suffix}", f"bench.warmup_{suffix}"):
         ic.create_table(catalog, name, SCHEMA, partition_by=list(PARTITION_BY))
     warmup = clickstream(spark, 0, 200_000, partitions=4)
-    ic.write(warmup, "bench.warmup", catalog=catalog, job_id="warmup", checkpoint_id=0, distribution=distribution)
+    ic.write(
+        warmup, f"bench.warmup_{suffix}", catalog=catalog, job_id="warmup", checkpoint_id=0, distribution=distribution
+    )
     timings = Timings()
     group = f"breakdown-{rows}"
     spark.sparkContext.setJobGroup(group, f"ic.write of {rows} rows")
     began = time.perf_counter()
     with instrumented(timings):
-        result = pipeline.write(df, "bench.t", catalog=catalog, job_id="bench", checkpoint_id=0,
+        result = pipeline.write(df, f"bench.t_{suffix}", catalog=catalog, job_id="bench", checkpoint_id=0,
                                 distribution=distribution)  # fmt: skip
     total = time.perf_counter() - began
     spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
@@ -158,6 +166,7 @@ def measure(spark: SparkSession, rows: int, distribution: str, work: Path) -> di
     return {
         "rows": rows,
         "distribution": distribution,
+        "catalog": "sqlite" if uri is None else "postgres",
         "total_s": total,
         "driver_s": driver,
         "tasks": timings.task_count,
@@ -171,9 +180,9 @@ def measure(spark: SparkSession, rows: int, distribution: str, work: Path) -> di
 def summarise(found: list[dict[str, Any]]) -> str:
     lines = []
     for m in found:
-        lines.append(f"**{m['rows']:,} rows** (`distribution={m['distribution']}`, Arrow batches of "
-                     f"{m['arrow_batch']:,} rows): {m['total_s']:.2f} s in all, "
-                     f"{m['files']} files, {m['tasks']} writer tasks")  # fmt: skip
+        lines.append(f"**{m['rows']:,} rows** (`distribution={m['distribution']}`, catalog and state on "
+                     f"{m.get('catalog', 'sqlite')}, Arrow batches of {m['arrow_batch']:,} rows): "
+                     f"{m['total_s']:.2f} s in all, {m['files']} files, {m['tasks']} writer tasks")  # fmt: skip
         lines.append("")
         lines.append("| driver stage | s | share |")
         lines.append("|---|---:|---:|")
@@ -203,6 +212,10 @@ def main() -> None:
         "--arrow-batch", type=int, nargs="+", default=[10_000],
         help="spark.sql.execution.arrow.maxRecordsPerBatch values to measure in turn (Spark's default: 10000)",
     )  # fmt: skip
+    parser.add_argument(
+        "--catalog", choices=["sqlite", "postgres"], default="sqlite",
+        help="where the catalog and the state live (postgres: a database of the run's own at ICECOMMIT_TEST_PG_URI)",
+    )  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="icecommit-breakdown-"))
     spark = local_session(
@@ -210,12 +223,12 @@ def main() -> None:
     )
     try:
         found = []
-        for turn, batch in enumerate(args.arrow_batch):
-            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
-            for rows in args.sizes:
-                found.append(
-                    {**measure(spark, rows, args.distribution, work / f"{turn}-{batch}"), "arrow_batch": batch}
-                )
+        with soak_database(PG_URI) if args.catalog == "postgres" else nullcontext() as uri:
+            for turn, batch in enumerate(args.arrow_batch):
+                spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
+                for rows in args.sizes:
+                    measured = measure(spark, rows, args.distribution, work / f"{turn}-{batch}", uri)
+                    found.append({**measured, "arrow_batch": batch})
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -318,3 +318,26 @@ def test_partition_bounds_contain_their_instants_and_tile_time(moment: datetime,
     assert label.startswith(f"ts_{granularity}=") and label == field_.label(value)
     assume(value > 0)
     assert field_.label(value - 1) != label
+
+
+# -- per-minute window counts ------------------------------------------------------------
+
+_MICROS = st.one_of(st.none(), st.integers(min_value=-(2**62), max_value=2**62))
+
+
+@given(st.lists(_MICROS, max_size=300), st.booleans())
+@example([-1, 0, -60_000_000, -60_000_001, 59_999_999, 60_000_000, None], False)
+def test_minute_counts_floor_every_instant_into_its_minute(values: list[int | None], as_timestamps: bool) -> None:
+    """Rows per minute match floor division, before 1970 too; nulls count in the None window."""
+    import pyarrow as pa
+
+    from icecommit.writers.windows import WINDOW_US, minute_counts
+
+    array = pa.array(values, pa.int64())
+    if as_timestamps:
+        array = array.cast(pa.timestamp("us", tz="UTC"))
+    expected: dict[int | None, int] = {}
+    for value in values:
+        window = None if value is None else value // WINDOW_US * WINDOW_US
+        expected[window] = expected.get(window, 0) + 1
+    assert dict(minute_counts(array, len(values))) == expected

@@ -125,6 +125,20 @@ def _nested_nulls(array: pa.Array, field_type: IcebergType, path: str) -> Iterat
         yield from _nested_nulls(values, field_type.value_type, name)
 
 
+def _single_value(columns: Sequence[pa.Array]) -> bool:
+    """Whether every column holds one value in all its rows (no nulls, or only nulls)."""
+    for column in columns:
+        nulls = column.null_count
+        if nulls == len(column):
+            continue
+        if nulls:
+            return False
+        bounds = pc.min_max(column)
+        if bounds["min"] != bounds["max"]:
+            return False
+    return True
+
+
 @dataclass
 class _OpenFile:
     path: str
@@ -225,9 +239,6 @@ class TaskFileWriter:
         if batch.num_rows == 0:
             return
         self._source_records += batch.num_rows
-        began = time.perf_counter()
-        self._source_windows.update(minute_counts(self._event_times(batch), batch.num_rows))
-        self.seconds["window-counts"] += time.perf_counter() - began
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         if self._pending_rows >= PARTITION_CHUNK_ROWS:
@@ -235,8 +246,14 @@ class TaskFileWriter:
 
     def _accept_pending(self) -> None:
         if self._pending:
+            chunk = pa.Table.from_batches(self._pending)
+            # the rows received, per minute: counted once per chunk (not per batch), before
+            # anything can refuse them
+            began = time.perf_counter()
+            self._source_windows.update(minute_counts(self._event_times(chunk), chunk.num_rows))
+            self.seconds["window-counts"] += time.perf_counter() - began
             began, flushed = time.perf_counter(), self._flush_seconds
-            self._accept(pa.Table.from_batches(self._pending))
+            self._accept(chunk)
             # splitting rows by partition: the accept, less the file work it triggered
             self.seconds["split"] += time.perf_counter() - began - (self._flush_seconds - flushed)
         self._pending, self._pending_rows = [], 0
@@ -249,19 +266,24 @@ class TaskFileWriter:
             self._buffer((), table)
             return
         columns = partition_columns(self._schema, self._spec, table)
+        if _single_value(columns):
+            # every row of the chunk is in one partition (the usual case after a hash
+            # distribution, whose tasks receive one partition's rows after another)
+            raw = [column[0].as_py() for column in columns]
+            self._buffer(self._partition_of(raw), table)
+            return
         grouping = pa.table({**{f"p{i}": c for i, c in enumerate(columns)}, "__row": np.arange(table.num_rows)})
         keys = [f"p{i}" for i in range(len(columns))]
         groups = grouping.group_by(keys, use_threads=False).aggregate([("__row", "list")])
         key_values = [groups.column(k).to_pylist() for k in keys]
         row_lists = groups.column("__row_list")
         for g in range(groups.num_rows):
-            raw = [values[g] for values in key_values]
-            partition = tuple(
-                to_partition_value(self._schema, pf, v) for pf, v in zip(self._spec.fields, raw, strict=True)
-            )
             rows = row_lists[g].values
             part = table if len(rows) == table.num_rows else table.take(rows)
-            self._buffer(partition, part)
+            self._buffer(self._partition_of([values[g] for values in key_values]), part)
+
+    def _partition_of(self, raw: Sequence[Any]) -> tuple[PartitionValue, ...]:
+        return tuple(to_partition_value(self._schema, pf, v) for pf, v in zip(self._spec.fields, raw, strict=True))
 
     def _event_times(self, rows: pa.RecordBatch | pa.Table) -> pa.Array | pa.ChunkedArray | None:
         if self._event_time_name is None:

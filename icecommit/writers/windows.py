@@ -23,13 +23,15 @@ def minute_counts(times: pa.Array | pa.ChunkedArray | None, rows: int) -> Counte
         return counts
     micros = pc.cast(times, pa.int64())
     quotient = pc.divide(micros, WINDOW_US)
-    # integer division truncates toward zero; floor it for times before 1970
-    floored = pc.if_else(
-        pc.and_(pc.less(micros, 0), pc.not_equal(pc.multiply(quotient, WINDOW_US), micros)),
-        pc.subtract(quotient, 1),
-        quotient,
-    )
-    for item in pc.value_counts(floored).to_pylist():
+    earliest = pc.min(micros).as_py()
+    if earliest is not None and earliest < 0:
+        # integer division truncates toward zero; floor it for times before 1970
+        quotient = pc.if_else(
+            pc.and_(pc.less(micros, 0), pc.not_equal(pc.multiply(quotient, WINDOW_US), micros)),
+            pc.subtract(quotient, 1),
+            quotient,
+        )
+    for item in pc.value_counts(quotient).to_pylist():
         minute = item["values"]
         counts[None if minute is None else minute * WINDOW_US] += item["counts"]
     return counts

@@ -1,0 +1,66 @@
+"""Metrics rows go in bulk (``COPY`` on PostgreSQL, an executemany elsewhere) and read back
+exactly: every window, every null, every count, in the same transaction as the checkpoint."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from icecommit.state import CheckpointStore, state_engine, state_uri
+from icecommit.state.checkpoints import COPY_MIN_ROWS, MetricSample
+from icecommit.state.models import MetricRow
+from tests.conftest import unique_table
+
+START = datetime(2026, 11, 20, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("count", [COPY_MIN_ROWS - 1, COPY_MIN_ROWS, 1_500])
+def test_many_window_counts_read_back_exactly(catalog: SqlCatalog, count: int) -> None:
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    table = unique_table()
+    accepted = {0: 0, 1: 1, 2: 0}  # task: its accepted attempt
+    samples = [
+        MetricSample("written", START + timedelta(minutes=i), 1_000 + i, i % 3, accepted[i % 3], bytes=7 * i)
+        for i in range(count)
+    ]
+    samples.append(MetricSample("written", None, 5, 1, 1))  # rows without an event time
+    samples.append(MetricSample("written", START, 99, 0, 1))  # an attempt that was not accepted
+    samples.append(MetricSample("source", None, 3))  # not from a task
+    state, inserted = store.insert_prepared(
+        job_id="j", table_name=table, checkpoint_id=1, manifest_path=None, files_digest="d",
+        source_records=0, records=0, files=0, bytes_=0, max_event_time_us=None, samples=samples,
+        tasks=sorted(accepted.items()),
+    )  # fmt: skip
+    assert inserted and state.checkpoint_id == 1
+    totals = store.window_totals("j", table, 1, "written")
+    assert totals == {**{START + timedelta(minutes=i): 1_000 + i for i in range(count)}, None: 5}
+    with Session(store.engine) as session:
+        rows = session.execute(select(MetricRow).where(MetricRow.table_name == table)).scalars().all()
+        got = [(r.window_start, r.task_id, r.attempt, r.bytes, r.files) for r in rows]
+    want = [(None, None, None, 0, 0), (None, 1, 1, 0, 0), (START, 0, 1, 0, 0)]
+    want += [(START + timedelta(minutes=i), i % 3, accepted[i % 3], 7 * i, 0) for i in range(count)]
+    key = lambda t: (t[0] is not None, t[0] or START, t[1] is not None, t[1] or 0, t[2] or 0)  # noqa: E731
+    assert sorted(((w.astimezone(timezone.utc) if w else None, *rest) for w, *rest in got), key=key) == sorted(
+        want, key=key
+    )
+
+
+def test_a_refused_prepare_leaves_no_metrics_behind(catalog: SqlCatalog) -> None:
+    """The rows of a prepare whose checkpoint row already exists are rolled back with it."""
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    table = unique_table()
+    args = dict(
+        job_id="j", table_name=table, checkpoint_id=2, manifest_path=None, files_digest="d",
+        source_records=0, records=0, files=0, bytes_=0, max_event_time_us=None,
+    )  # fmt: skip
+    first = [MetricSample("source", START + timedelta(minutes=i), 1, 0, 0) for i in range(100)]
+    again = [MetricSample("source", START + timedelta(minutes=i), 2, 0, 0) for i in range(100)]
+    assert store.insert_prepared(**args, samples=first, tasks=[(0, 0)])[1]
+    assert not store.insert_prepared(**args, samples=again, tasks=[(0, 0)])[1]
+    assert sum(store.window_totals("j", table, 2, "source").values()) == 100
+    with Session(store.engine) as session:
+        assert len(session.execute(select(MetricRow).where(MetricRow.table_name == table)).all()) == 100
