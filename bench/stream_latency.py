@@ -7,7 +7,8 @@ event times one second apart per batch, as fast as the query can go), into:
 - ``icecommit``: ``foreachBatch(ic.streaming_sink(...))`` into a table partitioned by
   ``day(ts), event``, its catalog and state on SQLite, then on PostgreSQL (a database of
   the run's own at ``ICECOMMIT_TEST_PG_URI``'s server, dropped at the end; skipped when it
-  does not answer);
+  does not answer), with the default ``hash`` distribution (a shuffle per batch), and on
+  SQLite once more with ``distribution="none"`` (no shuffle);
 - ``foreachBatch-parquet``: ``foreachBatch`` writing each batch as Parquet files into a
   folder (``batch.write.mode("append").parquet``), no table and no commit: the floor.
 
@@ -123,13 +124,15 @@ def _trigger_start_ms(progress: dict[str, Any]) -> float:
     return moment.timestamp() * 1000
 
 
-def measure_icecommit(spark: SparkSession, name: str, uri: str, work: Path, args: argparse.Namespace) -> list[Batch]:
-    catalog = ic.connect(uri=uri, warehouse=str(work / f"warehouse-{name}"))
-    table = f"bench.stream_{name}"
+def measure_icecommit(
+    spark: SparkSession, name: str, uri: str, work: Path, args: argparse.Namespace, distribution: str = "hash"
+) -> list[Batch]:
+    label = f"{name}-{distribution}"
+    catalog = ic.connect(uri=uri, warehouse=str(work / f"warehouse-{label}"))
+    table = f"bench.stream_{label.replace('-', '_')}"
     ic.create_table(catalog, table, SCHEMA, ["day(ts)", "event"])
-    reports = run_query(
-        spark, f"icecommit-{name}", ic.streaming_sink(table, catalog=catalog, job_id="latency"), work, args
-    )
+    sink = ic.streaming_sink(table, catalog=catalog, job_id="latency", distribution=distribution)
+    reports = run_query(spark, f"icecommit-{label}", sink, work, args)
     loaded = catalog.load_table(table)
     committed_at = {
         int(s.summary["icecommit.checkpoint-id"]): s.timestamp_ms
@@ -138,10 +141,10 @@ def measure_icecommit(spark: SparkSession, name: str, uri: str, work: Path, args
     }
     rows = loaded.scan(selected_fields=("event_id",)).to_arrow()
     if rows.num_rows != len(set(rows.column("event_id").to_pylist())) or rows.num_rows % args.rows:
-        raise AssertionError(f"icecommit-{name}: {rows.num_rows} rows are not whole batches each once")
+        raise AssertionError(f"icecommit-{label}: {rows.num_rows} rows are not whole batches each once")
     return [
         Batch(
-            f"icecommit ({name})",
+            f"icecommit ({name}, distribution {distribution})",
             p["batchId"],
             p["numInputRows"],
             p["durationMs"]["triggerExecution"],
@@ -205,6 +208,7 @@ def main() -> None:
     try:
         batches += measure_parquet(spark, work, args)
         batches += measure_icecommit(spark, "sqlite", f"sqlite:///{work / 'catalog.db'}", work, args)
+        batches += measure_icecommit(spark, "sqlite", f"sqlite:///{work / 'catalog.db'}", work, args, "none")
         with soak_database(PG_URI) if postgres_available() else nullcontext() as pg:
             if pg is not None:
                 batches += measure_icecommit(spark, "postgres", pg, work, args)

@@ -56,12 +56,14 @@ def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
     return deleted
 
 
-def _settled(committer: GlobalCommitter, checkpoint_id: int, recommit: bool) -> CommitResult | None:
+def _settled(
+    committer: GlobalCommitter, checkpoint_id: int, recommit: bool, table: Table | None = None
+) -> CommitResult | None:
     """The checkpoint's result when it needs no new data files (in the table, empty,
     abandoned, or re-committed from its staged files), after the committer's recovery;
     None when it must be written. Refusals (rolled back, out of order) raise here, before
-    any Spark job runs."""
-    decision = committer.decide(checkpoint_id, recommit=recommit)
+    any Spark job runs. ``table``: the table as loaded after the recovery (None: load it)."""
+    decision = committer.decide(checkpoint_id, recommit=recommit, table=table)
     committer.refuse(checkpoint_id, decision)  # another streaming query's batch
     if decision.action is Action.WRITE:
         return None
@@ -248,12 +250,15 @@ def write(
     committer = GlobalCommitter(
         catalog, table, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id, store=store
     )
-    check_table_properties(committer.load_table().metadata)  # before any Spark job
-    committer.recover()
-    settled = _settled(committer, checkpoint_id, recommit)
+    # One load serves the checks, the decision and the writers, unless the recovery
+    # committed something (then the table changed and is loaded again).
+    current = committer.load_table()
+    check_table_properties(current.metadata)  # before any Spark job
+    if committer.recover():
+        current = committer.load_table()
+    settled = _settled(committer, checkpoint_id, recommit, current)
     if settled is not None:
         return settled
-    current = committer.load_table()
     model = WriteModelStore(committer.store.engine)
     packing = distribution_mode(current.metadata, distribution) == "bin-pack"
     writer = SparkWriter(

@@ -363,11 +363,16 @@ class GlobalCommitter:
             return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
         raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
 
-    def decide(self, checkpoint_id: int, *, recommit: bool = False) -> Decision:
+    def decide(self, checkpoint_id: int, *, recommit: bool = False, table: Table | None = None) -> Decision:
         """What the committer would do with ``checkpoint_id`` now (see
-        :func:`icecommit.decision.decide`); reads the state and the table, changes nothing."""
+        :func:`icecommit.decision.decide`); reads the state and the table, changes nothing.
+
+        ``table``: the table as the caller has just loaded it (saves a second load on a
+        path that needs it anyway); None loads it.
+        """
         state = self._store.get(self.job_id, self._table_name, checkpoint_id)
-        return self._decide(checkpoint_id, state, self.load_table(), recommit=recommit, query_id=self._query_id)
+        current = table if table is not None else self.load_table()
+        return self._decide(checkpoint_id, state, current, recommit=recommit, query_id=self._query_id)
 
     def _decide(
         self,
