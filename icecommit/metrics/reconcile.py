@@ -22,7 +22,7 @@ from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
-from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
@@ -736,11 +736,12 @@ def reconcile(
     ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
     engine = store.engine
-    if job_id is not None and not store.list(name, job_id=job_id):
+    listed = store.list(name, job_id=job_id)
+    if job_id is not None and not listed:
         raise JobNotFoundError(name, job_id, sorted({s.job_id for s in store.list(name)}))
     states = [
         s
-        for s in store.list(name, job_id=job_id)
+        for s in listed
         if ((since is None or s.prepared_at >= _utc(since)) and s.prepared_at < _utc(until))
         # whatever the range: what still needs a person (stuck, abandoned and not acknowledged)
         or s.status == PREPARED
@@ -765,14 +766,15 @@ def reconcile(
     live, deletes = _live_files(loaded)
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live} | {d.path for d in deletes}), loaded.io)
+    # the table's snapshots by id, once (metadata.snapshot_by_id scans the list: a lookup
+    # per checkpoint made reconciling 10,000 checkpoints quadratic)
+    snapshots = {snapshot.snapshot_id: snapshot for snapshot in loaded.metadata.snapshots}
     off_branch = frozenset(
-        key
-        for snapshot_id, key in snapshot_keys.items()
-        if loaded.metadata.snapshot_by_id(snapshot_id) is not None and key not in in_ancestry
+        key for snapshot_id, key in snapshot_keys.items() if snapshot_id in snapshots and key not in in_ancestry
     )
     rewritten = CompactionStore(engine).lineage(name)
     fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten)
-    gone = _gone(loaded.metadata, states, live, snapshot_keys, fates)
+    gone = _gone(snapshots, states, live, snapshot_keys, fates)
     facts = Facts(
         table=name,
         job_id=job_id,
@@ -791,7 +793,7 @@ def reconcile(
         partitions=[p for p in PartitionStatusStore(engine).statuses(name) if since is None or p.end >= _utc(since)],
         off_branch=off_branch,
         gone=gone,
-        landed_at=_landed_at(loaded.metadata, states, off_branch | gone),
+        landed_at=_landed_at(snapshots, states, off_branch | gone),
         fates={k: v for k, v in fates.items() if k not in gone},
         row_deletes=_row_deletes(loaded, live, deletes, snapshot_keys),
         equality_deletes=[d for d in deletes if d.equality],
@@ -850,7 +852,7 @@ def _fates(
 
 
 def _gone(
-    metadata: TableMetadata,
+    snapshots: Mapping[int, Snapshot],
     states: list[CheckpointState],
     live: list[LiveFile],
     snapshot_keys: dict[int, Key],
@@ -867,7 +869,7 @@ def _gone(
         if s.committed
         and s.snapshot_id is not None
         and s.records > 0
-        and metadata.snapshot_by_id(s.snapshot_id) is None
+        and s.snapshot_id not in snapshots
         and (key := (s.job_id, s.checkpoint_id)) not in with_live_files
         and not _traced(fates.get(key))
     )
@@ -879,14 +881,14 @@ def _traced(fate: Fate | None) -> bool:
 
 
 def _landed_at(
-    metadata: TableMetadata, states: list[CheckpointState], off_branch: frozenset[Key]
+    snapshots: Mapping[int, Snapshot], states: list[CheckpointState], off_branch: frozenset[Key]
 ) -> dict[Key, datetime]:
     landed: dict[Key, datetime] = {}
     for state in states:
         key = (state.job_id, state.checkpoint_id)
         if not state.committed or state.snapshot_id is None or key in off_branch:
             continue
-        snapshot = metadata.snapshot_by_id(state.snapshot_id)
+        snapshot = snapshots.get(state.snapshot_id)
         if state.committed_at is not None:  # one clock for every checkpoint of the job
             landed[key] = _utc(state.committed_at)
         elif snapshot is not None:
