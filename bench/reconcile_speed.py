@@ -14,6 +14,7 @@ snapshots one by one would take hours here). Then times ``ic.reconcile`` (median
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -21,25 +22,29 @@ import statistics
 import tempfile
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psutil
+from click.testing import CliRunner
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest, write_manifest_list
 from pyiceberg.serializers import ToOutputFile
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-from sqlalchemy import insert
+from sqlalchemy import delete, insert
 
 import icecommit as ic
 from bench.databases import PG_URI, postgres_available
+from bench.lifecycle_soak import soak_database
+from icecommit.cli.main import cli
 from icecommit.state import state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.manifests import to_data_file
-from icecommit.state.models import CheckpointRow, CheckpointTaskRow, MetricRow
+from icecommit.state.models import CheckpointRow, CheckpointTaskRow, MetricRow, ReconcileRunRow
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events
 
@@ -47,11 +52,13 @@ JOB = "speed"
 ROWS_PER_FILE = 10
 
 
-def build(backend: str, checkpoints: int, files_per_checkpoint: int, work: Path) -> tuple[SqlCatalog, str]:
+def build(
+    backend: str, checkpoints: int, files_per_checkpoint: int, work: Path, pg_uri: str | None = None
+) -> tuple[SqlCatalog, str]:
     """Write the table's metadata directly: one snapshot per checkpoint, the current one's
     manifests holding every file with the snapshot that added it (older snapshots share the
     final manifest list; reconciliation reads only the current one's)."""
-    uri = f"sqlite:///{work / 'catalog.db'}" if backend == "sqlite" else PG_URI
+    uri = f"sqlite:///{work / 'catalog.db'}" if backend == "sqlite" else pg_uri or PG_URI
     (work / "wh").mkdir(exist_ok=True)
     catalog = SqlCatalog(f"speed{uuid.uuid4().hex[:8]}", uri=uri, warehouse=(work / "wh").as_uri())
     seed = ic.create_table(
@@ -68,13 +75,20 @@ def build(backend: str, checkpoints: int, files_per_checkpoint: int, work: Path)
     base_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
     snapshot_ids = {c: 10_000_000 + c for c in range(1, checkpoints + 1)}
     last = snapshot_ids[checkpoints]
+    # the layout of a merge-append table: the older checkpoints' files merged into large
+    # manifests (each written by the snapshot of its newest checkpoint, the older entries
+    # EXISTING), the newest checkpoint's files in the manifest its own snapshot wrote
     manifests = []
     per_manifest = 1000
+    groups = [range(first, min(first + per_manifest, checkpoints)) for first in range(1, checkpoints, per_manifest)]
     origin, linked = source, 0
-    for first in range(1, checkpoints + 1, per_manifest):
-        path = seed.location_provider().new_metadata_location(f"speed-{first:06d}-m0.avro")
-        with write_manifest(version, seed.spec(), seed.schema(), seed.io.new_output(path), last, "deflate") as writer:
-            for checkpoint_id in range(first, min(first + per_manifest, checkpoints + 1)):
+    for group in [g for g in groups if len(g)] + [range(checkpoints, checkpoints + 1)]:
+        writer_id = snapshot_ids[group[-1]]
+        path = seed.location_provider().new_metadata_location(f"speed-{group[0]:06d}-m0.avro")
+        with write_manifest(
+            version, seed.spec(), seed.schema(), seed.io.new_output(path), writer_id, "deflate"
+        ) as writer:
+            for checkpoint_id in group:
                 for n in range(files_per_checkpoint):
                     link = source.parent / f"speed-{checkpoint_id:06d}-{n:03d}.parquet"
                     linked += 1
@@ -83,11 +97,15 @@ def build(backend: str, checkpoints: int, files_per_checkpoint: int, work: Path)
                         shutil.copyfile(source, origin)
                     os.link(origin, link)
                     data_file = to_data_file(replace(record, path=f"file://{link}"), version)
+                    status = ManifestEntryStatus.ADDED if checkpoint_id == group[-1] else ManifestEntryStatus.EXISTING
                     writer.add_entry(ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_ids[checkpoint_id],
+                        status=status,
+                        snapshot_id=snapshot_ids[checkpoint_id],
                         sequence_number=checkpoint_id, file_sequence_number=checkpoint_id, data_file=data_file,
                     ))  # fmt: skip
-        manifests.append(writer.to_manifest_file())
+        manifest = writer.to_manifest_file()
+        manifest.sequence_number = group[-1]  # written by that checkpoint's snapshot
+        manifests.append(manifest)
     manifest_list = seed.location_provider().new_metadata_location(f"snap-{last}-speed.avro")
     with write_manifest_list(version, seed.io.new_output(manifest_list), last, last - 1, checkpoints, "deflate") as ml:
         ml.add_manifests(manifests)
@@ -155,6 +173,30 @@ def build(backend: str, checkpoints: int, files_per_checkpoint: int, work: Path)
     return catalog, name
 
 
+def since_last(catalog: SqlCatalog, uri: str, name: str, checkpoints: int, work: Path) -> float:
+    """A scheduled run: the last stored run ended just before the newest checkpoint was
+    prepared, so ``--since last`` has one checkpoint to reconcile. Runs the CLI command
+    in this process (what a scheduler's process does after start-up), storing its run."""
+    engine = state_engine(state_uri(catalog))
+    newest = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=checkpoints)
+    with engine.begin() as conn:
+        conn.execute(delete(ReconcileRunRow).where(ReconcileRunRow.table_name == name))
+        conn.execute(insert(ReconcileRunRow), [{
+            "table_name": name, "job_id": JOB, "ran_at": newest - timedelta(seconds=30), "since": None,
+            "until": newest - timedelta(seconds=30), "ok": True, "summary": "{}",
+        }])  # fmt: skip
+    out = work / "since-last.json"
+    args = ["--catalog", catalog.name, "--uri", uri, "--output", "json", "reconcile", name, "--job", JOB,
+            "--since", "last", "--format", "json", "--out", str(out)]  # fmt: skip
+    began = time.perf_counter()
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    elapsed = time.perf_counter() - began
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert len(report["checkpoints"]) == 1, len(report["checkpoints"])
+    return elapsed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoints", type=int, default=10_000)
@@ -165,30 +207,37 @@ def main() -> None:
     results = []
     for backend in backends:
         work = Path(tempfile.mkdtemp(prefix="icecommit-reconcile-"))
-        try:
-            catalog, name = build(backend, args.checkpoints, args.files_per_checkpoint, work)
-            times = []
-            for _ in range(args.repeats):
-                began = time.perf_counter()
-                report = ic.reconcile(catalog, name, job_id=JOB)
-                times.append(time.perf_counter() - began)
-                assert report.ok, report.problems[:3]
-                assert len(report.checkpoints) == args.checkpoints
-            results.append((backend, statistics.median(times), min(times), max(times)))
-            print(f"{backend}: reconcile median {statistics.median(times):.2f}s", flush=True)
-            catalog.engine.dispose()
-            dispose_state_engines()
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        # PostgreSQL: a database of the run's own, dropped at the end
+        with soak_database(PG_URI) if backend == "postgres" else nullcontext() as pg_uri:
+            try:
+                catalog, name = build(backend, args.checkpoints, args.files_per_checkpoint, work, pg_uri)
+                uri = str(catalog.engine.url.render_as_string(hide_password=False))
+                full, scheduled = [], []
+                for _ in range(args.repeats):
+                    began = time.perf_counter()
+                    report = ic.reconcile(catalog, name, job_id=JOB)
+                    full.append(time.perf_counter() - began)
+                    assert report.ok, report.problems[:3]
+                    assert len(report.checkpoints) == args.checkpoints
+                    scheduled.append(since_last(catalog, uri, name, args.checkpoints, work))
+                results.append((backend, full, scheduled))
+                print(f"{backend}: full median {statistics.median(full):.2f}s, "
+                      f"--since last median {statistics.median(scheduled):.2f}s", flush=True)  # fmt: skip
+                catalog.engine.dispose()
+                dispose_state_engines()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
     files = args.checkpoints * args.files_per_checkpoint
     print(
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.checkpoints:,} checkpoints, {files:,} data files"
     )
-    print("| catalog + metrics database | reconcile median s | min s | max s | runs |")
-    print("|---|---:|---:|---:|---:|")
-    for backend, median, low, high in results:
-        print(f"| {backend} | {median:.2f} | {low:.2f} | {high:.2f} | {args.repeats} |")
+    print("| catalog + metrics database | run | median s | min s | max s | runs |")
+    print("|---|---|---:|---:|---:|---:|")
+    for backend, full, scheduled in results:
+        for label, times in (("full (`ic.reconcile`)", full), ("`icecommit reconcile --since last`", scheduled)):
+            print(f"| {backend} | {label} | {statistics.median(times):.2f} | {min(times):.2f} | {max(times):.2f} "
+                  f"| {len(times)} |")  # fmt: skip
 
 
 if __name__ == "__main__":

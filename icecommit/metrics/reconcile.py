@@ -20,8 +20,9 @@ import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFileContent
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
@@ -32,6 +33,7 @@ from icecommit.eventtime import event_time_column
 from icecommit.identifiers import checked_instant, table_name
 from icecommit.lineage import Fate, path_key, removals_of, rounded, trace_fates
 from icecommit.loading import load_table
+from icecommit.manifest_entries import read_entries
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -45,7 +47,6 @@ from icecommit.metrics.report_model import (
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     ABANDONED,
-    PREPARED,
     QUERY_INPUT_KEPT,
     QUERY_INPUT_ROUTED,
     QUERY_INPUT_ROUTED_KEPT,
@@ -60,7 +61,7 @@ from icecommit.state.checkpoints import (
 from icecommit.state.compactions import CompactionStore, Lineage
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import read_staged_manifest
-from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointTaskRow, MetricRow
+from icecommit.state.models import CheckpointTaskRow, MetricRow
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)
@@ -514,83 +515,109 @@ def _metric_counts(
            list[tuple[str, int, int, int, int]], dict[Key, tuple[int, bool]], set[Key]]:  # fmt: skip
     """Counts per checkpoint from the metrics table; the last two are the query input a
     streaming sink recorded and which of those batches were routed to several tables."""
-    accepted = ACCEPTED_ATTEMPT
     task_counts: dict[Key, dict[str, dict[Window, int]]] = defaultdict(lambda: defaultdict(dict))
     declared: dict[Key, dict[Window, int]] = defaultdict(dict)
     committed: dict[Key, dict[Window, int]] = defaultdict(dict)
-    ignored: list[tuple[str, int, int, int, int]] = []
     query_input: dict[Key, tuple[int, bool]] = {}
     routed: set[Key] = set()
+    if not keys:
+        return task_counts, declared, committed, [], query_input, routed
+    # The database narrows to the range's jobs and checkpoint ids (a scheduled run's few
+    # checkpoints of a table with thousands; the keys themselves are matched here) and
+    # sums per task attempt; which attempts a checkpoint accepted is read on its own and
+    # matched here too. Joining the two tables in SQL left the plan to the planners: with
+    # the id range, SQLite probed the task table by range instead of by equality and
+    # PostgreSQL, its statistics stale after a bulk load, chose a nested loop over every
+    # pair; either made a whole-table run of 10,000 checkpoints take 30 to 60 s.
+    ids = [checkpoint_id for _, checkpoint_id in keys]
+    jobs = sorted({job for job, _ in keys})
     with Session(engine) as session:
-        task_rows = session.execute(
-            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
-                   func.sum(MetricRow.records))
-            .join(CheckpointTaskRow, accepted)
-            .where(MetricRow.table_name == table)
-            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start)
-        )  # fmt: skip
-        for job_id, checkpoint_id, stage, window, records in task_rows:
-            key = (job_id, checkpoint_id)
-            if key in keys:
-                task_counts[key][stage][as_utc(window) if window else None] = int(records)
-        direct_rows = session.execute(
-            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start,
-                   func.sum(MetricRow.records))
-            .where(MetricRow.table_name == table, MetricRow.task_id.is_(None))
-            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.stage, MetricRow.window_start)
-        )  # fmt: skip
-        for job_id, checkpoint_id, stage, window, records in direct_rows:
-            key = (job_id, checkpoint_id)
-            if key not in keys:
-                continue
-            if stage in QUERY_INPUT_STAGES:
-                query_input[key] = (int(records), stage in (QUERY_INPUT_KEPT, QUERY_INPUT_ROUTED_KEPT))
-                if stage in (QUERY_INPUT_ROUTED, QUERY_INPUT_ROUTED_KEPT):
-                    routed.add(key)
-                continue
-            target = declared if stage == SOURCE else committed if stage == STAGE_COMMITTED else None
-            if target is not None:
-                target[key][as_utc(window) if window else None] = int(records)
-        orphan_rows = session.execute(
-            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt,
-                   func.sum(MetricRow.records))
-            .outerjoin(CheckpointTaskRow, accepted)
-            .where(MetricRow.table_name == table, MetricRow.task_id.is_not(None), CheckpointTaskRow.id.is_(None),
-                   MetricRow.stage == WRITTEN)
-            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt)
-        )  # fmt: skip
-        for job_id, checkpoint_id, task_id, attempt, records in orphan_rows:
-            if (job_id, checkpoint_id) in keys:
-                ignored.append((job_id, checkpoint_id, int(task_id or 0), int(attempt or 0), int(records)))
+        accepted = {
+            (job_id, checkpoint_id, task_id, attempt)
+            for job_id, checkpoint_id, task_id, attempt in session.execute(
+                select(CheckpointTaskRow.job_id, CheckpointTaskRow.checkpoint_id, CheckpointTaskRow.task_id,
+                       CheckpointTaskRow.attempt)
+                .where(CheckpointTaskRow.table_name == table, CheckpointTaskRow.job_id.in_(jobs),
+                       CheckpointTaskRow.checkpoint_id.between(min(ids), max(ids)))
+            )
+        }  # fmt: skip
+        rows = session.execute(
+            select(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt, MetricRow.stage,
+                   MetricRow.window_start, func.sum(MetricRow.records))
+            .where(MetricRow.table_name == table, MetricRow.job_id.in_(jobs),
+                   MetricRow.checkpoint_id.between(min(ids), max(ids)))
+            .group_by(MetricRow.job_id, MetricRow.checkpoint_id, MetricRow.task_id, MetricRow.attempt,
+                      MetricRow.stage, MetricRow.window_start)
+        ).all()  # fmt: skip
+    ignored_by: Counter[tuple[str, int, int, int]] = Counter()
+    for job_id, checkpoint_id, task_id, attempt, stage, window, summed in rows:
+        key = (job_id, checkpoint_id)
+        if key not in keys:
+            continue
+        records = int(summed)
+        when = as_utc(window) if window else None
+        if task_id is not None:  # from a task attempt: counted only if the checkpoint accepted it
+            if (job_id, checkpoint_id, task_id, attempt) in accepted:
+                by_window = task_counts[key][stage]
+                by_window[when] = by_window.get(when, 0) + records
+            elif stage == WRITTEN:
+                ignored_by[(job_id, checkpoint_id, int(task_id), int(attempt or 0))] += records
+            continue
+        if stage in QUERY_INPUT_STAGES:
+            query_input[key] = (records, stage in (QUERY_INPUT_KEPT, QUERY_INPUT_ROUTED_KEPT))
+            if stage in (QUERY_INPUT_ROUTED, QUERY_INPUT_ROUTED_KEPT):
+                routed.add(key)
+            continue
+        target = declared if stage == SOURCE else committed if stage == STAGE_COMMITTED else None
+        if target is not None:
+            target[key][when] = target[key].get(when, 0) + records
+    ignored = [(*attempt_key, records) for attempt_key, records in sorted(ignored_by.items())]
     return task_counts, declared, committed, ignored, query_input, routed
 
 
-def _live_files(table: Table) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
-    """The current snapshot's live data files, and its live row-level delete files."""
+def _live_files(table: Table, from_sequence: int = 0) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
+    """The current snapshot's live data files and row-level delete files, from the
+    manifests written at or after data sequence number ``from_sequence`` (a file's entry
+    is only ever in manifests written by the snapshot that added it or later ones, so
+    every file added at that sequence number or later is among them; 0 reads them all)."""
     snapshot = table.current_snapshot()
     if snapshot is None:
         return [], []
     files = []
     deletes = []
     for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.status == ManifestEntryStatus.DELETED or entry.snapshot_id is None:
+        if from_sequence > 0 and manifest.sequence_number < from_sequence:
+            continue
+        for entry in read_entries(table.io, manifest):
+            if entry.snapshot_id is None:
                 continue
-            data_file = entry.data_file
             sequence = entry.sequence_number or 0
-            if data_file.content == DataFileContent.DATA:
-                files.append(LiveFile(data_file.file_path, data_file.record_count, entry.snapshot_id, sequence))
+            if entry.content == DataFileContent.DATA:
+                files.append(LiveFile(entry.file_path, entry.record_count, entry.snapshot_id, sequence))
             else:
                 deletes.append(
                     LiveDeleteFile(
-                        data_file.file_path,
-                        data_file.content == DataFileContent.EQUALITY_DELETES,
-                        data_file.record_count,
+                        entry.file_path,
+                        entry.content == DataFileContent.EQUALITY_DELETES,
+                        entry.record_count,
                         entry.snapshot_id,
                         sequence,
                     )
                 )
     return files, deletes
+
+
+def _first_sequence(metadata: TableMetadata, snapshot_ids: Collection[int]) -> int:
+    """The lowest data sequence number of the given snapshots: the manifests that can hold
+    their files are those written at or after it. 0 (read every manifest) for a v1 table
+    (no sequence numbers), when a snapshot is no longer in the metadata (expired: its
+    sequence number is unknown), or when there is no snapshot to look for."""
+    if metadata.format_version < 2 or not snapshot_ids:
+        return 0
+    sequences = {s.snapshot_id: s.sequence_number for s in metadata.snapshots}
+    if any(sid not in sequences for sid in snapshot_ids):
+        return 0
+    return min(sequences[sid] or 0 for sid in snapshot_ids)
 
 
 def _row_deletes(
@@ -736,39 +763,38 @@ def reconcile(
     ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
     engine = store.engine
-    listed = store.list(name, job_id=job_id)
-    if job_id is not None and not listed:
-        raise JobNotFoundError(name, job_id, sorted({s.job_id for s in store.list(name)}))
-    states = [
-        s
-        for s in listed
-        if ((since is None or s.prepared_at >= _utc(since)) and s.prepared_at < _utc(until))
-        # whatever the range: what still needs a person (stuck, abandoned and not acknowledged)
-        or s.status == PREPARED
-        or (s.status == ABANDONED and s.acknowledged_at is None)
-    ]
+    if job_id is not None and not store.has_job(name, job_id):
+        raise JobNotFoundError(name, job_id, store.jobs(name))
+    # the range, and whatever the range what still needs a person (stuck, abandoned and
+    # not acknowledged)
+    states = store.in_range(name, job_id=job_id, since=_utc(since) if since else None, until=_utc(until))
     keys = {(s.job_id, s.checkpoint_id) for s in states}
     task_counts, declared, committed, ignored, query_input, routed = _metric_counts(engine, name, keys)
     routed_input = {
         key: (*query_input.pop(key), store.records_in_all_tables(*key)) for key in routed if key in query_input
     }
-    snapshot_keys = {
-        snapshot.snapshot_id: key
-        for snapshot in loaded.metadata.snapshots
-        if (key := ancestry.checkpoint_of(snapshot)) is not None and key in keys
+    # the table's snapshots by id, and the checkpoint of each icecommit snapshot, once
+    # (metadata.snapshot_by_id scans the list: a lookup per checkpoint made reconciling
+    # 10,000 checkpoints quadratic)
+    snapshots = {snapshot.snapshot_id: snapshot for snapshot in loaded.metadata.snapshots}
+    checkpoint_by_snapshot = {
+        snapshot_id: key for snapshot_id, snapshot in snapshots.items() if (key := ancestry.checkpoint_of(snapshot))
     }
+    snapshot_keys = {snapshot_id: key for snapshot_id, key in checkpoint_by_snapshot.items() if key in keys}
     # a committed checkpoint whose snapshot was expired: its files still name the snapshot
     # that added them, and the state row remembers which one that was
     for state in states:
         if state.committed and state.snapshot_id is not None:
             snapshot_keys.setdefault(state.snapshot_id, (state.job_id, state.checkpoint_id))
-    in_ancestry = Counter((c.job_id, c.checkpoint_id) for c in ancestry.committed_checkpoints(loaded.metadata, branch))
-    live, deletes = _live_files(loaded)
+    in_ancestry = Counter(
+        checkpoint_by_snapshot[snapshot.snapshot_id]
+        for snapshot in ancestry.branch_ancestry(loaded.metadata, branch)
+        if snapshot.snapshot_id in checkpoint_by_snapshot
+    )
+    # a range reads only the manifests that can hold its checkpoints' files
+    live, deletes = _live_files(loaded, _first_sequence(loaded.metadata, snapshot_keys) if since is not None else 0)
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live} | {d.path for d in deletes}), loaded.io)
-    # the table's snapshots by id, once (metadata.snapshot_by_id scans the list: a lookup
-    # per checkpoint made reconciling 10,000 checkpoints quadratic)
-    snapshots = {snapshot.snapshot_id: snapshot for snapshot in loaded.metadata.snapshots}
     off_branch = frozenset(
         key for snapshot_id, key in snapshot_keys.items() if snapshot_id in snapshots and key not in in_ancestry
     )
@@ -897,7 +923,8 @@ def _landed_at(
 
 
 def _utc(value: datetime) -> datetime:
-    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    """In UTC (a naive time is taken as UTC): the state database compares stored UTC times."""
+    return (value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
 
 
 __all__ = ["Facts", "LiveFile", "judge", "reconcile"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Engine, Select, delete, func, insert, select, update
+from sqlalchemy import Engine, Select, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -172,6 +172,11 @@ def as_utc(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
+def _in_utc(value: datetime) -> datetime:
+    """An aware time in UTC (a naive one is taken as UTC)."""
+    return as_utc(value).astimezone(timezone.utc)
+
+
 def _to_state(row: CheckpointRow) -> CheckpointState:
     return CheckpointState(
         job_id=row.job_id,
@@ -222,12 +227,14 @@ class CheckpointStore:
 
     Args:
         engine: the state database (see :func:`icecommit.state.database.state_engine`).
-        clock: returns the current time; injected in tests.
+        clock: returns the current time; injected in tests. Its times are stored in UTC
+            (SQLite keeps a time's fields without its offset: a time in another zone would
+            compare wrongly in a range query).
     """
 
     def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._engine = engine
-        self._clock = clock
+        self._clock: Callable[[], datetime] = lambda: _in_utc(clock())
 
     @property
     def engine(self) -> Engine:
@@ -252,6 +259,40 @@ class CheckpointStore:
         )
         with Session(self._engine) as session:
             return {name: int(records or 0) for name, records in session.execute(query)}
+
+    def in_range(
+        self, table_name: str, *, job_id: str | None = None, since: datetime | None = None, until: datetime
+    ) -> list[CheckpointState]:
+        """Rows of a table prepared in ``[since, until)``, and whatever the range the rows
+        that still need a person (prepared and not settled, abandoned and not
+        acknowledged); ordered by job and checkpoint id. The range is applied by the
+        database: a scheduled run over the last minutes of a table with ten thousand
+        checkpoints reads a handful of rows, not all of them."""
+        in_window = CheckpointRow.prepared_at < _in_utc(until)
+        if since is not None:
+            in_window = and_(CheckpointRow.prepared_at >= _in_utc(since), in_window)
+        needs_a_person = or_(
+            CheckpointRow.status == PREPARED,
+            and_(CheckpointRow.status == ABANDONED, CheckpointRow.acknowledged_at.is_(None)),
+        )
+        query = select(CheckpointRow).where(CheckpointRow.table_name == table_name, or_(in_window, needs_a_person))
+        if job_id is not None:
+            query = query.where(CheckpointRow.job_id == job_id)
+        query = query.order_by(CheckpointRow.job_id, CheckpointRow.checkpoint_id)
+        with Session(self._engine) as session:
+            return [_to_state(r) for r in session.execute(query).scalars()]
+
+    def has_job(self, table_name: str, job_id: str) -> bool:
+        """Whether ``job_id`` has any checkpoint of the table."""
+        query = select(CheckpointRow.id).where(CheckpointRow.table_name == table_name, CheckpointRow.job_id == job_id)
+        with Session(self._engine) as session:
+            return session.execute(query.limit(1)).first() is not None
+
+    def jobs(self, table_name: str) -> list[str]:
+        """The jobs with checkpoints of the table, sorted."""
+        query = select(CheckpointRow.job_id).where(CheckpointRow.table_name == table_name).distinct()
+        with Session(self._engine) as session:
+            return sorted(session.execute(query).scalars())
 
     def list(
         self,

@@ -29,9 +29,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 def to_data_file(record: DataFileRecord, format_version: int) -> DataFile:
     """A pyiceberg DataFile from a task's record (its spec id set: ``from_args`` keeps it
-    out of the struct, and a producer groups added files by it)."""
+    out of the struct, and a producer groups added files by it). A v1 table's file is
+    built in the v2 layout, as pyiceberg builds its own: its accessors read fields by v2
+    position and its v1 manifest writer projects from that layout (the v1 layout shifted
+    every field by one, and writing a partitioned v1 table's manifest failed)."""
     data_file = DataFile.from_args(
-        _table_format_version=format_version,  # type: ignore[arg-type]
+        _table_format_version=max(format_version, 2),  # type: ignore[arg-type]
         content=DataFileContent.DATA,
         file_path=record.path,
         file_format=FileFormat.PARQUET,
