@@ -43,7 +43,7 @@ from icecommit.errors import (
 )
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
-from icecommit.metrics.runs import changes_since, last_run
+from icecommit.metrics.runs import changes_since, history_points, last_run
 from icecommit.state import dispose_state_engines, state_engine, state_uri
 from icecommit.timeparse import parse_duration, parse_instant
 
@@ -397,12 +397,12 @@ def reconcile(
         if fmt == "md":
             rendered = report.to_markdown(all_windows=all_windows, changes=changes)
         elif fmt == "html":
-            rendered = report.to_html(changes=changes)
+            rendered = report.to_html(changes=changes, history=history_points(engine, table, job))
         else:
-            rendered = report.to_json()
+            rendered = report.to_json(changes=changes)
         if out is not None:
             out.write_text(rendered)
-        ctx.output.reconcile(report, rendered, out)
+        ctx.output.reconcile(report, rendered, out, changes)
         if not report.ok:
             sys.exit(EXIT_PROBLEM)
 

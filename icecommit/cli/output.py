@@ -44,7 +44,9 @@ class Output(Protocol):
 
     def demo(self, report: DemoReport) -> None: ...
 
-    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None: ...
+    def reconcile(
+        self, report: ReconciliationReport, rendered: str, out: Path | None, changes: str | None = None
+    ) -> None: ...
 
     def rollback(self, plan: RollbackPlan) -> None: ...
 
@@ -137,8 +139,10 @@ class JsonOutput:
     def demo(self, report: DemoReport) -> None:
         self._emit(_plain(report))
 
-    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None:
-        document = report.to_dict()
+    def reconcile(
+        self, report: ReconciliationReport, rendered: str, out: Path | None, changes: str | None = None
+    ) -> None:
+        document = report.to_dict(changes=changes)
         if out is not None:
             document["written_to"] = str(out)
         self._emit(document)
@@ -296,7 +300,9 @@ class TextOutput:
             f"[bold]{report.rows_read_back:,}[/bold] rows read back in {report.seconds:.1f}s"
         )
 
-    def reconcile(self, report: ReconciliationReport, rendered: str, out: Path | None) -> None:
+    def reconcile(
+        self, report: ReconciliationReport, rendered: str, out: Path | None, changes: str | None = None
+    ) -> None:
         if out is None:
             sys.stdout.write(rendered + ("" if rendered.endswith("\n") else "\n"))
             return

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import html as html_escape
+import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -67,20 +69,40 @@ def window_ranges(windows: Sequence[WindowLine]) -> list[tuple[WindowLine, Windo
     return ranges
 
 
-def summary_lines(report: ReconciliationReport, changes: str | None = None) -> list[str]:
-    """The summary a person reads first: rows per stage, loss and duplication, checkpoint
-    states, lag and commit health."""
+def summary_counts(report: ReconciliationReport) -> dict[str, object]:
+    """The figures of the summary: rows per stage over the committed checkpoints, loss and
+    duplication, checkpoints per state, lag and commit health."""
     lines_ = report.checkpoints
     source = sum(c.source for c in lines_ if c.status == "committed")
     written = sum(c.written for c in lines_ if c.status == "committed")
     committed = sum(c.committed for c in lines_ if c.status == "committed")
     readable = sum(c.readable for c in lines_ if c.status == "committed")
-    counted = readable if report.deep else committed
-    loss = max(0, source - min(written, committed, readable))
-    duplicated = max(0, max(written, committed, readable) - source) if source else 0
     states: dict[str, int] = {}
     for c in (*report.checkpoints, *report.pending):
         states[c.status] = states.get(c.status, 0) + 1
+    errors = sum(1 for p in report.problems if p.severity == "error")
+    return {
+        "verdict": "ok" if report.ok else "mismatch",
+        "errors": errors,
+        "findings": len(report.problems) - errors,
+        "rows": {"source": source, "written": written, "committed": committed, "readable": readable},
+        "readable_from": "data files" if report.deep else "table metadata",
+        "loss": max(0, source - min(written, committed, readable)),
+        "duplicated": max(0, max(written, committed, readable) - source) if source else 0,
+        "checkpoints": dict(sorted(states.items())),
+    }
+
+
+def summary_lines(report: ReconciliationReport, changes: str | None = None) -> list[str]:
+    """The summary a person reads first: rows per stage, loss and duplication, checkpoint
+    states, lag and commit health."""
+    figures = summary_counts(report)
+    rows = figures["rows"]
+    assert isinstance(rows, dict)
+    source, written, committed, readable = rows["source"], rows["written"], rows["committed"], rows["readable"]
+    counted = readable if report.deep else committed
+    states = figures["checkpoints"]
+    assert isinstance(states, dict)
     h = report.health
     how = (
         "read from the data files (deep)"
@@ -95,9 +117,9 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
         f"| committed | {committed:,} |",
         f"| readable | {readable:,} |",
         "",
-        f"- **Loss**: {loss:,} row(s); **duplicated**: {duplicated:,} row(s) (readable {how}; "
+        f"- **Loss**: {figures['loss']:,} row(s); **duplicated**: {figures['duplicated']:,} row(s) (readable {how}; "
         f"{counted:,} of {source:,} source rows accounted for).",
-        "- **Checkpoints**: " + (", ".join(f"{n:,} {state}" for state, n in sorted(states.items())) or "none"),
+        "- **Checkpoints**: " + (", ".join(f"{n:,} {state}" for state, n in states.items()) or "none"),
         f"- **Event time to commit**: p50 {duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
         f"- **Commit health**: {h.attempts:,} attempt(s), {h.retries:,} retr(y/ies) after {h.conflicts:,} "
         f"conflict(s), {h.unknown_outcomes:,} unknown outcome(s), {h.files_missing:,} file(s) missing at commit.",
@@ -217,50 +239,8 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
     return "\n".join(lines)
 
 
-_SCRIPT = """
-(function () {
-  const data = JSON.parse(document.getElementById('report-data').textContent);
-  const svg = document.getElementById('chart');
-  const ns = 'http://www.w3.org/2000/svg';
-  // one point per event-time window; a table without event time is charted per checkpoint
-  let windows = data.windows.filter(w => w.window_start !== null);
-  if (!windows.length) {
-    windows = data.checkpoints.map(c => Object.assign({}, c, {window_start: 'checkpoint ' + c.checkpoint_id}));
-  }
-  const stages = [['source', '#1f77b4'], ['written', '#ff7f0e'], ['committed', '#2ca02c'], ['readable', '#9467bd']];
-  const width = 960, height = 320, left = 70, bottom = 40, top = 34, right = 20;
-  const max = Math.max(1, ...windows.flatMap(w => stages.map(([s]) => w[s] || 0)));
-  const x = i => left + (windows.length < 2 ? 0 : i * (width - left - right) / (windows.length - 1));
-  const y = v => height - bottom - v * (height - bottom - top) / max;
-  function add(tag, attrs, text) {
-    const el = document.createElementNS(ns, tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-    if (text !== undefined) el.textContent = text;
-    svg.appendChild(el);
-    return el;
-  }
-  add('line', {x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, stroke: '#333'});
-  add('line', {x1: left, y1: top, x2: left, y2: height - bottom, stroke: '#333'});
-  add('text', {x: 5, y: top + 5, 'font-size': 11}, max.toLocaleString());
-  add('text', {x: 5, y: height - bottom, 'font-size': 11}, '0');
-  if (windows.length) {
-    add('text', {x: left, y: height - 10, 'font-size': 11}, windows[0].window_start.slice(0, 16));
-    add('text', {x: width - right - 110, y: height - 10, 'font-size': 11},
-        windows[windows.length - 1].window_start.slice(0, 16));
-  }
-  stages.forEach(([stage, colour], k) => {
-    const values = windows.map(w => w[stage]);
-    if (values.every(v => v === null)) return;
-    const points = values.map((v, i) => `${x(i).toFixed(1)},${y(v || 0).toFixed(1)}`).join(' ');
-    add('polyline', {points, fill: 'none', stroke: colour, 'stroke-width': 1.5, 'data-stage': stage});
-    add('text', {x: width - right - 300 + k * 75, y: 14, fill: colour, 'font-size': 12}, stage);
-  });
-  windows.forEach((w, i) => {
-    if (!w.ok) add('circle', {cx: x(i), cy: y(w.source), r: 4, fill: 'red', 'data-mismatch': w.window_start});
-  });
-  svg.setAttribute('data-drawn', String(windows.length));
-})();
-"""
+#: The page's chart script (inline in the page: the report is one self-contained file).
+_SCRIPT = (resources.files("icecommit.metrics") / "report_chart.js").read_text(encoding="utf-8")
 
 
 def _summary_html(report: ReconciliationReport, changes: str | None) -> str:
@@ -276,10 +256,60 @@ def _summary_html(report: ReconciliationReport, changes: str | None) -> str:
     return f"<table>{''.join(rows)}</table><ul>{''.join(bullets)}</ul>"
 
 
-def html(report: ReconciliationReport, *, changes: str | None = None) -> str:
-    """A self-contained page: verdict, problems, chart (inline SVG drawn from the embedded
-    JSON, no external resources), and the tables."""
-    document = report.to_json().replace("</", "<\\/")
+def _table(headers: Sequence[str], rows: Sequence[tuple[Sequence[object], bool]]) -> str:
+    """An HTML table in a horizontally scrolling box (the page itself never overflows);
+    failing rows (second of each pair False) highlighted."""
+    head = "".join(f"<th>{html_escape.escape(h)}</th>" for h in headers)
+    body = "".join(
+        ("<tr>" if ok else '<tr class="bad">')
+        + "".join(
+            ('<td class="note">' if h == "note" else "<td>") + f"{html_escape.escape(str(v))}</td>"
+            for h, v in zip(headers, values, strict=True)
+        )
+        + "</tr>"
+        for values, ok in rows
+    )
+    return f'<div class="scroll"><table><tr>{head}</tr>{body}</table></div>'
+
+
+def _windows_html(report: ReconciliationReport) -> str:
+    shown = [w for w in report.windows if not w.ok or not w.closed]
+    passing = [w for w in report.windows if w.ok and w.closed]
+    parts = []
+    if passing:
+        parts.append(
+            f"<p>{len(passing):,} closed window(s) from {_minute(passing[0].window_start)} to "
+            f"{_minute(passing[-1].window_start)} reconcile (not listed).</p>"
+        )
+    if shown:
+        parts.append(_table(
+            ["window", "closed", "source", "written", "committed", "readable", "loss %", "dup %", "ok"],
+            [((_minute(w.window_start), "yes" if w.closed else "no", _n(w.source), _n(w.written), _n(w.committed),
+               _n(w.readable), f"{w.loss_pct:.2f}", f"{w.duplication_pct:.2f}", "yes" if w.ok else "no"),
+              w.ok or not w.closed) for w in shown],
+        ))  # fmt: skip
+    return "".join(parts) or "<p>No windows (the table has no event-time column, or nothing in range).</p>"
+
+
+def _history_html(history: Sequence[dict[str, object]]) -> str:
+    if not history:
+        return "<p>No stored runs yet.</p>"
+    return _table(
+        ["ran at (UTC)", "verdict", "checkpoints", "source", "readable", "lag p50", "lag p99", "problems"],
+        [((str(r["ran_at"])[:19].replace("T", " "), "ok" if r["ok"] else "MISMATCH", r["checkpoints"],
+           f"{r['source']:,}", f"{r['readable']:,}", r["lag_p50"], r["lag_p99"], r["problems"]), bool(r["ok"]))
+         for r in reversed(history)],
+    )  # fmt: skip
+
+
+def html(report: ReconciliationReport, *, changes: str | None = None, history: Sequence[dict[str, object]] = ()) -> str:
+    """A self-contained page (no external resources): verdict and summary, problems grouped
+    by kind, a chart of every stage per checkpoint (problem and removed checkpoints
+    marked), one per event-time window (failing windows marked), the stored runs over
+    time (``history``: :func:`icecommit.metrics.runs.history_points`), then the tables.
+    Fits a phone's width (390 px) and a laptop's without horizontal scrolling."""
+    document = report.to_json(changes=changes).replace("</", "<\\/")
+    runs = json.dumps(list(history), default=str).replace("</", "<\\/")
     verdict = "reconciles" if report.ok else "does NOT reconcile"
     colour = "#1a7f37" if report.ok else "#cf222e"
     problems = "".join(
@@ -288,33 +318,27 @@ def html(report: ReconciliationReport, *, changes: str | None = None) -> str:
         + "</ul></li>"
         for heading, items in grouped_problems(report)
     )
-    rows = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{html_escape.escape(str(v))}</td>"
-            for v in (
-                c.job_id,
-                c.checkpoint_id,
-                c.status,
-                c.snapshot_id or "",
-                f"{c.source:,}",
-                f"{c.written:,}",
-                f"{c.committed:,}",
-                f"{c.readable:,}",
-                f"{c.loss_pct:.2f}",
-                f"{c.duplication_pct:.2f}",
-                "yes" if c.ok else "no",
-            )
-        )
-        + "</tr>"
-        for c in (*report.checkpoints, *report.pending)
-    )
+    checkpoints = _table(
+        ["job", "checkpoint", "status", "snapshot", "source", "written", "committed", "readable", "loss %", "dup %",
+         "ok", "note"],
+        [((c.job_id, c.checkpoint_id, c.status, c.snapshot_id or "", f"{c.source:,}", f"{c.written:,}",
+           f"{c.committed:,}", f"{c.readable:,}", f"{c.loss_pct:.2f}", f"{c.duplication_pct:.2f}",
+           "yes" if c.ok else "no", c.note), c.ok) for c in (*report.checkpoints, *report.pending)],
+    )  # fmt: skip
     title = html_escape.escape(f"Reconciliation of {report.table}")
+    svg = 'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 960 320" role="img"'
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body {{ font: 14px system-ui, sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
+body {{ font: 14px system-ui, sans-serif; margin: 1em; color: #222; max-width: 1200px; }}
+p, li {{ overflow-wrap: anywhere; }}
+table {{ border-collapse: collapse; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; white-space: nowrap; }}
+td.note {{ white-space: normal; text-align: left; min-width: 16em; }}
+.scroll {{ overflow-x: auto; max-width: 100%; }}
+tr.bad td {{ background: #ffebe9; }}
+svg {{ width: 100%; height: auto; max-width: 960px; display: block; }}
 .verdict {{ color: {colour}; font-weight: bold; font-size: 1.3em; }}
 </style></head><body>
 <h1>{title}</h1>
@@ -324,13 +348,18 @@ table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding
 <h2>Summary</h2>
 <div id="summary">{_summary_html(report, changes)}</div>
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
-<h2>Records per one-minute window (or per checkpoint), per stage</h2>
-<svg id="chart" xmlns="http://www.w3.org/2000/svg" width="960" height="320" role="img"
- aria-label="records per window per stage"></svg>
+<h2>Rows per checkpoint, per stage</h2>
+<svg id="chart" {svg} aria-label="rows per checkpoint per stage"></svg>
+<h2>Rows per one-minute window of event time</h2>
+<svg id="chart-windows" {svg} aria-label="rows per window per stage"></svg>
+{_windows_html(report)}
+<h2>Stored runs over time</h2>
+<svg id="history" {svg} aria-label="rows and verdict of the stored runs"></svg>
+{_history_html(history)}
 <h2>Checkpoints</h2>
-<table><tr><th>job</th><th>checkpoint</th><th>status</th><th>snapshot</th><th>source</th><th>written</th>
-<th>committed</th><th>readable</th><th>loss %</th><th>dup %</th><th>ok</th></tr>{rows}</table>
+{checkpoints}
 <script type="application/json" id="report-data">{document}</script>
+<script type="application/json" id="report-history">{runs}</script>
 <script>{_SCRIPT}</script>
 </body></html>
 """

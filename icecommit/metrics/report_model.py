@@ -1,14 +1,20 @@
 """The typed reconciliation report, and its Markdown, JSON and HTML forms.
 
-JSON schema (``schema_version`` 1) — stable; fields are only ever added:
+JSON schema (``schema_version`` 2): stable; fields are only ever added, and each
+addition bumps the version.
 
 ```
 {
-  "schema_version": 1, "table": str, "job_id": str|null, "since": iso|null, "until": iso,
+  "schema_version": 2, "table": str, "job_id": str|null, "since": iso|null, "until": iso,
   "generated_at": iso, "deep": bool, "ok": bool,
+  "summary": {"verdict": "ok"|"mismatch", "errors": int, "findings": int,
+              "rows": {"source", "written", "committed", "readable"},
+              "readable_from": "table metadata"|"data files", "loss": int, "duplicated": int,
+              "checkpoints": {status: count}},
+  "changes": str|null,
   "thresholds": {"max_loss_pct": float, "max_duplication_pct": float, "max_pending": seconds},
-  "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "committed_at",
-                   "source", "written", "committed", "readable", "loss_pct",
+  "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "snapshot_id_str",
+                   "committed_at", "source", "written", "committed", "readable", "loss_pct",
                    "duplication_pct", "ok", "note"}],
   "pending": [same shape, status "pending"],
   "windows": [{"window_start": iso|null, "closed", "source", "written", "committed",
@@ -19,6 +25,11 @@ JSON schema (``schema_version`` 1) — stable; fields are only ever added:
   "partitions": [{"label", "end", "completed_at", "records_at_completion", "records", "late_records"}]
 }
 ```
+
+Version 2 added ``summary`` (what the Markdown and HTML open with), ``changes`` (what
+changed since the last stored run, when the CLI knows it) and ``snapshot_id_str``: snapshot
+ids are 64-bit and JSON tools that read numbers as doubles (jq 1.6, JavaScript) round those
+above 2^53; the string form is exact, and ``rollback --to-snapshot`` takes either.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import html as html_escape
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,7 +45,7 @@ from typing import Any
 from icecommit.errors import InvalidArgumentError
 from icecommit.metrics import render
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -164,17 +176,22 @@ class ReconciliationReport:
     lag: Lag
     partitions: tuple[PartitionLine, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, changes: str | None = None) -> dict[str, Any]:
         """The JSON document as a dict (see the module docstring for the schema)."""
         data = _plain(self)
         assert isinstance(data, dict)
         lag = data.pop("lag")
         data["lag"] = {"p50_seconds": lag["p50_seconds"], "p99_seconds": lag["p99_seconds"]}
-        return {"schema_version": SCHEMA_VERSION, **data}
+        for line in (*data["checkpoints"], *data["pending"]):
+            snapshot = line["snapshot_id"]
+            line["snapshot_id_str"] = str(snapshot) if snapshot is not None else None
+        head = {"schema_version": SCHEMA_VERSION, "table": data.pop("table"), "job_id": data.pop("job_id")}
+        return {**head, **data, "summary": render.summary_counts(self), "changes": changes}
 
-    def to_json(self) -> str:
-        """The report as JSON (stable schema, ``schema_version`` 1)."""
-        return json.dumps(self.to_dict(), indent=2)
+    def to_json(self, *, changes: str | None = None) -> str:
+        """The report as JSON (stable schema, ``schema_version`` 2); ``changes``: the line on
+        what changed since the last stored run (:func:`icecommit.metrics.runs.changes_since`)."""
+        return json.dumps(self.to_dict(changes=changes), indent=2)
 
     def to_markdown(self, *, all_windows: bool = False, changes: str | None = None) -> str:
         """The report for a terminal or a ticket: verdict and summary first, problems
@@ -183,9 +200,11 @@ class ReconciliationReport:
         (:func:`icecommit.metrics.runs.changes_since`)."""
         return render.markdown(self, all_windows=all_windows, changes=changes)
 
-    def to_html(self, *, changes: str | None = None) -> str:
-        """A self-contained HTML page with a chart of records per window per stage."""
-        return render.html(self, changes=changes)
+    def to_html(self, *, changes: str | None = None, history: Sequence[dict[str, object]] = ()) -> str:
+        """A self-contained HTML page: verdict and summary first, charts of every stage per
+        checkpoint and per window with the problems marked, and the stored runs over time
+        (``history``, from :func:`icecommit.metrics.runs.history_points`)."""
+        return render.html(self, changes=changes, history=history)
 
     def _repr_html_(self) -> str:
         """The page inside an ``iframe``, so that a notebook shows it (chart included) with

@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
+from icecommit.metrics.render import duration
 from icecommit.metrics.report_model import ReconciliationReport
 from icecommit.state.checkpoints import as_utc
 from icecommit.state.models import ReconcileRunRow
@@ -36,6 +37,8 @@ def record_run(engine: Engine, report: ReconciliationReport) -> ReconcileRun:
         "problems": [f"{p.kind}: {p.message}" for p in report.problems][:50],
         "source": sum(c.source for c in report.checkpoints),
         "readable": sum(c.readable for c in report.checkpoints),
+        "lag_p50_seconds": report.lag.p50_seconds,
+        "lag_p99_seconds": report.lag.p99_seconds,
     }
     row = ReconcileRunRow(
         table_name=report.table,
@@ -102,6 +105,35 @@ def changes_since(previous: ReconcileRun | None, report: ReconciliationReport) -
     if not new and not gone:
         parts.append("same problem kinds" if kinds_now else "no problems then or now")
     return "; ".join(parts)
+
+
+def history_points(engine: Engine, table: str, job_id: str | None, limit: int = 200) -> list[dict[str, object]]:
+    """The latest ``limit`` stored runs over ``table`` (and ``job_id``), oldest first, as
+    the HTML report's history view draws them: when, verdict, checkpoints, rows, lag and
+    problems (a run stored before lag was kept shows it as n/a)."""
+    query = select(ReconcileRunRow).where(ReconcileRunRow.table_name == table)
+    query = query.where(
+        ReconcileRunRow.job_id.is_(None) if job_id is None else ReconcileRunRow.job_id == job_id
+    ).order_by(ReconcileRunRow.ran_at.desc(), ReconcileRunRow.id.desc())
+    with Session(engine) as session:
+        runs = [_to_run(row) for row in session.execute(query.limit(limit)).scalars()]
+    points = []
+    for run in reversed(runs):
+        summary = run.summary
+        problems = summary.get("problems")
+        lag50, lag99 = summary.get("lag_p50_seconds"), summary.get("lag_p99_seconds")
+        points.append({
+            "ran_at": run.ran_at.isoformat(), "ok": run.ok, "checkpoints": _count(summary.get("checkpoints")),
+            "source": _count(summary.get("source")), "readable": _count(summary.get("readable")),
+            "lag_p50": duration(float(lag50)) if isinstance(lag50, (int, float)) else "n/a",
+            "lag_p99": duration(float(lag99)) if isinstance(lag99, (int, float)) else "n/a",
+            "problems": len(problems) if isinstance(problems, list) else 0,
+        })  # fmt: skip
+    return points
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) else 0
 
 
 def _to_run(row: ReconcileRunRow) -> ReconcileRun:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import json
 from pathlib import Path
 
 import pyiceberg.table.snapshots
@@ -212,8 +213,16 @@ def test_outputs(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog, checkpoints=2)
     report = ic.reconcile(catalog, table, job_id=JOB)
     document = report.to_dict()
-    assert document["schema_version"] == 1 and document["ok"] is True
-    assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds"}
+    assert document["schema_version"] == 2 and document["ok"] is True
+    assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds",
+                             "summary", "changes"}  # fmt: skip
+    assert document["summary"]["verdict"] == "ok" and document["summary"]["rows"] == {
+        "source": 600, "written": 600, "committed": 600, "readable": 600}  # fmt: skip
+    assert document["summary"]["checkpoints"] == {"committed": 2} and document["changes"] is None
+    # snapshot ids also as strings: exact in every JSON tool (numbers above 2^53 are rounded by some)
+    for line in document["checkpoints"]:
+        assert line["snapshot_id_str"] == str(line["snapshot_id"]) and int(line["snapshot_id_str"]) > 0
+    assert json.loads(report.to_json(changes="since the last run: x"))["changes"] == "since the last run: x"
     assert "# Reconciliation of" in report.to_markdown() and "| 2 | committed |" in report.to_markdown()
     page = report.to_html()
     assert page.startswith("<!doctype html>") and 'id="chart"' in page and "http" not in page.split("<svg")[0]
