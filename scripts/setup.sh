@@ -6,16 +6,28 @@ cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
 shift || true
 python="${PYTHON:-python3}"
+# apt's own output goes to a log, shown only when the install fails
+apt_install() {
+  local log
+  log="$(mktemp -t icecommit-apt.XXXXXX)"
+  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
+  if (DEBIAN_FRONTEND=noninteractive $apt_get update -qq && \
+      DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq "$@") >"$log" 2>&1; then
+    rm -f "$log"
+  else
+    tail -n 30 "$log" >&2
+    echo "setup: apt-get install $* failed (log: $log)" >&2
+    return 1
+  fi
+}
 if ! command -v java >/dev/null 2>&1; then
   echo "setup: Java is required by Spark; installing a JRE with apt-get" >&2
-  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
-  ($apt_get update -qq && $apt_get install -y -qq default-jre-headless) >&2
+  apt_install default-jre-headless
 fi
 if ! command -v chromium >/dev/null 2>&1 && [ "${ICECOMMIT_SKIP_CHROMIUM:-0}" != 1 ]; then
-  # headless Chromium draws the reconciliation report's chart in the tests
+  # headless Chromium renders the reconciliation report in the tests
   echo "setup: installing Debian's chromium for the report tests" >&2
-  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
-  ($apt_get update -qq && $apt_get install -y -qq chromium) >&2 || echo "setup: could not install chromium" >&2
+  apt_install chromium || echo "setup: could not install chromium" >&2
 fi
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"

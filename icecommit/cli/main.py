@@ -3,11 +3,14 @@ hand the result to an :class:`~icecommit.cli.output.Output`; they hold no logic.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
+import shlex
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -44,6 +47,7 @@ from icecommit.errors import (
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.metrics.runs import changes_since, history_points, last_run
+from icecommit.settings import icecommit_home
 from icecommit.state import dispose_state_engines, state_engine, state_uri
 from icecommit.timeparse import parse_duration, parse_instant
 
@@ -160,11 +164,52 @@ def cli(
     ctx.call_on_close(ctx.obj.close)
 
 
+def _landed(result: CommitResult) -> str:
+    verb = {"committed": "committed", "already-committed": "already committed", "empty": "empty"}[result.status]
+    return f"{verb}, {result.records:,} records"
+
+
+def _plain_progress(checkpoint_id: int, phase: str, result: CommitResult | None) -> None:
+    if phase == "done" and result is not None:
+        print(f"checkpoint {checkpoint_id}: {_landed(result)}", flush=True)
+
+
+@contextlib.contextmanager
+def _spark_log(ctx: Context) -> Iterator[None]:
+    """Spark's start-up messages and later warnings (the JVM writes them to standard error)
+    go to a log file in the icecommit home instead of the terminal; with --debug they are
+    shown. The JVM keeps the file as its standard error for its lifetime; this process's
+    own standard error is restored once the command's work is done."""
+    if ctx.debug:
+        yield
+        return
+    folder = icecommit_home() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "spark-demo.log"
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log, "ab") as target:
+        os.dup2(target.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 @cli.command()
 @click.option("--rows", type=click.IntRange(min=0), default=1_000_000, show_default=True)
 @click.option("--checkpoints", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option(
+    "--hours",
+    type=click.IntRange(min=1, max=24),
+    default=6,
+    show_default=True,
+    help="Hours of event time the data spans (the checkpoints share them in order).",
+)
 @click.pass_obj
-def demo(ctx: Context, rows: int, checkpoints: int) -> None:
+def demo(ctx: Context, rows: int, checkpoints: int, hours: int) -> None:
     """Land a synthetic clickstream in demo.clickstream through Spark, exactly once.
 
     \b
@@ -177,28 +222,34 @@ def demo(ctx: Context, rows: int, checkpoints: int) -> None:
         from icecommit.demo.pipeline import run_demo
 
         catalog = ctx.catalog(create=True)
-        if ctx.json:
-            ctx.output.demo(run_demo(catalog, rows=rows, checkpoints=checkpoints))
-            return
-        with Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
-        ) as bar:
-            tasks: dict[int, Any] = {}
+        command = " ".join(
+            ["icecommit"]
+            + [f"{flag} {shlex.quote(value)}" for flag, value in
+               (("--catalog", ctx.catalog_name), ("--uri", ctx.uri), ("--warehouse", ctx.warehouse)) if value]
+        )  # fmt: skip
+        run = functools.partial(run_demo, catalog, rows=rows, checkpoints=checkpoints, hours=hours, command=command)
+        with _spark_log(ctx):
+            if ctx.json:
+                ctx.output.demo(run())
+                return
+            console = getattr(ctx.output, "console", None)
+            if console is None or not console.is_terminal:  # a pipe or a log: one plain line per checkpoint
+                report = run(progress=_plain_progress)
+            else:
+                with Progress(
+                    SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                    console=console, transient=False,
+                ) as bar:  # fmt: skip
+                    tasks: dict[int, Any] = {}
 
-            def progress(checkpoint_id: int, phase: str, result: CommitResult | None) -> None:
-                if phase == "start":
-                    tasks[checkpoint_id] = bar.add_task(f"checkpoint {checkpoint_id}: writing", total=1)
-                elif result is not None:
-                    verb = {"committed": "committed", "already-committed": "already committed", "empty": "empty"}[
-                        result.status
-                    ]
-                    bar.update(
-                        tasks[checkpoint_id],
-                        completed=1,
-                        description=f"checkpoint {checkpoint_id}: {verb}, {result.records:,} records",
-                    )
+                    def progress(checkpoint_id: int, phase: str, result: CommitResult | None) -> None:
+                        if phase == "start":
+                            tasks[checkpoint_id] = bar.add_task(f"checkpoint {checkpoint_id}: writing", total=1)
+                        elif result is not None:
+                            bar.update(tasks[checkpoint_id], completed=1,
+                                       description=f"checkpoint {checkpoint_id}: {_landed(result)}")  # fmt: skip
 
-            report = run_demo(catalog, rows=rows, checkpoints=checkpoints, progress=progress)
+                    report = run(progress=progress)
         ctx.output.demo(report)
 
     _run(ctx, action)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -178,44 +180,55 @@ class TextOutput:
     def __init__(self, console: Console | None = None) -> None:
         self.console = console or _console()
 
-    def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
-        view = Table(title=f"snapshots of {table}")
-        for column in (
-            "",
-            "snapshot",
-            "parent",
-            "committed at (UTC)",
-            "operation",
-            "job",
-            "checkpoint",
-            "records added",
-            "files added",
-            "max event time",
-        ):
-            view.add_column(column)
+    def _table(self, title: str, headers: Sequence[str], rows: Sequence[Sequence[str]], ids: Sequence[str]) -> None:
+        """A table whose id columns (``ids``: snapshot ids, paths) are printed whole at any
+        width: other columns wrap first; where even that cannot fit the terminal (an
+        80-column one for a table with two snapshot ids), one record per row instead
+        (``header: value`` lines, never cut)."""
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+        # ids whole; other columns squeezed to their header or 12 characters, whichever is wider
+        needed = sum(w if h in ids else min(w, max(len(h), 12)) for h, w in zip(headers, widths, strict=True))
+        needed += 3 * len(headers) + 1  # borders and padding
+        if needed > self.console.width:
+            self.console.print(f"[bold]{title}[/bold]", highlight=False, soft_wrap=True)
+            for row in rows:
+                self.console.print("", soft_wrap=True)
+                for header, value in zip(headers, row, strict=True):
+                    if value:
+                        self.console.print(f"  {header or 'current'}: {value}", highlight=False, soft_wrap=True,
+                                           markup=False)  # fmt: skip
+            return
+        # under a pipe or in a log: plain rows (a header rule, no box), the title on the left
+        plain = not self.console.is_terminal
+        view = Table(
+            title=title, box=box.SIMPLE_HEAD if plain else box.HEAVY_HEAD, title_justify="left" if plain else "center"
+        )
+        for header, width in zip(headers, widths, strict=True):
+            if header in ids:
+                view.add_column(header, no_wrap=True, min_width=width)
+            else:
+                view.add_column(header, overflow="fold")
         for row in rows:
-            view.add_row(
-                "*" if row.is_current else "",
-                str(row.snapshot_id),
-                str(row.parent_id or ""),
-                _time(row.committed_at),
-                row.operation,
-                row.job_id or "",
-                "" if row.checkpoint_id is None else str(row.checkpoint_id),
-                f"{row.added_records:,}",
-                str(row.added_files),
-                _time(row.max_event_time),
-            )
+            view.add_row(*row)
         self.console.print(view)
 
+    def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
+        headers = ["", "snapshot", "parent", "committed at (UTC)", "operation", "job", "checkpoint", "records added",
+                   "files added", "max event time"]  # fmt: skip
+        cells = [
+            ["*" if row.is_current else "", str(row.snapshot_id), str(row.parent_id or ""), _time(row.committed_at),
+             row.operation, row.job_id or "", "" if row.checkpoint_id is None else str(row.checkpoint_id),
+             f"{row.added_records:,}", str(row.added_files), _time(row.max_event_time)]
+            for row in rows
+        ]  # fmt: skip
+        self._table(f"snapshots of {table}", headers, cells, ids=("snapshot", "parent"))
+
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
-        view = Table(title=f"checkpoints of {table}")
-        columns = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
+        headers = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
         streamed = any(row.source_offsets for row in rows)
         if streamed:
-            columns.append("source offsets")
-        for column in columns:
-            view.add_column(column)
+            headers.append("source offsets")
+        cells = []
         for row in rows:
             published = (
                 f"{row.files_committed} new, {row.files_skipped} skipped, {row.files_missing} missing"
@@ -223,46 +236,32 @@ class TextOutput:
                 else ""
             )
             attempts = f"{row.attempts} ({row.retries} retries)" if row.attempts is not None else ""
-            cells = [
-                row.job_id,
-                str(row.checkpoint_id),
-                row.status,
-                str(row.snapshot_id or ""),
-                f"{row.records:,}",
-                str(row.files),
-                published,
-                attempts,
-            ]
+            cell = [row.job_id, str(row.checkpoint_id), row.status, str(row.snapshot_id or ""), f"{row.records:,}",
+                    str(row.files), published, attempts]  # fmt: skip
             if streamed:
-                cells.append("; ".join(f"{r.start} -> {r.end}" for r in row.source_offsets))
-            view.add_row(*cells)
-        self.console.print(view)
+                cell.append("; ".join(f"{r.start} -> {r.end}" for r in row.source_offsets))
+            cells.append(cell)
+        self._table(f"checkpoints of {table}", headers, cells, ids=("snapshot", "job"))
 
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None:
-        view = Table(title=f"complete time partitions of {table}")
-        for column in (
-            "partition",
-            "records when complete",
-            "late records",
-            "completed at (UTC)",
-            "watermark",
-            "lateness",
-            "writers",
-            "notified",
-        ):
-            view.add_column(column)
-        for row in rows:
-            view.add_row(
-                row.label,
-                f"{row.records_at_completion:,}",
-                f"{row.late_records:,}",
-                _time(row.completed_at),
-                _time(row.watermark),
-                str(row.lateness),
-                ", ".join(row.writers),
-                _time(row.notified_at) or "no callback yet",
-            )
-        self.console.print(view)
+        if not rows:
+            self.console.print(
+                f"{table}: no time partition is complete yet. A partition of hour/day/month/year of the "
+                "event-time column is published once every writer's watermark (the latest event time it "
+                "committed) has passed its end by the table's lateness; a table without such a partition "
+                "field, or whose writers have not got that far, has none.",
+                highlight=False, soft_wrap=True,
+            )  # fmt: skip
+            return
+        headers = ["partition", "records when complete", "late records", "completed at (UTC)", "watermark",
+                   "lateness", "writers", "notified"]  # fmt: skip
+        cells = [
+            [row.label, f"{row.records_at_completion:,}", f"{row.late_records:,}", _time(row.completed_at),
+             _time(row.watermark), str(row.lateness), ", ".join(row.writers),
+             _time(row.notified_at) or "no callback yet"]
+            for row in rows
+        ]  # fmt: skip
+        self._table(f"complete time partitions of {table}", headers, cells, ids=("partition",))
 
     def versions(self, table: str, event_time: datetime, found: list[EventTimeVersion | str]) -> None:
         titles = (
@@ -294,11 +293,34 @@ class TextOutput:
         self.snapshots(report.table, list(report.snapshots))
         new = sum(1 for c in report.checkpoints if c.committed)
         skipped = sum(1 for c in report.checkpoints if c.status == "already-committed")
-        self.console.print(
-            f"[bold]{report.table}[/bold]: {report.rows:,} source rows in {len(report.checkpoints)} "
-            f"checkpoints ({new} committed now, {skipped} already committed); "
-            f"[bold]{report.rows_read_back:,}[/bold] rows read back in {report.seconds:.1f}s"
+        once = report.rows_read_back == report.distinct_read_back == report.rows
+        landed = (
+            f"[bold]{report.rows:,}[/bold] rows landed exactly once"
+            if once
+            else f"[red]{report.rows:,} source rows but {report.rows_read_back:,} read back, "
+            f"{report.distinct_read_back:,} distinct[/red]"
         )
+        span = ""
+        if report.event_time_from is not None and report.event_time_to is not None:
+            span = (
+                f"; event time {report.event_time_from:%Y-%m-%d %H:%M} to {report.event_time_to:%H:%M} UTC, "
+                f"{report.late_rows:,} row(s) late"
+            )
+        self.console.print(
+            f"[bold]{report.table}[/bold]: {landed} ({report.rows_read_back:,} read back, "
+            f"{report.distinct_read_back:,} distinct event ids) in {len(report.checkpoints)} checkpoints "
+            f"({new} committed now, {skipped} already committed){span}; {report.seconds:.1f} s.",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+        if report.location:
+            self.console.print(
+                f"The table lives in {report.location} (catalog {report.catalog}).",
+                highlight=False, soft_wrap=True, markup=False,
+            )  # fmt: skip
+        if report.try_next:
+            self.console.print("Try next:", highlight=False, soft_wrap=True)
+            for command in report.try_next:
+                self.console.print(f"  {command}", highlight=False, soft_wrap=True, markup=False)
 
     def reconcile(
         self, report: ReconciliationReport, rendered: str, out: Path | None, changes: str | None = None
@@ -307,7 +329,9 @@ class TextOutput:
             sys.stdout.write(rendered + ("" if rendered.endswith("\n") else "\n"))
             return
         verdict = "[green]reconciles[/green]" if report.ok else "[red]does not reconcile[/red]"
-        self.console.print(f"{report.table} {verdict}: {len(report.problems)} problem(s); report written to {out}")
+        self.console.print(
+            f"{report.table} {verdict}: {len(report.problems)} problem(s); report written to {out}", soft_wrap=True
+        )
 
     def rollback(self, plan: RollbackPlan) -> None:
         verb = "rolled back" if plan.applied else "would roll back (dry run)"
@@ -317,6 +341,7 @@ class TextOutput:
             f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows "
             f"{'are' if plan.applied else 'would become'} invisible; checkpoints: {checkpoints}",
             highlight=False,
+            soft_wrap=True,
         )
         if plan.lacking_up_to_event_time:
             self.console.print(
@@ -327,7 +352,7 @@ class TextOutput:
                 soft_wrap=True,
             )
         for snapshot_id in plan.hidden_snapshot_ids:
-            self.console.print(f"  hidden: {snapshot_id}", highlight=False)
+            self.console.print(f"  hidden: {snapshot_id}", highlight=False, soft_wrap=True)
 
     def expire(self, plan: ExpirePlan) -> None:
         verb = "expired" if plan.applied else "would expire (dry run)"
@@ -336,14 +361,18 @@ class TextOutput:
             f"{plan.deleted_files if plan.applied else len(plan.files_to_delete)} file(s) "
             f"{'deleted' if plan.applied else 'to delete'}",
             highlight=False,
+            soft_wrap=True,
         )
         for job, checkpoint_id in plan.rolled_back_checkpoints:
             self.console.print(
                 f"  checkpoint {checkpoint_id} of job {job}: rolled back earlier; recorded as rolled back",
                 highlight=False,
+                soft_wrap=True,
             )
         for path in plan.files_to_delete:
-            self.console.print(f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False)
+            self.console.print(
+                f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False, soft_wrap=True
+            )
 
     def abandoned(self, state: CheckpointState) -> None:
         acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""
@@ -351,6 +380,7 @@ class TextOutput:
             f"{state.table_name}: checkpoint {state.checkpoint_id} of job {state.job_id} is {state.status} "
             f"(by {state.abandoned_by}: {state.abandon_reason}){acked}",
             highlight=False,
+            soft_wrap=True,
         )
 
     def orphans(self, sweep: OrphanSweep) -> None:
@@ -360,9 +390,12 @@ class TextOutput:
             f"{sweep.table}: {len(sweep.orphans)} orphan file(s), {total:,} bytes, older than "
             f"{sweep.older_than.isoformat()}, {verb}",
             highlight=False,
+            soft_wrap=True,
         )
         for orphan in sweep.orphans:
-            self.console.print(f"  {orphan.path} ({orphan.size:,} bytes, {_time(orphan.modified)})", highlight=False)
+            self.console.print(
+                f"  {orphan.path} ({orphan.size:,} bytes, {_time(orphan.modified)})", highlight=False, soft_wrap=True
+            )
 
     def error(self, message: str, code: int) -> None:
         Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
@@ -377,17 +410,18 @@ class TextOutput:
                 f"{plan.table}: {plan.committed} commit(s) rewrote small files into "
                 f"{sum(g.output_files for g in plan.groups)}; {plan.aborted} aborted"
             )
-        self.console.print(f"{head} (target {plan.target_file_size:,} bytes)", highlight=False)
+        self.console.print(f"{head} (target {plan.target_file_size:,} bytes)", highlight=False, soft_wrap=True)
         for group in plan.groups:
             for partition in group.partitions:
                 self.console.print(
                     f"  {partition.label}: {len(partition.files)} file(s), {partition.input_bytes:,} bytes "
                     f"-> about {partition.expected_files}",
                     highlight=False,
+                    soft_wrap=True,
                 )
             if group.status == "committed":
-                self.console.print(f"  committed as snapshot {group.snapshot_id}", highlight=False)
+                self.console.print(f"  committed as snapshot {group.snapshot_id}", highlight=False, soft_wrap=True)
             elif group.status == "aborted":
-                self.console.print(f"  aborted, nothing committed: {group.reason}", highlight=False)
+                self.console.print(f"  aborted, nothing committed: {group.reason}", highlight=False, soft_wrap=True)
         for values, reason in plan.skipped:
-            self.console.print(f"  skipped {values}: {reason}", highlight=False)
+            self.console.print(f"  skipped {values}: {reason}", highlight=False, soft_wrap=True)

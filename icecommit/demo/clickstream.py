@@ -29,6 +29,9 @@ SCHEMA = pa.schema(
     ]
 )
 PARTITION_BY = ("day(ts)", "event")
+#: The demo table's layout: hourly partitions, so that an hour of the demo's stretch of
+#: event time can be complete (published) while later ones are still arriving.
+DEMO_PARTITION_BY = ("hour(ts)", "event")
 
 
 def _pick(values: tuple[str, ...], index: Column) -> Column:
@@ -45,10 +48,16 @@ def clickstream(
     products: int = 5_000,
     seed: int = 7,
     partitions: int = 2,
+    hours: tuple[float, float] | None = None,
+    late: tuple[float, float] | None = None,
+    late_fraction: float = 0.0,
 ) -> DataFrame:
     """Rows ``start`` to ``end`` (exclusive) of a deterministic clickstream for one day.
 
-    Event ids are the row numbers, so any slice can be regenerated identically.
+    Event ids are the row numbers, so any slice can be regenerated identically. By default
+    the events spread over the whole day, peaking in the evening; ``hours`` (from, to)
+    confines them to that stretch of the day instead, and ``late_fraction`` of them then
+    fall in the earlier stretch ``late`` (rows that arrive after their time: late records).
     """
     day_start = int(datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp())
     ids = spark.range(start, end, numPartitions=partitions).withColumnRenamed("id", "event_id")
@@ -59,6 +68,11 @@ def clickstream(
         event = event.when(u < threshold, name)
     # Traffic peaks in the evening: skew seconds-of-day towards the later hours.
     seconds = (F.pow(r2, F.lit(0.7)) * 86_399_999_999).cast("long")
+    if hours is not None:
+        seconds = (F.lit(hours[0] * 3_600_000_000) + r2 * ((hours[1] - hours[0]) * 3_600_000_000 - 1)).cast("long")
+        if late is not None and late_fraction > 0:
+            earlier = F.lit(late[0] * 3_600_000_000) + F.rand(seed + 3) * ((late[1] - late[0]) * 3_600_000_000 - 1)
+            seconds = F.when(F.rand(seed + 4) < late_fraction, earlier.cast("long")).otherwise(seconds)
     user = (F.abs(F.xxhash64(F.col("event_id"), F.lit(seed))) % users).cast("long")
     product = (F.abs(F.xxhash64(F.col("event_id"), F.lit(seed + 2))) % products).cast("long")
     return ids.select(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from icecommit.catalog.inspect import SnapshotInfo
 from icecommit.committer.results import CommitResult
@@ -13,7 +14,8 @@ DEMO_JOB = "clickstream-demo"
 
 @dataclass(frozen=True)
 class DemoReport:
-    """What the demo did: one result per checkpoint, the snapshots, the rows read back."""
+    """What the demo did: one result per checkpoint, the snapshots, the rows read back,
+    where the table lives, and what to try next."""
 
     table: str
     rows: int
@@ -21,3 +23,13 @@ class DemoReport:
     snapshots: tuple[SnapshotInfo, ...]
     rows_read_back: int
     seconds: float
+    #: distinct event ids read back: equal to ``rows`` and to ``rows_read_back`` when every
+    #: row landed exactly once
+    distinct_read_back: int = 0
+    #: rows whose event time lies in an earlier checkpoint's stretch (late records)
+    late_rows: int = 0
+    event_time_from: datetime | None = None
+    event_time_to: datetime | None = None
+    catalog: str = ""
+    location: str = ""
+    try_next: tuple[str, ...] = ()

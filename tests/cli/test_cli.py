@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -30,22 +31,32 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
     first = run(home, "--output", "json", "demo", "--rows", "20000", "--checkpoints", "3")
     assert first.returncode == 0, first.stderr
     report = json.loads(first.stdout)
-    assert report["rows_read_back"] == 20000
+    assert report["rows_read_back"] == report["distinct_read_back"] == 20000
     assert [c["status"] for c in report["checkpoints"]] == ["committed"] * 3
     assert sum(c["records"] for c in report["checkpoints"]) == 20000
+    assert 0 < report["late_rows"] < 20000 * 0.01  # a few rows of each stretch arrive with the next one
+    assert report["location"].endswith("/demo/clickstream") and str(home) in report["catalog"]
+    assert len(report["try_next"]) == 3
 
+    # the text run under a pipe: Spark's start-up noise is not shown, no cell is cut, and it
+    # ends with where the table lives and what to try next
     second = run(home, "demo", "--rows", "20000", "--checkpoints", "3")
     assert second.returncode == 0, second.stderr
-    assert "20,000 rows read back" in second.stdout
+    assert second.stderr == "", second.stderr  # Spark's messages went to the home's log
+    assert (home / "logs" / "spark-demo.log").stat().st_size > 0
+    assert "20,000 rows landed exactly once (20,000 read back, 20,000 distinct event ids)" in second.stdout
     assert "0 committed now, 3 already committed" in second.stdout
+    assert "…" not in second.stdout and "━" not in second.stdout  # plain rows, nothing cut
+    lines = second.stdout.rstrip().splitlines()
+    assert lines[-4] == "Try next:" and "The table lives in" in lines[-5]
+    assert [line.strip() for line in lines[-3:]] == report["try_next"]
 
     snapshots = json.loads(run(home, "--output", "json", "snapshots", "demo.clickstream").stdout)
     assert [s["checkpoint_id"] for s in snapshots["snapshots"]] == [1, 2, 3]
     assert sum(s["is_current"] for s in snapshots["snapshots"]) == 1
     assert all(s["job_id"] == "clickstream-demo" for s in snapshots["snapshots"])
-
-    text = run(home, "snapshots", "demo.clickstream")
-    assert text.returncode == 0 and "clickstream-demo" in text.stdout
+    for line in snapshots["snapshots"]:  # whole in the text view
+        assert str(line["snapshot_id"]) in second.stdout
 
     checkpoints = json.loads(run(home, "--output", "json", "checkpoints", "demo.clickstream").stdout)
     assert [(c["checkpoint_id"], c["status"], c["in_ancestry"]) for c in checkpoints["checkpoints"]] == [
@@ -53,6 +64,26 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
         (2, "committed", True),
         (3, "committed", True),
     ]
+
+    # every command the demo suggested succeeds as printed, from another directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "ICECOMMIT_HOME": str(home), "COLUMNS": "200"}
+    outputs = []
+    for command in report["try_next"]:
+        argv = shlex.split(command)
+        assert argv[0] == "icecommit"
+        done = subprocess.run([*ICECOMMIT, *argv[1:]], env=env, cwd=elsewhere, capture_output=True, text=True,
+                              timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        outputs.append(done.stdout)
+    partitions, reconciled, rolled = outputs
+    assert "reconciles" in reconciled and "demo-report.html" in reconciled
+    assert "ts_hour=2026-11-20-00" in partitions  # the first hours are complete
+    assert (elsewhere / "demo-report.html").read_text().startswith("<!doctype html>")
+    assert "would roll back (dry run)" in rolled and "clickstream-demo#3" in rolled
+    after = json.loads(run(home, "--output", "json", "snapshots", "demo.clickstream").stdout)
+    assert after == snapshots  # the dry run changed nothing
 
 
 def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
