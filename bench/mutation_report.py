@@ -1,0 +1,92 @@
+"""Write MUTATION.md from mutmut's results: the score, per file, and every surviving mutant
+with its diff, each either listed as equivalent (``mutation/equivalent.toml``, with the
+reason) or as a gap a test should close.
+
+    .venv/bin/python -m bench.mutation_report [--seconds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import re
+import subprocess
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psutil
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+ROOT = Path(__file__).resolve().parents[1]
+_LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
+
+
+def _mutmut(*args: str) -> str:
+    return subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "mutmut"), *args], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=int, default=None, help="how long the run took (for the report)")
+    args = parser.parse_args()
+    statuses = {}
+    for line in _mutmut("results", "--all", "true").splitlines():
+        if match := _LINE.match(line):
+            statuses[match["name"]] = match["status"].strip()
+    equivalent = tomllib.loads((ROOT / "mutation" / "equivalent.toml").read_text()).get("mutants", {})
+    by_module: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, status in statuses.items():
+        by_module[name.split(".x_")[0].split(".xǁ")[0]][status] += 1
+    counts = Counter(statuses.values())
+    survivors = sorted(n for n, s in statuses.items() if s == "survived")
+    judged = sum(n for s, n in counts.items() if s in ("killed", "survived", "timeout", "segfault", "suspicious"))
+    killed = counts["killed"] + counts["timeout"] + counts["segfault"]
+    gaps = [n for n in survivors if n not in equivalent]
+    killable = judged - (len(survivors) - len(gaps))
+    lines = [
+        "# Mutation score",
+        "",
+        f"`scripts/mutation.sh`, run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
+        f"({psutil.cpu_count()} cores)" + (f", {args.seconds // 60} min {args.seconds % 60} s" if args.seconds else "")
+        + ". mutmut mutates the modules in `[tool.mutmut]` of `pyproject.toml`; each mutant runs the "
+        "fast tests (no Spark, SQLite) that reach the function it changed.",
+        "",
+        f"- **Killed: {killed:,} of {judged:,} mutants ({100 * killed / max(judged, 1):.1f}%)**; "
+        f"of those that can be killed (equivalent ones left out): {killed:,} of {killable:,} "
+        f"({100 * killed / max(killable, 1):.1f}%).",
+        f"- Survived: {len(survivors):,} ({len(survivors) - len(gaps):,} equivalent, with the reason below; "
+        f"{len(gaps):,} gaps). Not reached by any fast test: {counts['no tests']:,}. Other: "
+        + (", ".join(f"{s} {n}" for s, n in sorted(counts.items())
+                     if s not in ("killed", "survived", "no tests", "timeout")) or "none") + ".",
+        "",
+        "| module | mutants | killed | survived | no tests |",
+        "|---|---:|---:|---:|---:|",
+    ]  # fmt: skip
+    for module, c in sorted(by_module.items()):
+        lines.append(
+            f"| `{module}` | {sum(c.values()):,} | {c['killed'] + c['timeout']:,} | {c['survived']:,} | "
+            f"{c['no tests']:,} |"
+        )
+    lines += ["", "## Equivalent survivors", ""]
+    for name in survivors:
+        if name in equivalent:
+            lines.append(f"- `{name}`: {equivalent[name]['reason']}")
+    lines += ["", "## Gaps (survivors no test kills yet)", ""]
+    for name in gaps:
+        diff = _mutmut("show", name).split("\n", 1)[-1].strip()
+        lines += [f"### `{name}`", "", "```diff", diff, "```", ""]
+    if not gaps:
+        lines.append("None.")
+    (ROOT / "MUTATION.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:12]))
+
+
+if __name__ == "__main__":
+    main()

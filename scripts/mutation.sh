@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The kept mutation score (not part of CI): mutmut mutates the decision, ancestry, partition
+# completeness, path, lineage, retry and time-parsing code ([tool.mutmut] in pyproject.toml)
+# and runs, for each mutant, the fast tests (no Spark, SQLite) that reach the function it
+# changed; then writes the score and every surviving mutant (killed since, or listed as
+# equivalent with the reason in mutation/equivalent.toml) to MUTATION.md.
+#   scripts/mutation.sh            # results are kept in mutants/: a second run only re-runs
+#                                  # mutants of functions (or tests) that changed
+#   scripts/mutation.sh --fresh    # start over
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || scripts/setup.sh .venv
+.venv/bin/python -m pip install -q "mutmut>=3.8,<4" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+if [ "${1:-}" = "--fresh" ]; then rm -rf mutants; fi
+started=$(date +%s)
+# one worker per core; mutmut's exit code says nothing about the score, the report does
+.venv/bin/mutmut run --max-children "$(nproc)" || true
+.venv/bin/python -m bench.mutation_report --seconds "$(( $(date +%s) - started ))"
