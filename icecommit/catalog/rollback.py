@@ -20,6 +20,7 @@ from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
 from icecommit.eventtime import event_time_column
 from icecommit.identifiers import checked_checkpoint_id, checked_instant, table_name
+from icecommit.state.checkpoints import COMMITTED, CheckpointState
 from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
@@ -207,6 +208,18 @@ def plan_rollback(
     )
 
 
+def _off_branch_committed(table: Table, committed: list[CheckpointState]) -> dict[tuple[str, int], int]:
+    """Checkpoints recorded as committed whose snapshot is still in the metadata but no
+    longer on the main branch: (job, checkpoint) -> that snapshot."""
+    snapshots = {s.snapshot_id for s in table.metadata.snapshots}
+    on_branch = {s.snapshot_id for s in ancestry.branch_ancestry(table.metadata)}
+    return {
+        (state.job_id, state.checkpoint_id): state.snapshot_id
+        for state in committed
+        if state.snapshot_id is not None and state.snapshot_id in snapshots and state.snapshot_id not in on_branch
+    }
+
+
 def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     """Make the plan's target the current snapshot (a compare-and-swap on the catalog),
     then record every checkpoint it hid, of every job, as rolled back in the committer's
@@ -227,8 +240,13 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
     else:
         manage.set_current_snapshot(plan.target_snapshot_id).commit()
-    if plan.hidden_checkpoints or plan.restored_checkpoints:
-        store.mark_rolled_back(plan.table, plan.hidden_checkpoints)
+    # what an earlier rollback killed between its swap and this step (or another tool's
+    # rollback) left recorded as committed while its snapshot is off the branch: recorded
+    # now, so running a rollback again finishes what a crashed one began
+    left_over = _off_branch_committed(catalog.load_table(plan.table), store.list(plan.table, status=COMMITTED))
+    hidden = sorted(set(plan.hidden_checkpoints) | set(left_over))
+    if hidden or plan.restored_checkpoints:
+        store.mark_rolled_back(plan.table, hidden, snapshots=left_over)
         store.mark_restored(plan.table, plan.restored_checkpoints)
     logger.warning(
         "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",

@@ -5,13 +5,13 @@ addition bumps the version.
 
 ```
 {
-  "schema_version": 2, "table": str, "job_id": str|null, "since": iso|null, "until": iso,
-  "generated_at": iso, "deep": bool, "ok": bool,
+  "schema_version": 2, "table": str, "job_id": str|null, "ok": bool,
   "summary": {"verdict": "ok"|"mismatch", "errors": int, "findings": int,
               "rows": {"source", "written", "committed", "readable"},
               "readable_from": "table metadata"|"data files", "loss": int, "duplicated": int,
               "checkpoints": {status: count}},
   "changes": str|null,
+  "since": iso|null, "until": iso, "generated_at": iso, "deep": bool,
   "thresholds": {"max_loss_pct": float, "max_duplication_pct": float, "max_pending": seconds},
   "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "snapshot_id_str",
                    "committed_at", "source", "written", "committed", "readable", "loss_pct",
@@ -185,8 +185,16 @@ class ReconciliationReport:
         for line in (*data["checkpoints"], *data["pending"]):
             snapshot = line["snapshot_id"]
             line["snapshot_id_str"] = str(snapshot) if snapshot is not None else None
-        head = {"schema_version": SCHEMA_VERSION, "table": data.pop("table"), "job_id": data.pop("job_id")}
-        return {**head, **data, "summary": render.summary_counts(self), "changes": changes}
+        # the verdict and the summary first, as in the Markdown and the HTML
+        head = {
+            "schema_version": SCHEMA_VERSION,
+            "table": data.pop("table"),
+            "job_id": data.pop("job_id"),
+            "ok": data.pop("ok"),
+            "summary": render.summary_counts(self),
+            "changes": changes,
+        }
+        return {**head, **data}
 
     def to_json(self, *, changes: str | None = None) -> str:
         """The report as JSON (stable schema, ``schema_version`` 2); ``changes``: the line on
