@@ -413,7 +413,8 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             label = window.isoformat() if window else "without event time"
             problems.append(
                 Problem("window-mismatch", f"window {label}: source {totals['source']:,}, written "
-                        f"{totals['written']:,}, committed {totals['committed']:,}")
+                        f"{totals['written']:,}, committed {totals['committed']:,}"
+                        + (f", readable {totals['readable']:,}" if facts.deep_counts is not None else ""))
             )  # fmt: skip
 
     for key, count in sorted(facts.ancestry_counts.items()):

@@ -127,6 +127,25 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
     ]
 
 
+#: What to do about each kind of problem, shown once under its heading.
+ADVICE = {
+    "loss": "rows committed are not readable: run with --deep to read the files, look for missing-file problems, "
+    "and see `icecommit checkpoints TABLE` for the checkpoint's files and snapshot",
+    "missing-file": "a file the table references is gone from storage: restore it (versioned storage, a backup), or "
+    "roll back to before the snapshot that added it (`icecommit rollback TABLE --to-checkpoint N --job J --dry-run`)",
+    "window-mismatch": "the counts of these minutes of event time disagree: the checkpoints above that cover them "
+    "name the files; run with --deep to count what is readable",
+    "double-commit": "a checkpoint landed twice: roll back to the snapshot before its second commit, then recommit "
+    "nothing (the first is still there)",
+    "duplicate-file": "one data file is live more than once (another writer added it again): roll back to before "
+    "the second add, or rewrite the table's files",
+    "stuck": "let the job (or its recover()) commit it, or give it up with `icecommit abandon`",
+    "abandoned": "acknowledge it once its rows are dealt with: `icecommit abandon TABLE --job J --checkpoint N --ack`",
+    "untraceable": "the snapshot that removed these rows was expired: nothing left to follow; keep snapshots "
+    "longer than reconciliation runs",
+}
+
+
 def grouped_problems(report: ReconciliationReport) -> list[tuple[str, list[str]]]:
     """Problems by kind, most severe kinds first; failing windows collapsed into ranges."""
     order = {"error": 0, "warning": 1, "info": 2}
@@ -176,6 +195,8 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
         lines += ["## Problems", ""]
         for heading, items in grouped_problems(report):
             lines += [f"### {heading}", ""]
+            if advice := ADVICE.get(heading.split(" ", 1)[0]):
+                lines += [f"What to do: {advice}.", ""]
             lines += [f"- {item}" for item in items]
             lines.append("")
     lines += [
@@ -313,7 +334,9 @@ def html(report: ReconciliationReport, *, changes: str | None = None, history: S
     verdict = "reconciles" if report.ok else "does NOT reconcile"
     colour = "#1a7f37" if report.ok else "#cf222e"
     problems = "".join(
-        f"<li><b>{html_escape.escape(heading)}</b><ul>"
+        f"<li><b>{html_escape.escape(heading)}</b>"
+        + (f"<br>What to do: {html_escape.escape(a)}." if (a := ADVICE.get(heading.split(" ", 1)[0])) else "")
+        + "<ul>"
         + "".join(f"<li>{html_escape.escape(item)}</li>" for item in items)
         + "</ul></li>"
         for heading, items in grouped_problems(report)

@@ -300,9 +300,16 @@ def test_the_markdown_answers_first_and_collapses_failing_windows_into_ranges(ca
     line = next(li for li in text.splitlines() if li.startswith(f"- 3 windows {first} to {last}"))
     written = sum(w.written for w in bad.windows if w.window_start in timed[start : start + 3])
     assert f"source {written + 12:,}, written {written:,}" in line
+    assert "What to do: the counts of these minutes of event time disagree" in text  # under the heading
     page = bad.to_html()  # the page answers first too: summary, then the grouped problems
     assert page.index('id="verdict"') < page.index('id="summary"') < page.index("id='problems'")
-    assert f"3 windows {first} to {last}" in page
+    assert f"3 windows {first} to {last}" in page and "What to do: the counts" in page
+    # deep: the readable count of a failing window is in its message too
+    deep = ic.reconcile(catalog, table, job_id=JOB, deep=True)
+    message = next(p.message for p in deep.problems if p.kind == "window-mismatch")
+    assert ", readable " in message and ", readable " not in next(
+        p.message for p in bad.problems if p.kind == "window-mismatch"
+    )
 
 
 @pytest.mark.parametrize(
