@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from icecommit.completeness import TimePartition, from_micros, micros
+from icecommit.ancestry import job_checkpoint_property, recorded_highest_checkpoints
+from icecommit.completeness import TimePartition, from_micros, marker_path, micros, partition_value
 from icecommit.decision import Action, StateView, TableView, decide
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.timeparse import parse_duration, parse_instant
@@ -310,14 +311,63 @@ def test_partition_bounds_contain_their_instants_and_tile_time(moment: datetime,
         "month": (start.year - 1970) * 12 + start.month - 1,
         "year": start.year - 1970,
     }[granularity]
+    assert field_.value_of(us) == value
     low, high = field_.bounds(value)
     assert low <= us < high
+    assert field_.value_of(low) == value and field_.value_of(high) == value + 1 and field_.value_of(high - 1) == value
     assert field_.bounds(value + 1)[0] == high  # no gap, no overlap
     assert from_micros(low) <= moment < from_micros(high)
     label = field_.label(value)
-    assert label.startswith(f"ts_{granularity}=") and label == field_.label(value)
+    shown = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}[granularity]
+    assert label == f"ts_{granularity}={from_micros(low).strftime(shown)}"
+    assert partition_value(field_, label) == value  # a label read back is its partition
     assume(value > 0)
     assert field_.label(value - 1) != label
+
+
+@pytest.mark.parametrize("granularity", ["hour", "day", "month", "year"])
+@pytest.mark.parametrize("label", ["", "ts_x=2026-01-01", "=2026", "ts_GRAN", "ts_GRAN=soon", "ts_GRAN=2026-13-45-99"])
+def test_a_label_of_another_field_or_form_is_refused_naming_the_expected_form(granularity: str, label: str) -> None:
+    field_ = TimePartition(f"ts_{granularity}", 0, granularity, "ts")
+    with pytest.raises(ValueError, match=rf"expected ts_{granularity}=<.+>, e\.g\. ts_{granularity}=YYYY") as raised:
+        partition_value(field_, label.replace("GRAN", granularity))
+    assert repr(label.replace("GRAN", granularity)) in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("properties", "expected"),
+    [
+        ({}, "s3://b/t/data/ts_day=2026-01-01/_SUCCESS"),
+        ({"write.data.path": "s3://other/place/"}, "s3://other/place/ts_day=2026-01-01/_SUCCESS"),
+        ({"write.data.path": ""}, "s3://b/t/data/ts_day=2026-01-01/_SUCCESS"),
+    ],
+)
+def test_a_partitions_marker_lives_under_the_tables_data_path(properties: dict[str, str], expected: str) -> None:
+    @dataclass
+    class Metadata:
+        location: str
+        properties: dict[str, str]
+
+    assert marker_path(Metadata("s3://b/t/", properties), "ts_day=2026-01-01") == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["12x", "x", "1.5h", "-3m", "\u0661\u0662h", "12", "h", "3 d", "0s0"])
+def test_what_is_not_a_duration_is_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration like 90s"):
+        parse_duration(text)
+
+
+def test_the_recorded_high_water_marks_are_read_from_exactly_their_properties() -> None:
+    properties = {
+        job_checkpoint_property("a"): "7",
+        job_checkpoint_property("b.c"): "-1",
+        job_checkpoint_property(""): "3",  # no job name
+        job_checkpoint_property("d"): "x",  # not a number
+        "icecommit.job.e": "4",  # no suffix
+        "e.checkpoint": "5",  # no prefix
+        "other": "6",
+    }
+    assert recorded_highest_checkpoints(properties) == {"a": 7, "b.c": -1}
 
 
 # -- per-minute window counts ------------------------------------------------------------
