@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from icecommit.lineage import Removal, path_key, rounded, trace_fates
+from icecommit.lineage import Fate, Removal, path_key, rounded, trace_fates
 
 
 def test_live_files_are_readable_and_missing_ones_without_a_record_are_untraceable() -> None:
@@ -63,3 +63,40 @@ def test_paths_are_compared_by_storage_key_and_counts_round_to_whole_rows() -> N
     assert path_key("file:/w/t/a.parquet") == path_key("file:///w/t/a.parquet") == path_key("/w/t/a.parquet")
     assert path_key("s3://bucket/a") != path_key("s3://other/a")
     assert [rounded(Fraction(n, 2)) for n in (1, 2, 3, 4, 5)] == [1, 1, 2, 2, 3]
+
+
+def test_fates_add_up_in_proportion_to_their_share() -> None:
+    part = Fate(
+        readable=Fraction(6), removed={(4, "delete"): Fraction(3)}, untraceable=Fraction(2), compacted=Fraction(5),
+        held={"x": Fraction(6)},
+    )  # fmt: skip
+    total = Fate(readable=Fraction(1), removed={(4, "delete"): Fraction(1)}, untraceable=Fraction(1),
+                 compacted=Fraction(1), held={"x": Fraction(1)})  # fmt: skip
+    total.add(part, Fraction(1, 3))
+    assert total == Fate(
+        readable=Fraction(3), removed={(4, "delete"): Fraction(2)}, untraceable=Fraction(5, 3),
+        compacted=Fraction(8, 3), held={"x": Fraction(3)},
+    )  # fmt: skip
+    total.add(Fate(held={"y": Fraction(9)}, removed={(5, "overwrite"): Fraction(9)}), Fraction(2, 3))
+    assert total.held == {"x": Fraction(3), "y": Fraction(6)} and total.removed[(5, "overwrite")] == 6
+
+
+def test_an_exact_compaction_lineage_splits_an_input_by_the_rows_each_output_holds() -> None:
+    # inputs a (30 rows) and b (10) compacted into o1 (25: 20 of a, 5 of b) and o2 (15: 10 of a, 5 of b)
+    lineage = {"a": [("o1", 20), ("o2", 10)], "b": [("o1", 5), ("o2", 5)]}
+    live = {"o1": 25, "o2": 15}
+    compaction = [
+        Removal(9, "replace", removed=(("a", 30), ("b", 10)), added=(("o1", 25), ("o2", 15)), compaction_id="g")
+    ]
+    for removals in ([], compaction):  # the snapshot expired, or still retained
+        a = trace_fates([("a", 30)], live, removals, lineage)
+        b = trace_fates([("b", 10)], live, removals, lineage)
+        assert (a.readable, a.compacted, a.held) == (30, 30, {"o1": 20, "o2": 10})
+        assert (b.readable, b.compacted, b.held) == (10, 10, {"o1": 5, "o2": 5})
+    # another engine's rewrite of a file that also has a lineage record is followed by its snapshot
+    foreign = [Removal(9, "replace", removed=(("a", 30),), added=(("f", 30),))]
+    assert trace_fates([("a", 30)], {"f": 30}, foreign, lineage).held == {"f": 30}
+    # an output of a lineage record that was later deleted outright: removed by that snapshot
+    deleted = [Removal(11, "delete", removed=(("o1", 25),), added=())]
+    fate = trace_fates([("a", 30)], {"o2": 15}, deleted, lineage)
+    assert (fate.readable, fate.removed) == (10, {(11, "delete"): 20})

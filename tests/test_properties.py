@@ -320,7 +320,8 @@ def test_partition_bounds_contain_their_instants_and_tile_time(moment: datetime,
     label = field_.label(value)
     shown = {"hour": "%Y-%m-%d-%H", "day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}[granularity]
     assert label == f"ts_{granularity}={from_micros(low).strftime(shown)}"
-    assert partition_value(field_, label) == value  # a label read back is its partition
+    read_back = partition_value(field_, label)  # a label read back is its partition, as an int
+    assert read_back == value and type(read_back) is int
     assume(value > 0)
     assert field_.label(value - 1) != label
 
@@ -340,6 +341,7 @@ def test_a_label_of_another_field_or_form_is_refused_naming_the_expected_form(gr
         ({}, "s3://b/t/data/ts_day=2026-01-01/_SUCCESS"),
         ({"write.data.path": "s3://other/place/"}, "s3://other/place/ts_day=2026-01-01/_SUCCESS"),
         ({"write.data.path": ""}, "s3://b/t/data/ts_day=2026-01-01/_SUCCESS"),
+        ({"write.data.path": "s3://b/BOX//"}, "s3://b/BOX/ts_day=2026-01-01/_SUCCESS"),  # only slashes trimmed
     ],
 )
 def test_a_partitions_marker_lives_under_the_tables_data_path(properties: dict[str, str], expected: str) -> None:
@@ -349,12 +351,23 @@ def test_a_partitions_marker_lives_under_the_tables_data_path(properties: dict[s
         properties: dict[str, str]
 
     assert marker_path(Metadata("s3://b/t/", properties), "ts_day=2026-01-01") == expected  # type: ignore[arg-type]
+    assert (
+        marker_path(Metadata("s3://b/TX/", {}), "ts_day=2026-01-01")  # type: ignore[arg-type]
+        == "s3://b/TX/data/ts_day=2026-01-01/_SUCCESS"
+    )
 
 
-@pytest.mark.parametrize("text", ["12x", "x", "1.5h", "-3m", "\u0661\u0662h", "12", "h", "3 d", "0s0"])
+@pytest.mark.parametrize(
+    "text", ["12x", "x", "1.5h", "-3m", "\u0661\u0662h", "1\u0662h", "12\u0662h", "12", "h", "3 d", "0s0"]
+)
 def test_what_is_not_a_duration_is_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match="is not a duration like 90s"):
         parse_duration(text)
+
+
+def test_an_instant_that_is_not_one_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match=r"^'soon' is not an ISO 8601 time$"):
+        parse_instant(" soon".strip())
 
 
 def test_the_recorded_high_water_marks_are_read_from_exactly_their_properties() -> None:
@@ -364,7 +377,10 @@ def test_the_recorded_high_water_marks_are_read_from_exactly_their_properties() 
         job_checkpoint_property(""): "3",  # no job name
         job_checkpoint_property("d"): "x",  # not a number
         "icecommit.job.e": "4",  # no suffix
+        "icecommit.job.a-much-longer-job-name": "4",  # no suffix, long enough to slice a name out of
         "e.checkpoint": "5",  # no prefix
+        "some-other-tool.settings.checkpoint": "5",  # no prefix, long enough to slice a name out of
+        job_checkpoint_property("f"): "X5",  # not a number either
         "other": "6",
     }
     assert recorded_highest_checkpoints(properties) == {"a": 7, "b.c": -1}
