@@ -122,7 +122,8 @@ def test_an_orphan_sweep_killed_after_its_first_deletion(catalog: SqlCatalog) ->
     """,
     )
     left = find_orphans(catalog, table, older_than=timedelta(0))
-    assert len(left.orphans) == len(before.orphans) - 1 and {o.path for o in left.orphans} < {o.path for o in before.orphans}
+    assert len(left.orphans) == len(before.orphans) - 1
+    assert {o.path for o in left.orphans} < {o.path for o in before.orphans}
     loaded = catalog.load_table(f"{catalog.name}.kills")
     assert _ids(loaded) == list(range(100, 140)) + list(range(200, 240)) + list(range(300, 340))
     # running it again removes the rest, and only the rest
