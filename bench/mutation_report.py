@@ -27,9 +27,10 @@ _LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
 
 
 def _mutmut(*args: str) -> str:
-    return subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "mutmut"), *args], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "mutmut"), *args], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        return f"(mutmut {' '.join(args)} failed: {done.stderr.strip().splitlines()[-1:] or done.returncode})"
+    return done.stdout
 
 
 def main() -> None:

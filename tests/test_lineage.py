@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import EqualTo
+from pyiceberg.table import Table
+
 from icecommit.lineage import Fate, Removal, path_key, rounded, trace_fates
 
 
@@ -100,3 +104,42 @@ def test_an_exact_compaction_lineage_splits_an_input_by_the_rows_each_output_hol
     deleted = [Removal(11, "delete", removed=(("o1", 25),), added=())]
     fate = trace_fates([("a", 30)], {"o2": 15}, deleted, lineage)
     assert (fate.readable, fate.removed) == (10, {(11, "delete"): 20})
+
+
+def test_removals_are_read_from_the_branchs_snapshots_that_removed_files(sqlite_catalog: SqlCatalog) -> None:
+    import icecommit as ic
+    from icecommit.lineage import COMPACTION_ID_PROPERTY, removals_of
+    from tests.helpers import EVENTS_SCHEMA, compact, events, write_arrow
+
+    table = ic.create_table(sqlite_catalog, "ns.lineage", EVENTS_SCHEMA, partition_by=["event"])
+    committer = ic.GlobalCommitter(sqlite_catalog, table, job_id="j")
+    for checkpoint_id in (1, 2):
+        rows = events(checkpoint_id * 100, checkpoint_id * 100 + 30)
+        committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id="j",
+                                                      checkpoint_id=checkpoint_id)])  # fmt: skip
+        committer.commit(checkpoint_id)
+    table = committer.load_table()
+    table.manage_snapshots().create_branch(table.current_snapshot().snapshot_id, "before").commit()
+    before = {path_key(f): n for f, n in _live(table).items()}
+    compacted = compact(table, snapshot_properties={COMPACTION_ID_PROPERTY: "group-1"})
+    table = committer.load_table()
+    after_compaction = {path_key(f): n for f, n in _live(table).items()}
+    some_event = table.scan(selected_fields=("event",)).to_arrow().column("event")[0].as_py()
+    table.delete(EqualTo("event", some_event))  # whole files of one partition: a delete snapshot
+    table = committer.load_table()
+    deleted = table.current_snapshot()
+    left = {path_key(f): n for f, n in _live(table).items()}
+    removals = removals_of(table)
+    assert [(r.snapshot_id, r.operation, r.compaction_id) for r in removals] == [
+        (compacted, "replace", "group-1"),
+        (deleted.snapshot_id, "delete", None),
+    ]
+    assert dict(removals[0].removed) == before and dict(removals[0].added) == after_compaction
+    assert dict(removals[1].removed) == {p: n for p, n in after_compaction.items() if p not in left}
+    assert removals[1].added == ()
+    assert removals_of(table, branch="before") == []  # that branch never removed anything
+
+
+def _live(table: Table) -> dict[str, int]:
+    return {e.data_file.file_path: e.data_file.record_count for m in table.current_snapshot().manifests(table.io)
+            for e in m.fetch_manifest_entry(table.io)}  # fmt: skip

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from icecommit.ancestry import job_checkpoint_property, recorded_highest_checkpoints
 from icecommit.completeness import TimePartition, from_micros, marker_path, micros, partition_value
 from icecommit.decision import Action, StateView, TableView, decide
+from icecommit.lineage import Removal, trace_fates
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.timeparse import parse_duration, parse_instant
 
@@ -407,3 +408,62 @@ def test_minute_counts_floor_every_instant_into_its_minute(values: list[int | No
         window = None if value is None else value // WINDOW_US * WINDOW_US
         expected[window] = expected.get(window, 0) + 1
     assert dict(minute_counts(array, len(values))) == expected
+
+
+# -- boundaries of the pure functions (each kills a mutant that survived the examples) ------
+
+HOUR = 3_600_000_000
+
+
+def test_a_writer_holds_partitions_back_until_it_has_committed_both_a_watermark_and_a_time() -> None:
+    from icecommit.completeness import WriterMark, closing
+
+    field_ = TimePartition("ts_hour", 0, "hour", "ts")
+    for marks in ({"a": WriterMark(None, 5 * HOUR)}, {"a": WriterMark(5 * HOUR, None)}, {}):
+        assert closing(field_, marks, now_us=100 * HOUR, lateness_us=0, idle_us=HOUR).watermark_us is None
+    # idle exactly at the timeout: still counts (idle means longer than the timeout)
+    live = {"a": WriterMark(10 * HOUR, 10 * HOUR), "b": WriterMark(20 * HOUR, 20 * HOUR)}
+    assert closing(field_, live, now_us=11 * HOUR, lateness_us=0, idle_us=HOUR).watermark_us == 10 * HOUR
+    # a hair past it: a stops holding back, b (which committed later) still counts
+    assert closing(field_, live, now_us=11 * HOUR + 1, lateness_us=0, idle_us=HOUR).watermark_us == 20 * HOUR
+    # live means its watermark was within timeout + lateness of its last commit, inclusive
+    edge = {"a": WriterMark(7 * HOUR, 10 * HOUR), "b": WriterMark(20 * HOUR, 20 * HOUR)}
+    assert closing(field_, edge, now_us=12 * HOUR, lateness_us=2 * HOUR, idle_us=HOUR).watermark_us == 20 * HOUR
+    behind = {"a": WriterMark(7 * HOUR - 1, 10 * HOUR), "b": WriterMark(20 * HOUR, 20 * HOUR)}
+    assert closing(field_, behind, now_us=12 * HOUR, lateness_us=2 * HOUR, idle_us=HOUR).watermark_us == 7 * HOUR - 1
+    # a small clock far past a large last commit: now - last, not now + last
+    assert closing(field_, live, now_us=10 * HOUR, lateness_us=0, idle_us=HOUR).watermark_us == 10 * HOUR
+
+
+def test_records_per_partition_adds_up_per_value_and_leaves_out_null_ones() -> None:
+    from icecommit.completeness import records_per_partition
+
+    field_ = TimePartition("ts_hour", 1, "hour", "ts")
+    files = [(("a", 5), 10), (("b", 5), 3), (("a", 6), 7), (("a", None), 100), (("b", 6), 1)]
+    assert records_per_partition(files, field_) == {5: 13, 6: 8}
+
+
+def test_rows_of_two_inputs_in_one_output_are_shared_by_the_rows_each_put_there() -> None:
+    lineage = {"a": [("o", 30)], "b": [("o", 10)]}
+    a = trace_fates([("a", 30)], {"o": 40}, [], lineage)
+    assert (a.readable, a.held) == (30, {"o": 30})
+    # an output later deleted: each input's rows are removed by that snapshot, in proportion
+    deleted = [Removal(5, "delete", removed=(("o", 40),), added=())]
+    b = trace_fates([("b", 10)], {}, deleted, lineage)
+    assert (b.readable, b.removed) == ((0), {(5, "delete"): 10})
+    # a removal whose added rows equal its removed ones but is no replace removes nothing
+    same = [Removal(6, "overwrite", removed=(("x", 10),), added=(("y", 10),))]
+    assert trace_fates([("x", 10)], {"y": 10}, same).removed == {}
+
+
+def test_a_file_is_under_a_folder_of_its_own_store_only() -> None:
+    root = storage_key("s3://bucket/warehouse/t")
+    assert storage_key("s3://bucket/warehouse/t/data/f.parquet").is_under(root)
+    assert not storage_key("s3://other/warehouse/t/data/f.parquet").is_under(root)
+    assert not storage_key("s3a://bucket2/warehouse/t/data/f.parquet").is_under(root)
+    assert not storage_key("file:///warehouse/t/data/f.parquet").is_under(root)
+
+
+def test_a_cycle_in_the_compaction_lineage_ends_as_untraceable() -> None:
+    lineage = {"a": [("b", 10)], "b": [("a", 10)]}
+    assert trace_fates([("a", 10)], {}, [], lineage).untraceable == 10
