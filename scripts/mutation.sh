@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kept mutation score (not part of CI): mutmut mutates the decision, ancestry, partition
+# The kept mutation score (not part of CI): mutmut mutates the decision, partition
 # completeness, path, lineage, retry and time-parsing code ([tool.mutmut] in pyproject.toml)
 # and runs, for each mutant, the fast tests (no Spark, SQLite) that reach the function it
 # changed; then writes the score and every surviving mutant (killed since, or listed as
