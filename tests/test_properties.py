@@ -467,3 +467,70 @@ def test_a_file_is_under_a_folder_of_its_own_store_only() -> None:
 def test_a_cycle_in_the_compaction_lineage_ends_as_untraceable() -> None:
     lineage = {"a": [("b", 10)], "b": [("a", 10)]}
     assert trace_fates([("a", 10)], {}, [], lineage).untraceable == 10
+
+
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        ("", "not an absolute path or URI"),
+        ("relative/x", "not an absolute path or URI"),
+        (":x", "not an absolute path or URI"),
+        ("a/b:c", "not an absolute path or URI"),  # a slash before the colon: a relative path
+        ("file://host/x", "a file URI with a host is not a local path"),
+        ("file:x", "a relative file URI"),
+        ("s3:bucket/x", "a URI without an authority"),
+    ],
+)
+def test_a_path_that_cannot_be_compared_is_refused_naming_why(location: str, why: str) -> None:
+    with pytest.raises(UnsupportedPathError) as raised:
+        storage_key(location)
+    assert str(raised.value) == f"{why}: {location!r}"
+
+
+def test_the_root_of_a_file_uri_is_the_root() -> None:
+    assert (
+        storage_key("file://")
+        == storage_key("file:///")
+        == storage_key("file://localhost")
+        == StorageKey("file", "", "/")
+    )
+    assert storage_key("file://localhost/a//b/../c") == StorageKey("file", "", "/a/c")
+
+
+def test_a_retry_policy_refuses_what_cannot_retry_naming_the_argument() -> None:
+    from icecommit.committer import RetryPolicy
+    from icecommit.errors import InvalidArgumentError
+
+    assert RetryPolicy(max_attempts=1, max_seconds=0.001, min_wait_s=0, max_wait_s=0).max_attempts == 1
+    with pytest.raises(InvalidArgumentError) as raised:
+        RetryPolicy(max_attempts=0)
+    assert (raised.value.argument, raised.value.value, raised.value.accepted) == (
+        "max_attempts", 0, "a whole number of at least 1")  # fmt: skip
+    for bad in ({"max_seconds": 0}, {"min_wait_s": -0.001}, {"min_wait_s": 2.0, "max_wait_s": 1.0}):
+        with pytest.raises(InvalidArgumentError) as raised:
+            RetryPolicy(**bad)  # type: ignore[arg-type]
+        policy = {"max_seconds": 1800.0, "min_wait_s": 0.1, "max_wait_s": 60.0, **bad}
+        assert raised.value.argument == "max_seconds/min_wait_s/max_wait_s"
+        assert raised.value.value == (policy["max_seconds"], policy["min_wait_s"], policy["max_wait_s"])
+        assert raised.value.accepted == "max_seconds > 0, min_wait_s >= 0 and max_wait_s >= min_wait_s"
+    assert RetryPolicy(min_wait_s=1.0, max_wait_s=1.0).max_wait_s == 1.0  # equal waits are allowed
+
+
+def test_a_retry_policy_from_table_properties_follows_icebergs_defaults_and_units() -> None:
+    from icecommit.committer import RetryPolicy
+
+    assert RetryPolicy.from_properties({}) == RetryPolicy(
+        max_attempts=5, max_seconds=1800.0, min_wait_s=0.1, max_wait_s=60.0
+    )
+    set_ = {
+        "commit.retry.num-retries": "2", "commit.retry.total-timeout-ms": "2500",
+        "commit.retry.min-wait-ms": "30", "commit.retry.max-wait-ms": "70",
+    }  # fmt: skip
+    assert RetryPolicy.from_properties(set_) == RetryPolicy(
+        max_attempts=3, max_seconds=2.5, min_wait_s=0.03, max_wait_s=0.07
+    )
+    # a maximum wait below the minimum is raised to it; a zero total timeout to a millisecond
+    odd = {"commit.retry.min-wait-ms": "500", "commit.retry.max-wait-ms": "20", "commit.retry.total-timeout-ms": "0"}
+    assert RetryPolicy.from_properties(odd) == RetryPolicy(
+        max_attempts=5, max_seconds=0.001, min_wait_s=0.5, max_wait_s=0.5
+    )
