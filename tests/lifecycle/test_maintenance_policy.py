@@ -192,7 +192,11 @@ def test_a_holder_killed_mid_run_lets_the_lease_lapse_and_the_next_takes_over(
     assert killed.returncode == -9, killed.stderr[-2000:]
     lease = LeaseStore(state_engine(state_uri(catalog))).current(f"maintenance:{table_name}")
     assert lease is not None and lease.holder == "doomed"  # it died holding it
-    dead_files = find_orphans(catalog, table_name, older_than=timedelta(0), now=NOW + timedelta(days=1)).orphans
+    # the sweep compares the files' real modification times: a moment after the kill, on
+    # the real clock (the fixed NOW of the leases made this a time bomb once the wall clock
+    # passed NOW + 1 day)
+    sweep_at = datetime.now(timezone.utc) + timedelta(seconds=1)
+    dead_files = find_orphans(catalog, table_name, older_than=timedelta(0), now=sweep_at).orphans
     assert dead_files  # the group it wrote and never committed
 
     policy = MaintenancePolicy(compact_min_files=3)
@@ -204,7 +208,7 @@ def test_a_holder_killed_mid_run_lets_the_lease_lapse_and_the_next_takes_over(
     assert ids(catalog, table_name) == expected  # nothing lost, nothing twice
     assert ic.reconcile(catalog, table_name, deep=True).ok
     # what the dead holder wrote is left to the orphan sweep, and nothing else is
-    left = find_orphans(catalog, table_name, older_than=timedelta(0), now=NOW + timedelta(days=1)).orphans
+    left = find_orphans(catalog, table_name, older_than=timedelta(0), now=sweep_at).orphans
     assert {o.path for o in left} == {o.path for o in dead_files}
 
 
