@@ -57,6 +57,7 @@ from icecommit.state.checkpoints import (
     WRITTEN,
     CheckpointState,
     as_utc,
+    in_utc,
 )
 from icecommit.state.compactions import CompactionStore, Lineage
 from icecommit.state.identity import table_state
@@ -923,9 +924,8 @@ def _landed_at(
     return landed
 
 
-def _utc(value: datetime) -> datetime:
-    """In UTC (a naive time is taken as UTC): the state database compares stored UTC times."""
-    return (value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+#: In UTC (a naive time is taken as UTC): the state database compares stored UTC times.
+_utc = in_utc
 
 
 __all__ = ["Facts", "LiveFile", "judge", "reconcile"]

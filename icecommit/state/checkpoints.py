@@ -172,7 +172,7 @@ def as_utc(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
-def _in_utc(value: datetime) -> datetime:
+def in_utc(value: datetime) -> datetime:
     """An aware time in UTC (a naive one is taken as UTC)."""
     return as_utc(value).astimezone(timezone.utc)
 
@@ -234,7 +234,7 @@ class CheckpointStore:
 
     def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._engine = engine
-        self._clock: Callable[[], datetime] = lambda: _in_utc(clock())
+        self._clock: Callable[[], datetime] = lambda: in_utc(clock())
 
     @property
     def engine(self) -> Engine:
@@ -268,9 +268,9 @@ class CheckpointStore:
         acknowledged); ordered by job and checkpoint id. The range is applied by the
         database: a scheduled run over the last minutes of a table with ten thousand
         checkpoints reads a handful of rows, not all of them."""
-        in_window = CheckpointRow.prepared_at < _in_utc(until)
+        in_window = CheckpointRow.prepared_at < in_utc(until)
         if since is not None:
-            in_window = and_(CheckpointRow.prepared_at >= _in_utc(since), in_window)
+            in_window = and_(CheckpointRow.prepared_at >= in_utc(since), in_window)
         needs_a_person = or_(
             CheckpointRow.status == PREPARED,
             and_(CheckpointRow.status == ABANDONED, CheckpointRow.acknowledged_at.is_(None)),
