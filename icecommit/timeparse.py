@@ -24,6 +24,24 @@ def parse_duration(text: str) -> timedelta:
         raise ValueError(f"{text!r} is longer than any duration this can hold") from None
 
 
+def format_duration(duration: timedelta) -> str:
+    """``duration`` as :func:`parse_duration` reads it, in the largest unit that holds it
+    whole (``2m``, ``90s``, ``0``); sub-second parts are dropped.
+
+    Raises:
+        ValueError: the duration is negative.
+    """
+    seconds = int(duration.total_seconds())
+    if seconds < 0:
+        raise ValueError(f"{duration} is negative; a duration is not")
+    if seconds == 0:
+        return "0"
+    for unit, size in sorted(_UNITS.items(), key=lambda item: -item[1]):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    raise AssertionError("every whole number of seconds is a whole number of 's'")
+
+
 def parse_instant(text: str) -> datetime:
     """An ISO 8601 time; one without an offset is UTC.
 

@@ -52,7 +52,7 @@ CASES = [
         "files live beat a complete lineage",
         3,
         StateView("committed", 10),
-        TableView(7, files_live=True),
+        TableView(highest_committed=7, files_live=True),  # lineage complete by default
         False,
         Action.ALREADY_IN,
     ),
@@ -90,3 +90,60 @@ def test_a_batch_of_another_query_is_refused_and_recovery_is_let_through() -> No
     assert decide(3, mine, landed).action is Action.ALREADY_IN  # recovery and batch writes do not compare
     batch = StateView("committed", 11, has_files=True)  # written by ic.write, no query
     assert decide(3, batch, landed, query_id="q-new").action is Action.ALREADY_IN
+
+
+# Each case's whole decision: the snapshot it concerns and the reason, which is what the
+# logs and the refusal errors show an operator (which fact decided, and which snapshot).
+FULL = {
+    "in the ancestry": (11, "in the branch's ancestry"),
+    "landed, job died before recording it": (11, "in the branch's ancestry"),
+    "in the ancestry beats a stale rolled-back row": (11, "in the branch's ancestry"),
+    "abandoned": (None, "abandoned by an operator"),
+    "abandoned, even if asked to recommit": (None, "abandoned by an operator"),
+    "committed empty": (None, "committed with no data files"),
+    "another streaming query's batch": (11, "batch of streaming query q-old"),
+    "committed with files, snapshot unknown": (None, "committed; its snapshot was expired since"),
+    "recorded rolled back": (10, "a rollback removed it (recorded)"),
+    "recorded rolled back, recommit asked": (10, "a rollback removed it (recorded)"),
+    "off the branch (another tool's rollback)": (12, "its snapshot is no longer an ancestor of the branch"),
+    "off the branch, state lost": (12, "its snapshot is no longer an ancestor of the branch"),
+    "off the branch, state lost, recommit asked": (12, "its snapshot is no longer an ancestor of the branch"),
+    "committed, snapshot expired": (10, "committed; its snapshot was expired since"),
+    "prepared at or below the mark, expired": (None, "committed; its snapshot was expired since"),
+    "committed, complete lineage lacks it": (10, "it landed once and the branch's complete lineage lacks it"),
+    "prepared below the mark, complete lineage": (None, "it landed once and the branch's complete lineage lacks it"),
+    "files live beat a complete lineage": (10, "its snapshot was expired; its files are in the table"),
+    "committed, expired, files live": (10, "its snapshot was expired; its files are in the table"),
+    "committed, expired, files gone": (10, "it landed once and its files are no longer in the table"),
+    "committed, expired, files gone, recommit": (10, "it landed once and its files are no longer in the table"),
+    "stale rolled-back row, re-commit landed": (10, "its snapshot was expired; its files are in the table"),
+    "prepared at the mark, files gone": (None, "it landed once and its files are no longer in the table"),
+    "prepared at the mark, files live": (None, "its snapshot was expired; its files are in the table"),
+    "prepared above the mark": (None, "prepared, not in the table"),
+    "prepared, first checkpoint of the job": (None, "prepared, not in the table"),
+    "new, above the mark": (None, "new"),
+    "new, on a new table": (None, "new"),
+    "new, at the mark": (None, "at or below the job's highest committed checkpoint 7"),
+    "new, below the mark (a reused job id)": (None, "at or below the job's highest committed checkpoint 7"),
+}
+
+
+def test_every_case_has_its_whole_decision_written_down() -> None:
+    assert set(FULL) == {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize(
+    ("name", "checkpoint", "state", "table", "recommit", "expected"), CASES, ids=[c[0] for c in CASES]
+)
+def test_decide_names_the_snapshot_and_the_fact_that_decided(
+    name: str, checkpoint: int, state: StateView, table: TableView, recommit: bool, expected: Action
+) -> None:
+    # "another streaming query's batch" is offered by q-new; q-old prepared it
+    decision = decide(checkpoint, state, table, recommit=recommit, query_id="q-new")
+    assert (decision.action, decision.snapshot_id, decision.reason) == (expected, *FULL[name])
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES if c[4] is False])
+def test_recommit_is_off_unless_asked(name: str) -> None:
+    _, checkpoint, state, table, _, expected = next(c for c in CASES if c[0] == name)
+    assert decide(checkpoint, state, table, query_id="q-new").action is expected

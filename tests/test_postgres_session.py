@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests import postgres
+from tests import postgres, processes
 from tests.conftest import make_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,13 +30,12 @@ def _pytest_with_pid(env: dict[str, str], *args: str) -> tuple[subprocess.Comple
     names its database)."""
     base = {k: v for k, v in os.environ.items() if k not in ("CI", "ICECOMMIT_REQUIRE_POSTGRES")}
     started = time.monotonic()
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *args]
-    with subprocess.Popen(
-        command, cwd=ROOT, env={**base, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    ) as process:
-        stdout, stderr = process.communicate(timeout=300)
-    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-    return done, time.monotonic() - started, process.pid
+    args = ("-q", "-rs", "-p", "no:cacheprovider", *args)
+    with processes.Child(processes.pytest_session, *args, env={**base, **env}) as child:
+        stdout, stderr = child.communicate(timeout=300)
+    code = child.returncode
+    assert code is not None
+    return subprocess.CompletedProcess(list(args), code, stdout, stderr), time.monotonic() - started, child.pid
 
 
 def _session_databases() -> set[str]:

@@ -18,7 +18,7 @@ from icecommit.completeness import TimePartition, from_micros, marker_path, micr
 from icecommit.decision import Action, StateView, TableView, decide
 from icecommit.lineage import Removal, trace_fates
 from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
-from icecommit.timeparse import parse_duration, parse_instant
+from icecommit.timeparse import format_duration, parse_duration, parse_instant
 
 settings.register_profile("ci", derandomize=True, database=None, max_examples=150, deadline=None)
 settings.register_profile(
@@ -279,6 +279,25 @@ def test_relative_paths_are_refused(path: str) -> None:
 def test_every_duration_parses_to_its_seconds(amount: int, unit: tuple[str, int]) -> None:
     for text in (f"{amount}{unit[0]}", f" {amount}{unit[0].upper()} "):
         assert parse_duration(text) == timedelta(seconds=amount * unit[1])
+
+
+@given(st.integers(0, 10**9))
+def test_a_formatted_duration_parses_back_to_itself_in_its_largest_whole_unit(seconds: int) -> None:
+    text = format_duration(timedelta(seconds=seconds, microseconds=999))  # sub-second parts dropped
+    assert parse_duration(text) == timedelta(seconds=seconds)
+    if seconds:
+        sizes = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+        amount, unit = int(text[:-1]), text[-1]
+        assert amount * sizes[unit] == seconds
+        assert all(seconds % size for size in sizes.values() if size > sizes[unit])
+
+
+def test_durations_format_as_people_write_them() -> None:
+    seconds = (0, 1, 59, 60, 90, 120, 3600, 5400, 86400, 604800, 1209600)
+    expected = ["0", "1s", "59s", "1m", "90s", "2m", "1h", "90m", "1d", "1w", "2w"]
+    assert [format_duration(timedelta(seconds=s)) for s in seconds] == expected
+    with pytest.raises(ValueError, match="-1 day"):
+        format_duration(timedelta(seconds=-1))
 
 
 @given(st.text(max_size=6))

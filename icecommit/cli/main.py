@@ -9,6 +9,7 @@ import logging
 import os
 import shlex
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ from icecommit.metrics import reconcile as reconcile_table
 from icecommit.metrics.runs import changes_since, history_points, last_run
 from icecommit.settings import icecommit_home
 from icecommit.state import dispose_state_engines, state_engine, state_uri
-from icecommit.timeparse import parse_duration, parse_instant
+from icecommit.timeparse import format_duration, parse_duration, parse_instant
 
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
 
@@ -385,7 +386,21 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
         catalog = ctx.catalog()
         if publish:
             publish_complete_partitions(catalog, table)
-        status = wait_for_partition(catalog, table, label, timeout=timeout, poll=poll)
+        first_miss = [True]
+
+        def sleep(seconds: float) -> None:
+            # called only after a look that did not find it published: say so once, on
+            # stderr, so that a scheduler's log shows the sensor is up and waiting
+            if first_miss[0]:
+                first_miss[0] = False
+                click.echo(
+                    f"{table}: {label} is not published yet; looking every {format_duration(poll)} "
+                    f"for up to {format_duration(timeout)}",
+                    err=True,
+                )
+            time.sleep(seconds)
+
+        status = wait_for_partition(catalog, table, label, timeout=timeout, poll=poll, sleep=sleep)
         ctx.output.waited(table, label, status, timeout)
         if status is None:
             ctx.close()

@@ -13,6 +13,7 @@ import pytest
 
 import icecommit as ic
 from icecommit.cli.output import JsonOutput, Output, TextOutput
+from tests import processes
 from tests.cli.runner import invoke
 
 ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
@@ -88,10 +89,11 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
 
 def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
     ic.connect(uri=f"sqlite:///{tmp_path / 'home' / 'catalog.db'}", warehouse=str(tmp_path / "home"))
-    result = run(tmp_path / "home", "snapshots", "nope.missing")  # a real process: no traceback on stderr
+    # a real process: no traceback on stderr
+    result = processes.run(processes.cli, tmp_path / "home", "snapshots", "nope.missing")
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0 and "nope" in result.stderr
-    as_json = run(tmp_path / "home", "--output", "json", "snapshots", "nope.missing")
+    as_json = processes.run(processes.cli, tmp_path / "home", "--output", "json", "snapshots", "nope.missing")
     assert as_json.returncode == 2
     assert json.loads(as_json.stdout)["exit_code"] == 2
 

@@ -22,11 +22,11 @@ from icecommit.catalog import plan_rollback
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from icecommit.committer import committed_checkpoints
 from icecommit.errors import InvalidArgumentError, NotAnAncestorError
+from tests import processes
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
 from tests.helpers import EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
-ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
 TABLE = "ns.events"
 BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
 
@@ -36,15 +36,10 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_real_process_keeps_json_on_stdout_and_errors_on_stderr(home: Path) -> None:
-    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
-    done = subprocess.run(
-        [*ICECOMMIT, "--output", "json", "checkpoints", TABLE], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = processes.run(processes.cli, home, "--output", "json", "checkpoints", TABLE)
     assert done.returncode == 0 and json.loads(done.stdout)["checkpoints"] and done.stderr == ""
-    refused = subprocess.run(
-        [*ICECOMMIT, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job"],
-        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    # its stdin is /dev/null: no one to answer the confirmation
+    refused = processes.run(processes.cli, home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
     assert refused.returncode == 2 and "without --yes" in refused.stderr and "Traceback" not in refused.stderr
 
 
@@ -275,9 +270,8 @@ def test_ids_are_whole_under_a_pipe_and_exact_in_json(home: Path) -> None:
     """Under a pipe or in a log no cell is cut (the default console would cut at 80
     columns), and JSON carries every snapshot id also as a string (jq 1.6 and JavaScript
     round numbers above 2**53)."""
-    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
-    env.pop("COLUMNS", None)
-    piped = subprocess.run([*ICECOMMIT, "snapshots", TABLE], env=env, capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    piped = processes.run(processes.cli, home, "snapshots", TABLE, env=env)
     assert piped.returncode == 0, piped.stderr
     ids = [str(s.snapshot_id) for s in catalog_of(home).load_table(TABLE).snapshots()]
     assert ids and all(i in piped.stdout for i in ids)

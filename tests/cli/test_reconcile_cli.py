@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
+from tests import processes
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
 
-ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
 TABLE = "ns.events"
 
 
@@ -24,8 +22,7 @@ def run(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def process(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
-    return subprocess.run([*ICECOMMIT, *args], env=env, capture_output=True, text=True, timeout=300)
+    return processes.run(processes.cli, home, *args)
 
 
 def test_a_real_process_exit_codes_and_stdout_kept_for_the_report(home: Path) -> None:

@@ -9,9 +9,8 @@ import fcntl
 import os
 import pty
 import re
+import select
 import struct
-import subprocess
-import sys
 import termios
 from pathlib import Path
 
@@ -19,9 +18,9 @@ import pytest
 
 import icecommit as ic
 from icecommit.catalog.inspect import list_snapshots
+from tests import processes
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
-ICECOMMIT = [sys.executable, "-m", "icecommit.cli"]
 TABLE = "ns.widths"
 JOB = "a-rather-long-job-name-for-narrow-terminals"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
@@ -54,30 +53,29 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def in_terminal(home: Path, columns: int, *args: str) -> str:
-    """Run ``icecommit ARGS`` with a pseudo-terminal of ``columns`` columns as its stdin,
-    stdout and stderr; what it showed, without colour codes."""
+    """Run ``icecommit ARGS`` in a process with a pseudo-terminal of ``columns`` columns as
+    its stdout and stderr; what it showed, without colour codes."""
     master, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    process = subprocess.Popen(
-        [*ICECOMMIT, *args], stdin=follower, stdout=follower, stderr=follower, env=_env(home), close_fds=True
-    )
-    os.close(follower)
     chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the terminal closes when the process ends
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    assert process.wait(timeout=120) == 0, b"".join(chunks).decode(errors="replace")
+    try:
+        with processes.Child(processes.cli, home, *args, env=_env(home), terminal=os.ttyname(follower)) as child:
+            while True:
+                ready, _, _ = select.select([master], [], [], 0.05)
+                if ready:
+                    chunks.append(os.read(master, 65536))
+                elif child.poll() is not None:  # ended, and everything it wrote was read
+                    break
+            code = child.wait(120)
+    finally:
+        os.close(follower)
+        os.close(master)
+    assert code == 0, b"".join(chunks).decode(errors="replace")
     return _ANSI.sub("", b"".join(chunks).decode()).replace("\r\n", "\n")
 
 
 def in_pipe(home: Path, *args: str) -> str:
-    done = subprocess.run([*ICECOMMIT, *args], env=_env(home), capture_output=True, text=True, timeout=120)
+    done = processes.run(processes.cli, home, *args, env=_env(home), timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

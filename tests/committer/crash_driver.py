@@ -184,7 +184,7 @@ def _exit() -> None:
     os._exit(CRASH_EXIT_CODE)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uri", required=True)
     parser.add_argument("--warehouse", required=True)
@@ -196,7 +196,7 @@ def main() -> None:
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--job-offset", type=int, default=0)
     parser.add_argument("--catalog-name", default="crash")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     run_job(
         args.uri,
         args.warehouse,

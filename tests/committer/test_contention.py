@@ -1,28 +1,24 @@
-"""Contention with real processes: 8 jobs x 12 checkpoints into one table at once
+"""Contention with real processes: 8 jobs x 6 checkpoints into one table at once
 (bench/soak.py runs concurrent jobs with crashes at length)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
+from tests import processes
+from tests.committer import crash_driver
 from tests.committer.crash_driver import ROWS, checkpoint_rows
 
-ROOT = Path(__file__).resolve().parents[2]
 JOBS = 8
-CHECKPOINTS = 12
+CHECKPOINTS = 6
 
 
-def _command(catalog: SqlCatalog, table: str, job: int) -> list[str]:
+def _argv(catalog: SqlCatalog, table: str, job: int) -> list[str]:
     return [
-        sys.executable, "-m", "tests.committer.crash_driver",
         "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
         "--table", table, "--job", f"w{job}", "--checkpoints", str(CHECKPOINTS),
         "--job-offset", str(job * 50), "--catalog-name", catalog.name,
@@ -39,16 +35,14 @@ def test_eight_processes_commit_every_checkpoint_exactly_once(catalog: SqlCatalo
         partition_by=["event"],
         properties={"icecommit.event-time-column": "ts"},
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = [
-        subprocess.Popen(
-            _command(catalog, table, job), env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        for job in range(JOBS)
-    ]
-    for process in processes:
-        _, stderr = process.communicate(timeout=600)
-        assert process.returncode == 0, stderr[-3000:]
+    children = [processes.Child(crash_driver.main, _argv(catalog, table, job)) for job in range(JOBS)]
+    try:
+        for child in children:
+            _, stderr = child.communicate(timeout=600)
+            assert child.returncode == 0, stderr[-3000:]
+    finally:
+        for child in children:
+            child.kill()
 
     loaded = catalog.load_table(table)
     ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())

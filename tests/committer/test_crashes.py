@@ -3,9 +3,7 @@ as an exception; after recover and replay every record is present exactly once."
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +15,8 @@ from icecommit.committer import committed_checkpoints
 from icecommit.errors import CheckpointReusedError, StateDatabaseMismatchError
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.identity import STATE_ID_PROPERTY
+from tests import processes
+from tests.committer import crash_driver
 from tests.committer.crash_driver import (
     CRASH_EXIT_CODE,
     CRASH_POINTS,
@@ -32,16 +32,12 @@ CHECKPOINTS = 3
 
 
 def _driver(catalog: SqlCatalog, table: str, job: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [
-            sys.executable, "-m", "tests.committer.crash_driver",
-            "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
-            "--table", table, "--job", job, "--checkpoints", str(CHECKPOINTS),
-            "--catalog-name", catalog.name, *extra,
-        ],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    """The driver as a process of its own (a crash is its ``os._exit``)."""
+    argv = [
+        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
+        "--table", table, "--job", job, "--checkpoints", str(CHECKPOINTS), "--catalog-name", catalog.name, *extra,
+    ]  # fmt: skip
+    return processes.run(crash_driver.main, argv)
 
 
 def assert_exactly_once(catalog: SqlCatalog, table: str, job: str, checkpoints: int = CHECKPOINTS) -> None:

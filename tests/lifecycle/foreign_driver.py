@@ -64,7 +64,7 @@ def append_loop(catalog: SqlCatalog, table_name: str, start: int, appends: int) 
     return retries
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uri", required=True)
     parser.add_argument("--warehouse", required=True)
@@ -81,7 +81,7 @@ def main() -> None:
     foreign = modes.add_parser("foreign")
     foreign.add_argument("--start", type=int, required=True)
     foreign.add_argument("--appends", type=int, required=True)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if args.mode == "icecommit":
         wait_at_barrier(args.barrier, args.name, args.parties)

@@ -6,8 +6,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -25,7 +23,9 @@ from icecommit.compaction import CommitGroup, compact, plan_compaction
 from icecommit.errors import CommitConflictError, InvalidArgumentError
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
+from tests import processes
 from tests.cli.runner import invoke
+from tests.committer import crash_driver
 from tests.committer.crash_driver import ROWS, checkpoint_rows
 from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, delete_positions, events, write_arrow
@@ -218,28 +218,26 @@ def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-def test_compaction_beside_a_process_that_commits_50_checkpoints(catalog: SqlCatalog) -> None:
-    """A real second process commits 50 checkpoints into the same partitions while this one
+LIVE_CHECKPOINTS = 30
+
+
+def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalog) -> None:
+    """A real second process commits 30 checkpoints into the same partitions while this one
     compacts again and again: every row once, every checkpoint readable."""
     table = f"{catalog.name}.events"
     ic.create_table(
         catalog, table, checkpoint_rows(1).schema, partition_by=["event"],
         properties={"icecommit.event-time-column": "ts", "write.target-file-size-bytes": str(TARGET)},
     )  # fmt: skip
-    command = [
-        sys.executable, "-m", "tests.committer.crash_driver", "--uri", catalog.properties["uri"],
-        "--warehouse", catalog.properties["warehouse"], "--table", table, "--job", "live",
-        "--checkpoints", "50", "--catalog-name", catalog.name,
+    argv = [
+        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"], "--table", table,
+        "--job", "live", "--checkpoints", str(LIVE_CHECKPOINTS), "--catalog-name", catalog.name,
     ]  # fmt: skip
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    writer = subprocess.Popen(command, env=env, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     outcomes: Counter[str] = Counter()
-    try:
+    with processes.Child(crash_driver.main, argv) as writer:
         while writer.poll() is None:
             done = compact(catalog, table, min_input_files=3)
             outcomes.update(g.status for g in done.groups)
-    finally:
         _, stderr = writer.communicate(timeout=600)
     assert writer.returncode == 0, stderr[-3000:]
     outcomes.update(g.status for g in compact(catalog, table, min_input_files=3).groups)
@@ -248,11 +246,11 @@ def test_compaction_beside_a_process_that_commits_50_checkpoints(catalog: SqlCat
 
     loaded = catalog.load_table(table)
     ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
-    expected = Counter(i for c in range(1, 51) for i in checkpoint_rows(c).column("id").to_pylist())
+    expected = Counter(i for c in range(1, LIVE_CHECKPOINTS + 1) for i in checkpoint_rows(c).column("id").to_pylist())
     assert ids == expected
     report = ic.reconcile(catalog, table)
     assert report.ok, report.problems
-    assert sum(line.readable for line in report.checkpoints) == 50 * ROWS
+    assert sum(line.readable for line in report.checkpoints) == LIVE_CHECKPOINTS * ROWS
 
 
 def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(

@@ -5,9 +5,6 @@ reconciliation of its own jobs stays ok."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from itertools import pairwise
@@ -17,13 +14,14 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.ancestry import branch_ancestry, checkpoint_of, committed_checkpoints
+from tests import processes
 from tests.committer.crash_driver import ROWS, checkpoint_rows
 from tests.helpers import EVENTS_SCHEMA
+from tests.lifecycle import foreign_driver
 from tests.lifecycle.foreign_driver import foreign_rows
 
-ROOT = Path(__file__).resolve().parents[2]
-CHECKPOINTS = 15
-APPENDS = 15
+CHECKPOINTS = 8
+APPENDS = 8
 #: icecommit jobs and their id offsets: checkpoint c holds c * 1000 + offset .. + ROWS
 JOBS = {"ingest-a": 0, "ingest-b": 100}
 #: foreign writers and their first id: append i holds start + i * 1000 .. + FOREIGN_ROWS
@@ -33,7 +31,6 @@ PROCESS_TIMEOUT_S = 240
 
 def _commands(catalog: SqlCatalog, table: str, barrier: Path) -> dict[str, list[str]]:
     common = [
-        sys.executable, "-m", "tests.lifecycle.foreign_driver",
         "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
         "--catalog-name", catalog.name, "--table", table,
         "--barrier", str(barrier), "--parties", str(len(JOBS) + len(FOREIGN)),
@@ -49,23 +46,18 @@ def _commands(catalog: SqlCatalog, table: str, barrier: Path) -> dict[str, list[
 
 
 def _run_all(commands: dict[str, list[str]]) -> dict[str, str]:
-    """Start every process at once; each must exit 0. Returns each one's stdout."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    processes = {
-        name: subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, command in commands.items()
-    }
+    """Start every driver at once, each a process of its own; each must exit 0. Returns
+    each one's stdout."""
+    children = {name: processes.Child(foreign_driver.main, argv) for name, argv in commands.items()}
     outputs: dict[str, str] = {}
     try:
-        for name, process in processes.items():
-            stdout, stderr = process.communicate(timeout=PROCESS_TIMEOUT_S)
-            assert process.returncode == 0, f"{name} exited {process.returncode}:\n{stderr[-3000:]}"
+        for name, child in children.items():
+            stdout, stderr = child.communicate(timeout=PROCESS_TIMEOUT_S)
+            assert child.returncode == 0, f"{name} exited {child.returncode}:\n{stderr[-3000:]}"
             outputs[name] = stdout
     finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=30)
+        for child in children.values():
+            child.kill()
     return outputs
 
 

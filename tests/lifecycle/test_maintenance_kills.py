@@ -6,13 +6,9 @@ again finishes the job."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import textwrap
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -21,9 +17,9 @@ from pyiceberg.table import Table
 import icecommit as ic
 from icecommit.catalog import apply_rollback, find_orphans, plan_rollback
 from icecommit.errors import CheckpointRolledBackError
+from tests import processes
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
-ROOT = Path(__file__).resolve().parents[2]
 JOB = "kills"
 
 
@@ -52,10 +48,9 @@ def _killed(catalog: SqlCatalog, body: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         """
     ) + textwrap.dedent(body)
-    done = subprocess.run(
-        [sys.executable, "-c", script, catalog.name, catalog.properties["uri"], catalog.properties["warehouse"]],
-        env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    done = processes.run(
+        processes.script, script, catalog.name, catalog.properties["uri"], catalog.properties["warehouse"]
+    )
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr[-3000:])
 
 

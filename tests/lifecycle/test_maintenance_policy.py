@@ -4,13 +4,9 @@ writer takes over, with nothing lost or duplicated."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -22,6 +18,7 @@ from icecommit.errors import InvalidArgumentError
 from icecommit.state import state_engine, state_uri
 from icecommit.state.leases import LeaseStore
 from icecommit.upkeep import MaintenancePolicy, maintain
+from tests import processes
 from tests.committer.test_completeness import at, commit
 from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -183,11 +180,9 @@ def test_a_holder_killed_mid_run_lets_the_lease_lapse_and_the_next_takes_over(
 ) -> None:
     small_commits(catalog, table_name, range(5))
     expected = ids(catalog, table_name)
-    root = Path(__file__).resolve().parents[2]
-    killed = subprocess.run(
-        [sys.executable, "-c", KILLED_HOLDER, catalog.name, catalog.properties["uri"], catalog.properties["warehouse"],
-         table_name],
-        env={**os.environ, "PYTHONPATH": str(root)}, cwd=root, capture_output=True, text=True, timeout=300,
+    killed = processes.run(
+        processes.script, KILLED_HOLDER, catalog.name, catalog.properties["uri"], catalog.properties["warehouse"],
+        table_name,
     )  # fmt: skip
     assert killed.returncode == -9, killed.stderr[-2000:]
     lease = LeaseStore(state_engine(state_uri(catalog))).current(f"maintenance:{table_name}")

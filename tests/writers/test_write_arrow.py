@@ -4,7 +4,6 @@ refused with the column named, nothing left behind when it fails."""
 from __future__ import annotations
 
 import datetime as dt
-import multiprocessing
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,6 +15,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import icecommit as ic
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError
 from icecommit.writers import write_arrow
+from tests import processes
 from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events
 
@@ -44,7 +44,8 @@ def _worker(catalog_name: str, uri: str, warehouse: str, name: str, task_id: int
 
 def test_writers_in_other_processes_feed_one_checkpoint(catalog: SqlCatalog, table_name: str) -> None:
     uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
+    # processes that share nothing with this one (forked from a server that only imported)
+    with processes.CONTEXT.Pool(2) as pool:
         payloads = pool.starmap(_worker, [(catalog.name, uri, warehouse, table_name, t) for t in range(3)])
     results = [ic.WriteResult.from_json(p) for p in payloads]
     assert [r.task_id for r in results] == [0, 1, 2]
