@@ -143,3 +143,23 @@ def test_removals_are_read_from_the_branchs_snapshots_that_removed_files(sqlite_
 def _live(table: Table) -> dict[str, int]:
     return {e.data_file.file_path: e.data_file.record_count for m in table.current_snapshot().manifests(table.io)
             for e in m.fetch_manifest_entry(table.io)}  # fmt: skip
+
+
+def test_a_snapshot_without_a_summary_is_not_a_removal(sqlite_catalog: SqlCatalog) -> None:
+    # the v1 spec makes a snapshot's summary optional: another writer's snapshot may have none
+    import icecommit as ic
+    from icecommit.lineage import removals_of
+    from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+    table = ic.create_table(sqlite_catalog, "ns.bare", EVENTS_SCHEMA, partition_by=["event"])
+    committer = ic.GlobalCommitter(sqlite_catalog, table, job_id="j")
+    committer.prepare(1, [write_arrow(committer.load_table(), events(0, 40), job_id="j", checkpoint_id=1)])
+    committer.commit(1)
+    table = committer.load_table()
+    table.delete(EqualTo("event", next(v for v in table.scan().to_arrow().column("event").to_pylist() if v)))
+    table = committer.load_table()
+    assert [r.operation for r in removals_of(table)] == ["delete"]
+    bare = table.metadata.model_copy(
+        update={"snapshots": [s.model_copy(update={"summary": None}) for s in table.metadata.snapshots]}
+    )
+    assert removals_of(Table(table.name(), bare, table.metadata_location, table.io, sqlite_catalog)) == []

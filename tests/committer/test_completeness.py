@@ -108,6 +108,22 @@ def test_the_time_partition_is_the_time_transform_of_the_event_time_column(sqlit
     assert time_partition(table.metadata) == TimePartition("ts_day", 1, "day", "ts")
     plain = ic.create_table(sqlite_catalog, "ns.plain", EVENTS_SCHEMA, partition_by=["event"])
     assert time_partition(plain.metadata) is None
+    # a time transform of another timestamp column is not the event time's partition
+    schema = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")),
+                        ("loaded", pa.timestamp("us", tz="UTC"))])  # fmt: skip
+    other = ic.create_table(sqlite_catalog, "ns.other", schema, partition_by=["day(loaded)"],
+                            properties={"icecommit.event-time-column": "ts"})  # fmt: skip
+    assert time_partition(other.metadata) is None
+    both = ic.create_table(sqlite_catalog, "ns.both", schema, partition_by=["day(loaded)", "hour(ts)"],
+                           properties={"icecommit.event-time-column": "ts"})  # fmt: skip
+    assert time_partition(both.metadata) == TimePartition("ts_hour", 1, "hour", "ts")
+
+
+def test_a_naive_instant_is_utc_and_an_aware_one_keeps_its_offset() -> None:
+    naive = dt.datetime(2026, 5, 1, 3, 0)
+    assert micros(naive) == micros(naive.replace(tzinfo=dt.timezone.utc)) == 1_777_604_400_000_000
+    five_east = dt.datetime(2026, 5, 1, 8, 0, tzinfo=dt.timezone(timedelta(hours=5)))
+    assert micros(five_east) == micros(naive)  # 08:00 at UTC+5 is 03:00 UTC
 
 
 # -- through the committer, on SQLite and PostgreSQL ----------------------------------------

@@ -66,3 +66,34 @@ def test_a_first_attempt_that_lands_is_not_a_retry() -> None:
     slept: list[float] = []
     result = run_with_retries(FAST, attempt, checkpoint_id=None, sleep=slept.append)
     assert (result.value, result.retries, seen, slept) == ("landed", 0, [0], [])
+
+
+def test_each_retry_is_logged_with_what_conflicted_and_the_wait_actually_taken(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    for checkpoint_id, what in ((3, "checkpoint 3"), (None, "table properties")):
+        caplog.clear()
+        waits: list[float] = []
+        _, attempt = _script(CommitFailedException("lost"), CommitFailedException("lost"), "landed")
+        with caplog.at_level("WARNING", logger="icecommit.committer.retry"):
+            run_with_retries(FAST, attempt, checkpoint_id=checkpoint_id, sleep=waits.append)
+        assert [r.getMessage() for r in caplog.records] == [
+            f"commit of {what} conflicted (attempt {n}); retrying in {wait:.3f}s" for n, wait in ((1, waits[0]),
+                                                                                                    (2, waits[1]))
+        ]  # fmt: skip
+
+
+def test_waits_start_at_the_minimum_and_grow_to_the_maximum_never_past_it() -> None:
+    policy = RetryPolicy(max_attempts=12, min_wait_s=0.01, max_wait_s=0.05)
+    waits: list[float] = []
+    _, attempt = _script(*[CommitFailedException("lost")] * 11, "landed")
+    assert run_with_retries(policy, attempt, checkpoint_id=1, sleep=waits.append).retries == 11
+    assert 0.01 <= waits[0] <= 0.02  # the minimum, plus jitter of up to the minimum
+    assert all(w <= 0.05 for w in waits) and waits[-1] == 0.05  # capped at the maximum, and reaching it
+
+
+def test_a_maximum_wait_below_the_default_minimum_is_raised_to_it() -> None:
+    policy = RetryPolicy.from_properties({"commit.retry.max-wait-ms": "50"})
+    assert (policy.min_wait_s, policy.max_wait_s) == (0.1, 0.1)
+    policy = RetryPolicy.from_properties({"commit.retry.max-wait-ms": "50", "commit.retry.min-wait-ms": "20"})
+    assert (policy.min_wait_s, policy.max_wait_s) == (0.02, 0.05)
