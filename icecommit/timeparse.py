@@ -36,10 +36,10 @@ def format_duration(duration: timedelta) -> str:
         raise ValueError(f"{duration} is negative; a duration is not")
     if seconds == 0:
         return "0"
-    for unit, size in sorted(_UNITS.items(), key=lambda item: -item[1]):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    raise AssertionError("every whole number of seconds is a whole number of 's'")
+    for unit in ("w", "d", "h", "m"):
+        if seconds % _UNITS[unit] == 0:
+            return f"{seconds // _UNITS[unit]}{unit}"
+    return f"{seconds}s"
 
 
 def parse_instant(text: str) -> datetime:

@@ -130,7 +130,10 @@ def _weighted_percentile(samples: Sequence[tuple[float, int]], q: float) -> floa
 
 
 def _removal(operation: str) -> str:
-    return "row-level deletes" if operation == "row-level delete" else f"an {operation}"
+    """What removed rows, in words: ``row-level deletes``, ``an overwrite``, ``a delete``."""
+    if operation == "row-level delete":
+        return "row-level deletes"
+    return f"an {operation}" if operation[:1] in ("a", "e", "i", "o", "u") else f"a {operation}"
 
 
 def _out_of_order(facts: Facts) -> list[Problem]:
@@ -307,7 +310,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         elif query is None and state.query_id is not None:
             notes.append("source count not recorded")
         if written != source:
-            notes.append(f"written {written:+,} vs source")
+            notes.append(f"written {written - source:+,} vs source")
         if committed != written:
             notes.append(f"committed {committed - written:+,} vs written")
         if compacted:

@@ -332,3 +332,32 @@ def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) ->
         assert b.commit(checkpoint_id).committed
     assert a.last_committed_checkpoint() == 2 and b.last_committed_checkpoint() == 2
     assert _rows(catalog, table).num_rows == 20
+
+
+def test_committed_checkpoints_lists_each_jobs_snapshots_of_the_branch_newest_first(catalog: SqlCatalog) -> None:
+    from icecommit.ancestry import CommittedCheckpoint, checkpoint_of
+
+    table = _table(catalog)
+    a = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    b = ic.GlobalCommitter(catalog, table, job_id="b", retry_policy=FAST)
+    for job, committer, checkpoint_id in (("a", a, 1), ("b", b, 7), ("a", a, 2)):
+        rows = events(checkpoint_id * 10 + (job == "b") * 100, checkpoint_id * 10 + (job == "b") * 100 + 5)
+        committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id=job,
+                                                      checkpoint_id=checkpoint_id)])  # fmt: skip
+        committer.commit(checkpoint_id)
+    loaded = a.load_table()
+    loaded.manage_snapshots().create_branch(loaded.current_snapshot().snapshot_id, "audit").commit()
+    loaded = a.load_table()
+    loaded.append(events(500, 505))  # another tool's snapshot, newest on main: no checkpoint of any job
+    loaded = a.load_table()
+    own = [s for s in loaded.snapshots() if checkpoint_of(s) is not None]  # oldest first
+    expected = [CommittedCheckpoint(*checkpoint_of(s), s.snapshot_id, s.timestamp_ms) for s in reversed(own)]  # type: ignore[misc]
+    assert [(c.job_id, c.checkpoint_id) for c in expected] == [("a", 2), ("b", 7), ("a", 1)]
+    assert committed_checkpoints(loaded.metadata) == expected
+    assert committed_checkpoints(loaded.metadata, job_id="a") == [expected[0], expected[2]]
+    assert committed_checkpoints(loaded.metadata, job_id="b") == [expected[1]]
+    assert committed_checkpoints(loaded.metadata, job_id="c") == []
+    loaded.manage_snapshots().rollback_to_snapshot(own[0].snapshot_id).commit()  # main back to a's checkpoint 1
+    rolled = a.load_table().metadata
+    assert committed_checkpoints(rolled) == [expected[2]]
+    assert committed_checkpoints(rolled, branch="audit") == expected  # the other branch keeps all three
