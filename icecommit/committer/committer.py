@@ -358,6 +358,8 @@ class GlobalCommitter:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             if target is None:
                 return self._committed_without_state(checkpoint_id, decision.snapshot_id)
+            if target.status == ROLLED_BACK:
+                return self._record_landed_recommit(target, decision.snapshot_id)
             return result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
         if decision.action in (Action.EMPTY, Action.ABANDONED) and target is not None:
             return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
@@ -470,6 +472,8 @@ class GlobalCommitter:
             raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
         self._latest = None  # decide on the table as it is now, never on a cached copy
         decision = self._decide(checkpoint_id, state, self.load_table(), recommit=True)
+        if decision.action is Action.ALREADY_IN and state.status == ROLLED_BACK:
+            return self._record_landed_recommit(state, decision.snapshot_id)
         if decision.action is not Action.RECOMMIT:
             raise ValidationError(
                 f"only a checkpoint that a rollback removed from the branch can be re-committed; this one is "
@@ -610,6 +614,24 @@ class GlobalCommitter:
             attempts=0,
             retries=0,
         )
+
+    def _record_landed_recommit(self, state: CheckpointState, snapshot_id: int | None) -> CommitResult:
+        """A checkpoint recorded as rolled back that the table holds again (the decision
+        found it in the branch's ancestry, or its files live after its snapshot expired): a
+        re-commit landed and its process died before recording it. Recorded as committed
+        now, with its committed-stage metrics; nothing is appended."""
+        counters = PublishCounters(created=state.files, skipped=state.files)
+        recorded = self._recorder.committed(
+            state.checkpoint_id, snapshot_id, attempts=0, retries=0, counters=counters, recommit=True
+        )
+        logger.warning(
+            "checkpoint %d of job %s is in the table again (snapshot %s), re-committed by a process that died "
+            "before recording it: recorded as committed",
+            state.checkpoint_id,
+            self.job_id,
+            snapshot_id,
+        )
+        return result_from_state(recorded, "already-committed", snapshot_id=snapshot_id)
 
     def _commit_prepared(self, state: CheckpointState, *, recommit: bool = False) -> CommitResult:
         checkpoint_id = state.checkpoint_id

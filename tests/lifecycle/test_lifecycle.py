@@ -276,6 +276,7 @@ def test_a_recommit_that_landed_before_a_crash_is_not_committed_twice_after_expi
     _expire_all_but_head(catalog)
     restarted = _committer(catalog, "A")
     assert restarted.commit(3).status == "already-committed"  # its files are live: it is in
+    assert restarted.store.get("A", restarted.table_name, 3).status == "committed"  # and recorded so
     with pytest.raises(ic.ValidationError):
         restarted.recommit(3)
     assert _count(catalog, "A", 3) == {1}

@@ -1,8 +1,9 @@
 """Maintenance commands killed mid-way (SIGKILL of a real process at the worst point), on
-SQLite and PostgreSQL: a rollback between its catalog swap and the state recording it, and
-an orphan sweep after its first deletion. Afterwards the table, the state and the files
-are consistent, nothing committed is lost or committed twice, and running the command
-again finishes the job."""
+SQLite and PostgreSQL: a rollback between its catalog swap and the state recording it; an
+orphan sweep and an expiry after their first deletion; a recommit and a take-over between
+the catalog accepting a commit and the state recording it. Afterwards the table, the state
+and the files are consistent, nothing committed is lost or committed twice, and running the
+command again finishes the job."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_rollback, find_orphans, plan_rollback
+from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.errors import CheckpointRolledBackError
 from tests import processes
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -130,3 +131,104 @@ def test_an_orphan_sweep_killed_after_its_first_deletion(catalog: SqlCatalog) ->
     )
     report = ic.reconcile(catalog, loaded, job_id=JOB)
     assert report.ok and not report.problems, report.to_markdown()
+
+
+ALL_IDS = list(range(100, 140)) + list(range(200, 240)) + list(range(300, 340))
+
+
+def _states(catalog: SqlCatalog, job: str = JOB) -> dict[int, str]:
+    committer = ic.GlobalCommitter(catalog, f"{catalog.name}.kills", job_id=job)
+    return {s.checkpoint_id: s.status for s in committer.store.list(committer.table_name, job_id=job)}
+
+
+def test_an_expiry_killed_after_its_first_file_deletion(catalog: SqlCatalog) -> None:
+    table = _table(catalog)
+    table.delete("id < 200")  # checkpoint 1's files are now referenced by old snapshots only
+    plan = plan_expire(catalog, table, older_than=timedelta(0), retain_last=1)
+    assert len(plan.files_to_delete) >= 2
+    _killed(
+        catalog,
+        f"""
+        from pyiceberg.io.pyarrow import PyArrowFileIO
+        from icecommit.catalog import apply_expire, plan_expire
+        original = PyArrowFileIO.delete
+        def delete(self, location):
+            original(self, location)
+            die()
+        PyArrowFileIO.delete = delete
+        apply_expire(catalog, plan_expire(catalog, "{catalog.name}.kills", older_than=timedelta(0), retain_last=1))
+    """,
+    )
+    loaded = catalog.load_table(f"{catalog.name}.kills")
+    assert [s.snapshot_id for s in loaded.metadata.snapshots] == [plan.current_snapshot_id]  # the expiry landed
+    assert _ids(loaded) == ALL_IDS[40:]  # and the table is whole
+    # the files it did not get to are orphans now: the next sweep removes them, and only them
+    left = find_orphans(catalog, loaded, older_than=timedelta(0))
+    assert 0 < len(left.orphans) == len(plan.files_to_delete) - 1
+    assert {o.path for o in left.orphans} < {p.removeprefix("file://") for p in plan.files_to_delete} | {
+        p for p in plan.files_to_delete
+    }
+    find_orphans(catalog, loaded, older_than=timedelta(0), delete=True)
+    assert find_orphans(catalog, loaded, older_than=timedelta(0)).orphans == ()
+    assert _ids(catalog.load_table(f"{catalog.name}.kills")) == ALL_IDS[40:]
+    # expiring again finds nothing left to do
+    again = apply_expire(catalog, plan_expire(catalog, loaded, older_than=timedelta(0), retain_last=1))
+    assert again.expired_snapshot_ids == () and again.deleted_files == 0
+
+
+@pytest.mark.parametrize("again", ["commit", "recommit"])
+def test_a_recommit_killed_after_the_catalog_accepted_it(catalog: SqlCatalog, again: str) -> None:
+    _table(catalog)
+    apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.kills", to_checkpoint=2, job_id=JOB))
+    assert _states(catalog) == {1: "committed", 2: "committed", 3: "rolled-back"}
+    _killed(
+        catalog,
+        f"""
+        def fault(point, checkpoint_id):
+            if point == "after-commit":  # the re-commit landed; its state row still says rolled back
+                die()
+        ic.GlobalCommitter(catalog, "{catalog.name}.kills", job_id="{JOB}", fault=fault).recommit(3)
+    """,
+    )
+    assert _ids(catalog.load_table(f"{catalog.name}.kills")) == ALL_IDS
+    assert _states(catalog)[3] == "rolled-back"  # the kill came before the state
+    restarted = ic.GlobalCommitter(catalog, f"{catalog.name}.kills", job_id=JOB)
+    # the job replaying it, or the operator running the recommit again: found in the
+    # ancestry and recorded, nothing appended
+    result = restarted.commit(3) if again == "commit" else restarted.recommit(3)
+    assert (result.status, result.snapshot_id) == (
+        "already-committed",
+        restarted.load_table().current_snapshot().snapshot_id,
+    )
+    assert _states(catalog) == {1: "committed", 2: "committed", 3: "committed"}
+    assert restarted.commit(3).status == "already-committed"
+    assert _ids(restarted.load_table()) == ALL_IDS  # once
+    report = ic.reconcile(catalog, restarted.load_table(), job_id=JOB)
+    assert report.ok, report.to_markdown()
+
+
+def test_a_take_over_killed_between_two_checkpoints(catalog: SqlCatalog) -> None:
+    table = ic.create_table(catalog, f"{catalog.name}.kills", EVENTS_SCHEMA, partition_by=["event"])
+    old = ic.GlobalCommitter(catalog, table, job_id="old")
+    for checkpoint_id in (1, 2, 3):  # the old driver prepared three checkpoints and died
+        rows = events(checkpoint_id * 100, checkpoint_id * 100 + 40)
+        old.prepare(checkpoint_id, [write_arrow(old.load_table(), rows, job_id="old", checkpoint_id=checkpoint_id)])
+    _killed(
+        catalog,
+        f"""
+        def fault(point, checkpoint_id):
+            if point == "after-commit" and checkpoint_id == 2:  # 1 recorded, 2 landed unrecorded, 3 untouched
+                die()
+        ic.GlobalCommitter(catalog, "{catalog.name}.kills", job_id="new", fault=fault).take_over("old")
+    """,
+    )
+    assert _states(catalog, "old") == {1: "committed", 2: "prepared", 3: "prepared"}
+    assert _ids(catalog.load_table(f"{catalog.name}.kills")) == ALL_IDS[:80]
+    results = ic.GlobalCommitter(catalog, f"{catalog.name}.kills", job_id="new").take_over("old")
+    assert [(r.checkpoint_id, r.status) for r in results] == [(2, "already-committed"), (3, "committed")]
+    assert _states(catalog, "old") == {1: "committed", 2: "committed", 3: "committed"}
+    loaded = catalog.load_table(f"{catalog.name}.kills")
+    assert _ids(loaded) == ALL_IDS  # every row once
+    assert [s.summary["icecommit.recovered-by"] for s in loaded.metadata.snapshots] == ["new"] * 3
+    report = ic.reconcile(catalog, loaded, job_id="old")
+    assert report.ok, report.to_markdown()
