@@ -45,15 +45,14 @@ CONTEXT.set_forkserver_preload(
 def _child(
     target: Callable[..., object],
     args: Sequence[Any],
-    env: Mapping[str, str] | None,
+    env: Mapping[str, str],
     cwd: str,
     stdout: str,
     stderr: str,
 ) -> None:
     """The child's first steps: its environment, directory and standard streams."""
-    if env is not None:
-        os.environ.clear()
-        os.environ.update(env)
+    os.environ.clear()
+    os.environ.update(env)
     os.chdir(cwd)
     for fd, path in ((1, stdout), (2, stderr)):
         opened = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)
@@ -67,8 +66,8 @@ def _child(
 class Child:
     """``target(*args)`` running in a process of its own; shaped like ``subprocess.Popen``.
 
-    ``env`` replaces the child's environment (None: the test process's at the server's
-    start); ``terminal`` is the path of a pseudo-terminal's device to use as its stdout and
+    ``env`` is the child's environment (None: the test process's as it is now);
+    ``terminal`` is the path of a pseudo-terminal's device to use as its stdout and
     stderr instead of files.
     """
 
@@ -87,7 +86,7 @@ class Child:
         self._err.touch()
         out, err = (terminal, terminal) if terminal is not None else (str(self._out), str(self._err))
         self._process = CONTEXT.Process(
-            target=_child, args=(target, tuple(args), None if env is None else dict(env), str(cwd), out, err)
+            target=_child, args=(target, tuple(args), dict(os.environ if env is None else env), str(cwd), out, err)
         )
         self._process.start()
         assert self._process.pid is not None
