@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
+from itertools import accumulate
 
 from icecommit.lineage import Fate, path_key, rounded
 from icecommit.metrics.report_model import (
@@ -110,30 +111,32 @@ def _pct(part: int, whole: int) -> float:
 
 
 def _line_numbers(source: int, values: Iterable[int]) -> tuple[float, float]:
+    """Loss and duplication, in percent of ``source``: how far the lowest of ``values``
+    (counts further down the pipeline; at least one) falls below it, and the highest rises
+    above it."""
     values = list(values)
-    lost = max(0, source - min(values, default=source))
-    extra = max(0, max(values, default=source) - source)
+    lost = max(0, source - min(values))
+    extra = max(0, max(values) - source)
     return _pct(lost, source), _pct(extra, source)
 
 
 def _weighted_percentile(samples: Sequence[tuple[float, int]], q: float) -> float | None:
+    """The smallest value by which a share ``q`` (0 < q <= 1) of the total weight is reached."""
     total = sum(weight for _, weight in samples)
     if total == 0:
         return None
-    threshold = q * total
-    running = 0
-    for value, weight in sorted(samples):
-        running += weight
-        if running >= threshold:
-            return value
-    return sorted(samples)[-1][0]
+    ordered = sorted(samples)
+    running = accumulate(weight for _, weight in ordered)
+    return next(value for (value, _), reached in zip(ordered, running, strict=True) if reached >= q * total)
+
+
+_REMOVALS = {"row-level delete": "row-level deletes", "overwrite": "an overwrite"}
 
 
 def _removal(operation: str) -> str:
-    """What removed rows, in words: ``row-level deletes``, ``an overwrite``, ``a delete``."""
-    if operation == "row-level delete":
-        return "row-level deletes"
-    return f"an {operation}" if operation[:1] in ("a", "e", "i", "o", "u") else f"a {operation}"
+    """What removed rows, in words: ``row-level deletes``, ``an overwrite``, ``a delete``,
+    ``a replace``."""
+    return _REMOVALS.get(operation, f"a {operation}")
 
 
 def _out_of_order(facts: Facts) -> list[Problem]:

@@ -70,6 +70,10 @@ def test_partition_bounds_and_labels_for_every_granularity() -> None:
     assert TimePartition("ts_day", 0, "day", "ts").label(day) == "ts_day=2026-05-01"
     hour = day * 24 + 3
     assert TimePartition("ts_hour", 0, "hour", "ts").label(hour) == "ts_hour=2026-05-01-03"
+    assert TimePartition("ts_hour", 0, "hour", "ts").bounds(hour) == (
+        micros(T0 + timedelta(hours=3)),
+        micros(T0 + timedelta(hours=4)),
+    )
     month = (2026 - 1970) * 12 + 1  # February 2026: 28 days
     start, end = TimePartition("ts_month", 0, "month", "ts").bounds(month)
     assert end - start == 28 * 86_400_000_000

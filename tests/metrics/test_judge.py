@@ -399,3 +399,36 @@ def test_what_else_the_table_and_the_state_show_is_named() -> None:
     assert not report.ok  # the double commit; the rest are warnings and information
     in_order = facts(state(1), state(2), landed_at={("j", 1): T, ("j", 2): T, ("j", 3): T + timedelta(minutes=1)})
     assert not [p for p in judge(in_order, Thresholds()).problems if p.kind == "out-of-order"]
+
+
+def test_the_weighted_percentile_is_the_first_value_whose_running_weight_reaches_the_share() -> None:
+    from icecommit.metrics.judge import _weighted_percentile
+
+    assert _weighted_percentile([], 0.5) is None
+    assert _weighted_percentile([(20.0, 0), (10.0, 0)], 0.5) is None
+    assert _weighted_percentile([(20.0, 1), (10.0, 1)], 0.5) == 10.0  # exactly half reached at 10
+    assert _weighted_percentile([(10.0, 1), (20.0, 3)], 0.5) == 20.0  # 1 of 4 is not half
+    assert _weighted_percentile([(10.0, 2), (20.0, 1), (30.0, 2)], 0.5) == 20.0  # 3 of 5 by 20
+    assert _weighted_percentile([(10.0, 2), (20.0, 1), (30.0, 2)], 0.99) == 30.0
+
+
+def test_a_checkpoint_without_metrics_counts_what_its_state_recorded() -> None:
+    # committed before per-window metrics were kept (or with them lost): the state's counts
+    landed, empty, emptied = state(1, records=5, source_records=5), state(2, records=0, snapshot_id=None), state(3)
+    report = judge(facts(landed, empty, emptied, live_files=[LiveFile("/w/a.parquet", 5, 101)]), Thresholds())
+    assert [(c.checkpoint_id, c.status, c.source, c.written, c.committed, c.readable, c.loss_pct) for c in
+            report.checkpoints] == [(1, "committed", 5, 5, 5, 5, 0.0), (2, "empty", 0, 0, 0, 0, 0.0),
+                                    (3, "committed", 0, 0, 0, 0, 0.0)]  # fmt: skip
+    # a committed checkpoint none of whose files is live any more, and no rewrite explains it
+    gone = judge(facts(state(4, records=5, source_records=5)), Thresholds())
+    assert [(c.committed, c.readable, c.loss_pct, c.ok) for c in gone.checkpoints] == [(5, 0, 100.0, False)]
+
+
+def test_a_pending_checkpoint_opens_every_window_it_read_or_wrote() -> None:
+    key = ("j", 1)
+    report = judge(facts(state(1, "prepared", prepared_at=NOW), task_counts={key: counted({W0: 2}, {W1: 2})}),
+                   Thresholds())  # fmt: skip
+    assert report.windows == (
+        WindowLine(W0, False, 2, 0, 0, None, 100.0, 0.0, True),
+        WindowLine(W1, False, 0, 2, 0, None, 0.0, 0.0, True),
+    )
