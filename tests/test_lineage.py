@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
@@ -163,3 +164,49 @@ def test_a_snapshot_without_a_summary_is_not_a_removal(sqlite_catalog: SqlCatalo
         update={"snapshots": [s.model_copy(update={"summary": None}) for s in table.metadata.snapshots]}
     )
     assert removals_of(Table(table.name(), bare, table.metadata_location, table.io, sqlite_catalog)) == []
+
+
+def test_removals_read_every_manifest_the_snapshot_wrote_in_any_order(
+    sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyiceberg lists a snapshot's own manifests first and a rewritten manifest's DELETED
+    # entries before its EXISTING ones; Java Iceberg keeps a rewritten manifest's entries in
+    # their old order, and a snapshot may add delete files too. The same removal either way.
+    from types import SimpleNamespace
+
+    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+    from pyiceberg.table.snapshots import Snapshot
+
+    import icecommit as ic
+    from icecommit.lineage import removals_of
+    from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+    table = ic.create_table(sqlite_catalog, "ns.java", EVENTS_SCHEMA, partition_by=["event"])
+    committer = ic.GlobalCommitter(sqlite_catalog, table, job_id="j")
+    committer.prepare(1, [write_arrow(committer.load_table(), events(0, 40), job_id="j", checkpoint_id=1)])
+    committer.commit(1)
+    table = committer.load_table()
+    older = table.current_snapshot().snapshot_id
+    table.delete(EqualTo("event", next(v for v in table.scan().to_arrow().column("event").to_pylist() if v)))
+    table = committer.load_table()
+    deleting = table.current_snapshot().snapshot_id
+
+    def entry(status: str, path: str, records: int, snapshot_id: int) -> SimpleNamespace:
+        return SimpleNamespace(status=ManifestEntryStatus[status], snapshot_id=snapshot_id,
+                               data_file=SimpleNamespace(file_path=path, record_count=records))  # fmt: skip
+
+    def manifest(content: ManifestContent, added_by: int, *entries: SimpleNamespace) -> SimpleNamespace:
+        return SimpleNamespace(content=content, added_snapshot_id=added_by,
+                               fetch_manifest_entry=lambda io, discard_deleted=True: list(entries))  # fmt: skip
+
+    layout = [
+        manifest(ManifestContent.DATA, older, entry("ADDED", "/w/carried.parquet", 5, older)),  # carried, listed first
+        manifest(ManifestContent.DELETES, deleting, entry("ADDED", "/w/positions.parquet", 2, deleting)),
+        manifest(ManifestContent.DATA, deleting, entry("EXISTING", "/w/kept.parquet", 4, older),
+                 entry("DELETED", "/w/gone.parquet", 3, deleting), entry("ADDED", "/w/new.parquet", 1, deleting)),
+    ]  # fmt: skip
+    monkeypatch.setattr(Snapshot, "manifests", lambda self, io: layout if self.snapshot_id == deleting else [])
+    [removal] = removals_of(table)
+    assert (removal.snapshot_id, removal.operation) == (deleting, "delete")
+    assert removal.removed == ((path_key("/w/gone.parquet"), 3),)
+    assert removal.added == ((path_key("/w/new.parquet"), 1),)  # data files only, never the delete file
