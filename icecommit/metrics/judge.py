@@ -107,7 +107,10 @@ class Facts:
 
 
 def _pct(part: int, whole: int) -> float:
-    return 0.0 if whole == 0 else 100.0 * part / whole
+    """``part`` in percent of ``whole``; rows against a whole of none are all of it (100%)."""
+    if whole == 0:
+        return 0.0 if part == 0 else 100.0
+    return 100.0 * part / whole
 
 
 def _line_numbers(source: int, values: Iterable[int]) -> tuple[float, float]:

@@ -361,3 +361,64 @@ def test_committed_checkpoints_lists_each_jobs_snapshots_of_the_branch_newest_fi
     rolled = a.load_table().metadata
     assert committed_checkpoints(rolled) == [expected[2]]
     assert committed_checkpoints(rolled, branch="audit") == expected  # the other branch keeps all three
+
+
+def test_the_summary_of_a_checkpoint_snapshot_holds_its_facts_and_only_the_optional_ones_it_has() -> None:
+    from icecommit.ancestry import snapshot_summary
+
+    assert snapshot_summary(job_id="j", checkpoint_id=3, records=10, files=2, bytes_=512) == {
+        "icecommit.job-id": "j", "icecommit.checkpoint-id": "3", "icecommit.records": "10", "icecommit.files": "2",
+        "icecommit.bytes": "512",
+    }  # fmt: skip
+    base = snapshot_summary(job_id="j", checkpoint_id=3, records=10, files=2, bytes_=512)
+    optional = {"max_event_time_us": 7, "watermark_us": 6, "late_records": 1, "future_records": 2, "query_id": "q",
+                "recovered_by": "k"}  # fmt: skip
+    full = snapshot_summary(job_id="j", checkpoint_id=3, records=10, files=2, bytes_=512, **optional)  # type: ignore[arg-type]
+    assert {k: v for k, v in full.items() if k not in base} == {
+        "icecommit.max-event-time-us": "7", "icecommit.watermark-us": "6", "icecommit.late-records": "1",
+        "icecommit.future-records": "2", "icecommit.query-id": "q", "icecommit.recovered-by": "k",
+    }  # fmt: skip
+
+
+def test_the_job_and_its_last_checkpoint_are_read_from_the_branch_asked_for(catalog: SqlCatalog) -> None:
+    from icecommit.ancestry import (
+        checkpoint_of,
+        find_checkpoint,
+        highest_committed_checkpoint,
+        last_committed_checkpoint,
+    )
+
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    for checkpoint_id in (1, 2):
+        rows = events(checkpoint_id * 10, checkpoint_id * 10 + 5)
+        committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id="a",
+                                                      checkpoint_id=checkpoint_id)])  # fmt: skip
+        committer.commit(checkpoint_id)
+    loaded = committer.load_table()
+    first = next(s for s in loaded.snapshots() if checkpoint_of(s) == ("a", 1))
+    loaded.manage_snapshots().create_branch(first.snapshot_id, "audit").commit()
+    metadata = committer.load_table().metadata
+    assert last_committed_checkpoint(metadata, "a") == 2 and last_committed_checkpoint(metadata, "a", "audit") == 1
+    assert last_committed_checkpoint(metadata, "b") is None
+    assert last_committed_checkpoint(metadata, "3") is None  # a job id is never matched against checkpoint ids
+    # the property (set with every append on main) says 2 on every branch; the ancestry alone says 1 on audit
+    assert highest_committed_checkpoint(metadata, "a") == 2 == highest_committed_checkpoint(metadata, "a", "audit")
+    bare = metadata.model_copy(update={"properties": {}})
+    assert highest_committed_checkpoint(bare, "a") == 2 and highest_committed_checkpoint(bare, "a", "audit") == 1
+    assert find_checkpoint(metadata, "a", 2) is not None and find_checkpoint(metadata, "a", 2, "audit") is None
+    assert find_checkpoint(metadata, "a", 1, "audit") == first
+
+
+def test_a_snapshot_with_a_job_id_and_no_checkpoint_id_is_not_a_checkpoint() -> None:
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+
+    from icecommit.ancestry import checkpoint_of
+
+    def snapshot(**summary: str) -> Snapshot:
+        return Snapshot(snapshot_id=1, sequence_number=1, timestamp_ms=0, manifest_list="m",
+                        summary=Summary(Operation.APPEND, **summary))  # fmt: skip
+
+    assert checkpoint_of(snapshot(**{"icecommit.job-id": "j"})) is None
+    assert checkpoint_of(snapshot(**{"icecommit.checkpoint-id": "3"})) is None
+    assert checkpoint_of(snapshot(**{"icecommit.job-id": "j", "icecommit.checkpoint-id": "3"})) == ("j", 3)

@@ -430,5 +430,140 @@ def test_a_pending_checkpoint_opens_every_window_it_read_or_wrote() -> None:
                    Thresholds())  # fmt: skip
     assert report.windows == (
         WindowLine(W0, False, 2, 0, 0, None, 100.0, 0.0, True),
-        WindowLine(W1, False, 0, 2, 0, None, 0.0, 0.0, True),
+        WindowLine(W1, False, 0, 2, 0, None, 0.0, 100.0, True),  # open: shown, not failed
     )
+
+
+def test_every_window_a_checkpoint_touched_is_counted_at_every_stage() -> None:
+    # rows read in W0 landed in W1 and W2 (an event time rewritten by the job), and a deep
+    # read found one in W3: each window shows what each stage has of it
+    first, second = ("j", 1), ("j", 2)
+    w2, w3 = T + timedelta(minutes=2), T + timedelta(minutes=3)
+    report = judge(
+        facts(
+            state(1, committed_at=T + timedelta(minutes=5)),
+            state(2, committed_at=T + timedelta(minutes=5)),
+            task_counts={first: counted({W0: 2}, {W0: 1, W1: 1}), second: counted({W0: 1}, {W0: 1})},
+            committed={first: {W0: 1, w2: 1}, second: {W0: 1}},
+            deep_counts={first: {W0: 1, w3: 1}, second: {W0: 1}},
+            live_files=[LiveFile("/w/1.parquet", 2, 101), LiveFile("/w/2.parquet", 1, 102)],
+        ),
+        Thresholds(),
+    )
+    assert [(w.window_start, w.source, w.written, w.committed, w.readable) for w in report.windows] == [
+        (W0, 3, 2, 2, 2), (W1, 0, 1, 0, 0), (w2, 0, 0, 1, 0), (w3, 0, 0, 0, 1)
+    ]  # fmt: skip
+    assert [p.message for p in report.problems if p.kind == "window-mismatch"] == [
+        "window 2026-05-01T00:00:00+00:00: source 3, written 2, committed 2, readable 2",
+        "window 2026-05-01T00:01:00+00:00: source 0, written 1, committed 0, readable 0",
+        "window 2026-05-01T00:02:00+00:00: source 0, written 0, committed 1, readable 0",
+        "window 2026-05-01T00:03:00+00:00: source 0, written 0, committed 0, readable 1",
+    ]
+    # the lag is weighted by committed rows: 3 rows of W0 (300 s) and 1 of W2 (180 s)
+    assert report.lag == Lag(300.0, 300.0)
+
+
+def test_rows_without_event_time_are_a_window_of_their_own_listed_first() -> None:
+    key = ("j", 1)
+    report = judge(
+        facts(state(1), task_counts={key: counted({W1: 1, None: 1, W0: 1}, {W1: 1, None: 1, W0: 1})},
+              committed={key: {W1: 1, None: 1, W0: 1}}, live_files=[LiveFile("/w/1.parquet", 3, 101)]),
+        Thresholds(),
+    )  # fmt: skip
+    assert [w.window_start for w in report.windows] == [None, W0, W1]
+    assert report.lag == Lag(540.0, 600.0)  # rows without event time have no lag
+
+
+def test_with_rewritten_or_removed_rows_the_windows_take_the_committed_counts() -> None:
+    key = ("j", 1)
+    shared = {"task_counts": {key: counted({W0: 4}, {W0: 4})}, "committed": {key: {W0: 4}}}
+    deep = judge(facts(state(1), **shared, deep_counts={key: {W0: 3}}), Thresholds())
+    assert [(w.readable, w.ok) for w in deep.windows] == [(3, False)]  # its own files hold only 3 of 4
+    rewritten = judge(
+        facts(state(1), **shared, deep_counts={key: {W0: 1}},
+              fates={key: Fate(readable=Fraction(4), compacted=Fraction(3))}),
+        Thresholds(),
+    )  # fmt: skip
+    assert [(w.readable, w.ok) for w in rewritten.windows] == [(4, True)]  # 3 are in a compacted file
+
+
+def test_row_level_deletes_add_to_a_removal_the_lineage_already_counted() -> None:
+    key = ("j", 1)
+    report = judge(
+        facts(
+            state(1),
+            task_counts={key: counted({None: 6}, {None: 6})},
+            committed={key: {None: 6}},
+            live_files=[LiveFile("/w/1.parquet", 6, 101)],
+            fates={key: Fate(readable=Fraction(6), removed={(202, "row-level delete"): Fraction(1)})},
+            row_deletes={key: {(202, "row-level delete"): 2}},
+        ),
+        Thresholds(),
+    )
+    [line] = report.checkpoints
+    assert (line.readable, line.ok) == (4, False)  # 6 - 2 readable, 3 removed: 7 accounted of 6
+    assert "3 removed by snapshot 202 (row-level delete)" in line.note
+
+
+def test_a_streaming_batch_that_wrote_what_its_query_read_has_nothing_to_report() -> None:
+    key = ("j", 1)
+    report = judge(
+        facts(state(1, records=10, query_id="q"), task_counts={key: counted({None: 10}, {None: 10})},
+              committed={key: {None: 10}}, live_files=[LiveFile("/w/1.parquet", 10, 101)],
+              query_input={key: (10, False)}),
+        Thresholds(),
+    )  # fmt: skip
+    assert report.ok and report.problems == () and report.checkpoints[0].note == ""
+
+
+def test_a_routed_shortfall_is_information_unless_the_sink_preserves_rows() -> None:
+    key = ("j", 1)
+
+    def routed(kept: bool) -> Problem:
+        report = judge(
+            facts(state(1, records=9), task_counts={key: counted({None: 9}, {None: 9})}, committed={key: {None: 9}},
+                  live_files=[LiveFile("/w/1.parquet", 9, 101)], routed_input={key: (10, kept, {"ns.a": 9})}),
+            Thresholds(),
+        )  # fmt: skip
+        [problem] = report.problems
+        return problem
+
+    assert (routed(False).kind, routed(False).severity) == ("query-input", "info")
+    assert routed(False).message.endswith("information (declare streaming_sink(..., preserves_rows=True) to count a "
+                                          "shortfall as loss)")  # fmt: skip
+    assert (routed(True).kind, routed(True).severity) == ("loss", "error")
+
+
+def test_a_commit_that_differs_from_what_was_written_says_by_how_much() -> None:
+    key = ("j", 1)
+    report = judge(
+        facts(state(1), task_counts={key: counted({None: 5}, {None: 5})}, committed={key: {None: 4}},
+              live_files=[LiveFile("/w/1.parquet", 4, 101)]),
+        Thresholds(),
+    )  # fmt: skip
+    assert report.checkpoints[0].note == "committed -1 vs written"
+
+
+def test_a_missing_file_names_every_checkpoint_rewritten_into_it() -> None:
+    one, two = ("j", 1), ("k", 2)
+    path = "/w/compacted.parquet"
+    report = judge(
+        facts(state(1), state(2, job_id="k"), missing_paths=[path],
+              fates={one: Fate(readable=Fraction(3), held={path_key(path): Fraction(3)}),
+                     two: Fate(readable=Fraction(2), held={path_key(path): Fraction(2)})}),
+        Thresholds(),
+    )  # fmt: skip
+    assert [p.message for p in report.problems if p.kind == "missing-file"] == [
+        "data file referenced by the table is missing: /w/compacted.parquet; it holds 3 row(s) of checkpoint 1 of "
+        "job j, rewritten into it by a compaction; it holds 2 row(s) of checkpoint 2 of job k, rewritten into it by "
+        "a compaction"
+    ]  # fmt: skip
+
+
+def test_the_report_names_what_was_asked() -> None:
+    since = T - timedelta(days=1)
+    thresholds = Thresholds(max_loss_pct=0.5)
+    report = judge(facts(job_id="j", since=since), thresholds)
+    assert (report.job_id, report.since, report.until, report.thresholds, report.deep) == (
+        "j", since, NOW, thresholds, False
+    )  # fmt: skip
