@@ -165,7 +165,8 @@ def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: s
     """The job's highest committed checkpoint id: the table property, or, for checkpoints
     committed before the property existed, the ancestry; the larger of the two."""
     recorded = metadata.properties.get(job_checkpoint_property(job_id))
-    candidates = [int(recorded)] if recorded is not None and recorded.lstrip("-").isdigit() else []
+    # icecommit writes a non-negative whole number; anything else (another tool's edit) is ignored
+    candidates = [int(recorded)] if recorded is not None and recorded.isascii() and recorded.isdigit() else []
     in_ancestry = last_committed_checkpoint(metadata, job_id, branch)
     if in_ancestry is not None:
         candidates.append(in_ancestry)

@@ -422,3 +422,38 @@ def test_a_snapshot_with_a_job_id_and_no_checkpoint_id_is_not_a_checkpoint() -> 
     assert checkpoint_of(snapshot(**{"icecommit.job-id": "j"})) is None
     assert checkpoint_of(snapshot(**{"icecommit.checkpoint-id": "3"})) is None
     assert checkpoint_of(snapshot(**{"icecommit.job-id": "j", "icecommit.checkpoint-id": "3"})) == ("j", 3)
+
+
+def test_a_high_water_mark_property_that_is_not_a_checkpoint_id_is_ignored(catalog: SqlCatalog) -> None:
+    from icecommit.ancestry import highest_committed_checkpoint, job_checkpoint_property
+
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    committer.prepare(4, [write_arrow(committer.load_table(), events(0, 5), job_id="a", checkpoint_id=4)])
+    committer.commit(4)
+    metadata = committer.load_table().metadata
+    key = job_checkpoint_property("a")
+    assert metadata.properties[key] == "4"
+    for value, expected in (("9", 9), ("-1", 4), ("²", 4), ("x9", 4), ("", 4), (" 9", 4)):
+        edited = metadata.model_copy(update={"properties": {**metadata.properties, key: value}})
+        assert highest_committed_checkpoint(edited, "a") == expected, value
+
+
+def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlCatalog) -> None:
+    from icecommit.ancestry import lineage_complete
+
+    table = _table(catalog)
+    assert lineage_complete(table.metadata)  # no snapshot yet: nothing can be missing
+    committer = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    for checkpoint_id in (1, 2, 3):
+        rows = events(checkpoint_id * 10, checkpoint_id * 10 + 5)
+        committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id="a",
+                                                      checkpoint_id=checkpoint_id)])  # fmt: skip
+        committer.commit(checkpoint_id)
+    loaded = committer.load_table()
+    assert lineage_complete(loaded.metadata) and lineage_complete(loaded.metadata, "main")
+    first = min(loaded.snapshots(), key=lambda s: s.sequence_number)
+    loaded.maintenance.expire_snapshots().by_ids([first.snapshot_id]).commit()
+    expired = committer.load_table().metadata
+    assert not lineage_complete(expired) and not lineage_complete(expired, "main")
+    assert lineage_complete(expired, "no-such-branch")  # a branch without snapshots lacks nothing
