@@ -457,3 +457,35 @@ def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlC
     expired = committer.load_table().metadata
     assert not lineage_complete(expired) and not lineage_complete(expired, "main")
     assert lineage_complete(expired, "no-such-branch")  # a branch without snapshots lacks nothing
+
+
+def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for(catalog: SqlCatalog) -> None:
+    from icecommit.ancestry import checkpoint_of, require_branch, table_view
+    from icecommit.decision import TableView
+    from icecommit.errors import InvalidArgumentError
+
+    table = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
+    for checkpoint_id in (1, 2, 3):
+        rows = events(checkpoint_id * 10, checkpoint_id * 10 + 5)
+        committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id="a",
+                                                      checkpoint_id=checkpoint_id)])  # fmt: skip
+        committer.commit(checkpoint_id)
+    loaded = committer.load_table()
+    s1, s2, s3 = (next(s.snapshot_id for s in loaded.snapshots() if checkpoint_of(s) == ("a", c)) for c in (1, 2, 3))
+    loaded.manage_snapshots().create_branch(s3, "audit").create_tag(s1, "v1").commit()
+    committer.load_table().manage_snapshots().rollback_to_snapshot(s1).commit()  # another tool's rollback of main
+    committer.load_table().maintenance.expire_snapshots().by_ids([s2]).commit()  # audit's history now has a gap
+    metadata = committer.load_table().metadata
+
+    assert table_view(metadata, "a", 1) == TableView(s1, None, 3, True)
+    assert table_view(metadata, "a", 2) == TableView(None, None, 3, True)  # its snapshot is gone altogether
+    assert table_view(metadata, "a", 3) == TableView(None, s3, 3, True)  # off main, still in the metadata
+    assert table_view(metadata, "a", 4) == TableView(None, None, 3, True)
+    assert table_view(metadata, "a", 3, "audit") == TableView(s3, None, 3, False)
+    assert table_view(metadata, "a", 1, "audit") == TableView(None, s1, 3, False)
+    bare = metadata.model_copy(update={"properties": {}})  # a table committed to before the property existed
+    assert table_view(bare, "a", 1).highest_committed == 1 and table_view(bare, "a", 1, "audit").highest_committed == 3
+    assert require_branch(metadata, "audit") == "audit" and require_branch(metadata, "main") == "main"
+    with pytest.raises(InvalidArgumentError, match="audit"):
+        require_branch(metadata, "v1")  # a tag is not a branch
