@@ -82,7 +82,3 @@ def _local(path: str) -> str:
     # POSIX keeps a leading "//" as it is; it names the same root here
     return "/" + normal.lstrip("/")
 
-
-def same_file(a: str, b: str) -> bool:
-    """True when two spellings name the same file."""
-    return storage_key(a) == storage_key(b)

@@ -487,5 +487,15 @@ def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for
     bare = metadata.model_copy(update={"properties": {}})  # a table committed to before the property existed
     assert table_view(bare, "a", 1).highest_committed == 1 and table_view(bare, "a", 1, "audit").highest_committed == 3
     assert require_branch(metadata, "audit") == "audit" and require_branch(metadata, "main") == "main"
-    with pytest.raises(InvalidArgumentError, match="audit"):
+    with pytest.raises(InvalidArgumentError) as refused:
         require_branch(metadata, "v1")  # a tag is not a branch
+    create = "; create a new branch first (ManageSnapshots.create_branch)"
+    assert (refused.value.argument, refused.value.value) == ("branch", "v1")
+    assert refused.value.accepted == f"a branch of the table (audit, main){create}"
+    fresh = ic.create_table(catalog, f"{catalog.name}.fresh", EVENTS_SCHEMA).metadata  # no commit: no branch
+    for branch, accepted in (("dev", f"a branch of the table (main, made by the first commit){create}"),
+                             (5, "a branch of the table (main, made by the first commit)"),
+                             ("", "a branch of the table (main, made by the first commit)")):  # fmt: skip
+        with pytest.raises(InvalidArgumentError) as refused:
+            require_branch(fresh, branch)
+        assert refused.value.accepted == accepted, branch
