@@ -81,4 +81,3 @@ def _local(path: str) -> str:
     normal = posixpath.normpath(path)
     # POSIX keeps a leading "//" as it is; it names the same root here
     return "/" + normal.lstrip("/")
-

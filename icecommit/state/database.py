@@ -165,6 +165,23 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     8: [],
 }
 
+#: Columns made wider after they shipped: version -> (table, column, SQL type). Schema 9
+#: widened the metrics' stage from 16 characters, too short for ``query-input-routed-kept``:
+#: PostgreSQL refused the row, so a routed streaming sink's source counts went unrecorded.
+#: SQLite does not enforce a VARCHAR's length and needs nothing.
+WIDENINGS: dict[int, list[tuple[str, str, str]]] = {
+    9: [("icecommit_metrics", "stage", "VARCHAR(32)")],
+}
+
+
+def _widen(table: str, column: str, definition: str, dialect: str) -> str | None:
+    """The statement that widens ``column`` on ``dialect`` (None: nothing to do)."""
+    if dialect == "sqlite":
+        return None
+    if dialect in ("mysql", "mariadb"):
+        return f"ALTER TABLE {table} MODIFY COLUMN {column} {definition}"
+    return f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {definition}"
+
 
 def _migrate(engine: Engine, from_version: int) -> None:
     inspector = inspect(engine)
@@ -174,6 +191,10 @@ def _migrate(engine: Engine, from_version: int) -> None:
                 present = {c["name"] for c in inspector.get_columns(table)}
                 if column not in present:
                     conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {definition}"))
+            for table, column, definition in WIDENINGS.get(version, []):
+                statement = _widen(table, column, definition, engine.dialect.name)
+                if statement is not None:
+                    conn.execute(text(statement))
 
 
 def _refuse_newer(engine: Engine) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 class Base(DeclarativeBase):
@@ -128,7 +128,7 @@ class MetricRow(Base):
     job_id: Mapped[str] = mapped_column(String(255))
     table_name: Mapped[str] = mapped_column(String(512))
     checkpoint_id: Mapped[int] = mapped_column(BigInteger)
-    stage: Mapped[str] = mapped_column(String(16))
+    stage: Mapped[str] = mapped_column(String(32))
     task_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
     window_start: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

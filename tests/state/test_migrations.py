@@ -3,7 +3,8 @@
 The fixtures were written by the code of those releases (``tests/state/fixtures/make_fixture.py``
 run on the checkout of each): ``state-v3`` by 76fdac0, ``state-v4`` by 83d4eeb, ``state-v5`` by
 ab1f9b6 (the schema before query ids, capped watermarks and recorded completeness policies),
-``state-v6`` by 9f5cf33 (before source offsets), as a SQLite file
+``state-v6`` by 9f5cf33 (before source offsets), ``state-v7`` by 47d51ca (before the compaction
+tables), ``state-v8`` by 41ee4b8 (before the metrics' stage was widened), as a SQLite file
 and as a PostgreSQL dump (``pg_dump --inserts``). Each is loaded into a fresh database, opened by
 this release, and read and written through the state store.
 """
@@ -69,7 +70,7 @@ def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.mark.parametrize("version", [3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [3, 4, 5, 6, 7, 8])
 def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
     backend: str, version: int, tmp_path: Path
 ) -> None:
@@ -124,6 +125,13 @@ def test_a_database_of_an_earlier_release_migrates_and_keeps_every_checkpoint(
         store.record_query_input("A", TABLE, 9, 4, preserves_rows=True, offsets=ranges)
         stored = store.get("A", TABLE, 9)
         assert stored is not None and stored.source_offsets == tuple(ranges)
+        # schema 9: the stage of a routed sink's source count fits (PostgreSQL refused it before)
+        store.record_query_input("A", TABLE, 9, 4, preserves_rows=True, routed=True)
+        with store.engine.connect() as conn:
+            stages = conn.execute(
+                text("select stage from icecommit_metrics where checkpoint_id = 9 and table_name = :t"), {"t": TABLE}
+            ).scalars()
+            assert list(stages) == ["query-input-routed-kept"]
 
         partitions = PartitionStatusStore(store.engine)  # schema 6's policy table exists and works
         assert partitions.policy(TABLE) is None

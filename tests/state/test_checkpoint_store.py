@@ -1,0 +1,281 @@
+"""The checkpoint and partition-status stores, transition by transition: each change
+touches exactly the row of its (job, table, checkpoint), only from the statuses it allows,
+and says how many rows it changed. Rows of another job, another table and another
+checkpoint with the same id sit beside every row changed, so a lost condition shows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from icecommit.state import CheckpointStore, state_engine, state_uri
+from icecommit.state.checkpoints import (
+    QUERY_INPUT,
+    QUERY_INPUT_KEPT,
+    QUERY_INPUT_ROUTED,
+    QUERY_INPUT_ROUTED_KEPT,
+    STAGE_COMMITTED,
+    WRITTEN,
+    CheckpointState,
+    MetricSample,
+    PublishCounters,
+    SourceRange,
+)
+from icecommit.state.models import MetricRow, PartitionStatusRow
+from icecommit.state.partitions import PartitionStatusStore
+from tests.conftest import unique_table
+
+NOW = datetime(2026, 11, 20, 9, 30, tzinfo=timezone.utc)
+#: every (job, table, checkpoint) a test prepares: the neighbours of ("j", T, 1)
+NEIGHBOURS = (("j", "T", 2), ("other", "T", 1), ("j", "U", 1))
+
+
+@pytest.fixture
+def store(catalog: SqlCatalog) -> CheckpointStore:
+    return CheckpointStore(state_engine(state_uri(catalog)), clock=lambda: NOW)
+
+
+@pytest.fixture
+def names() -> dict[str, str]:
+    """Table names of this test's own (the state database is shared by the session)."""
+    return {"T": unique_table(), "U": unique_table()}
+
+
+def _prepare(store: CheckpointStore, job: str, table: str, checkpoint_id: int, records: int = 10) -> None:
+    store.insert_prepared(
+        job_id=job, table_name=table, checkpoint_id=checkpoint_id, manifest_path=None, files_digest="d",
+        source_records=records, records=records, files=1, bytes_=100, max_event_time_us=None,
+        tasks=[(0, 0)], samples=[MetricSample(WRITTEN, None, records, task_id=0, attempt=0)],
+    )  # fmt: skip
+
+
+def _commit(store: CheckpointStore, job: str, table: str, checkpoint_id: int, snapshot_id: int | None) -> None:
+    store.mark_committed(
+        job, table, checkpoint_id, snapshot_id=snapshot_id, attempts=1, retries=0, counters=PublishCounters(),
+        samples=[MetricSample(STAGE_COMMITTED, None, 10)],
+    )  # fmt: skip
+
+
+def _all(store: CheckpointStore, names: dict[str, str]) -> dict[tuple[str, str, int], CheckpointState]:
+    rows = {}
+    for alias, table in names.items():
+        for row in store.list(table):
+            rows[(row.job_id, alias, row.checkpoint_id)] = row
+    return rows
+
+
+def _statuses(store: CheckpointStore, names: dict[str, str]) -> dict[tuple[str, str, int], str]:
+    return {key: row.status for key, row in _all(store, names).items()}
+
+
+def _with_neighbours(store: CheckpointStore, names: dict[str, str]) -> None:
+    for job, alias, checkpoint_id in (("j", "T", 1), *NEIGHBOURS):
+        _prepare(store, job, names[alias], checkpoint_id)
+
+
+def _metric_stages(store: CheckpointStore, job: str, table: str, checkpoint_id: int) -> list[tuple[str, int]]:
+    with Session(store.engine) as session:
+        query = select(MetricRow.stage, MetricRow.records).where(
+            MetricRow.job_id == job, MetricRow.table_name == table, MetricRow.checkpoint_id == checkpoint_id
+        )
+        return sorted((stage, int(records)) for stage, records in session.execute(query))
+
+
+def test_abandon_acknowledge_and_reopen_change_one_row_from_the_statuses_they_allow(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    _with_neighbours(store, names)
+    T = names["T"]
+    assert store.abandon("j", T, 1, reason="lost", by="oncall") is True
+    assert _statuses(store, names) == {("j", "T", 1): "abandoned", **{n: "prepared" for n in NEIGHBOURS}}
+    row = store.get("j", T, 1)
+    assert row is not None and (row.abandon_reason, row.abandoned_by, row.abandoned_at) == ("lost", "oncall", NOW)
+    assert store.abandon("j", T, 1, reason="again", by="x") is False  # abandoned already: unchanged
+    assert store.get("j", T, 1).abandon_reason == "lost"  # type: ignore[union-attr]
+
+    assert store.acknowledge("other", T, 1, by="lead") is False  # prepared, not abandoned
+    assert store.acknowledge("j", T, 1, by="lead") is True
+    acknowledged = store.get("j", T, 1)
+    assert acknowledged is not None and (acknowledged.acknowledged_by, acknowledged.acknowledged_at) == ("lead", NOW)
+    assert all(r.acknowledged_by is None for k, r in _all(store, names).items() if k != ("j", "T", 1))
+
+    store.reopen_abandoned("j", T, 1)  # a commit won the race: prepared again, its abandon undone
+    reopened = store.get("j", T, 1)
+    assert reopened is not None and reopened.status == "prepared"
+    assert (reopened.abandon_reason, reopened.abandoned_by, reopened.abandoned_at) == (None, None, None)
+    _commit(store, "j", T, 2, 7)
+    store.reopen_abandoned("j", T, 2)  # not abandoned: left as it is
+    assert store.get("j", T, 2).status == "committed"  # type: ignore[union-attr]
+    # a committed or rolled-back checkpoint: abandon is a compare-and-set on the status
+    assert store.abandon("j", T, 2, reason="late", by="x") is False
+    assert store.mark_rolled_back(T, [("j", 2)]) == 1
+    assert store.abandon("j", T, 2, reason="given up", by="x") is True
+
+
+def test_mark_rolled_back_counts_what_it_changed_and_keeps_a_checkpoint_committed_again(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    T, U = names["T"], names["U"]
+    for checkpoint_id in range(1, 6):
+        _prepare(store, "j", T, checkpoint_id)
+    _prepare(store, "j", U, 2)
+    _commit(store, "j", T, 1, 101)
+    _commit(store, "j", T, 2, 102)
+    _commit(store, "j", U, 2, 102)
+    _commit(store, "j", T, 4, 104)
+    store.abandon("j", T, 3, reason="r", by="b")
+    # 3 (abandoned) and 9 (no row) come first in the list and are skipped, not the end of it
+    pairs = [("j", 3), ("j", 9), ("j", 2), ("j", 5), ("j", 4)]
+    # 4 was committed again since: its row names snapshot 204, not the removed 104
+    _commit(store, "j", T, 4, 204)
+    assert store.mark_rolled_back(T, pairs, snapshots={("j", 2): 102, ("j", 4): 104}) == 2
+    assert _statuses(store, names) == {
+        ("j", "T", 1): "committed", ("j", "T", 2): "rolled-back", ("j", "T", 3): "abandoned",
+        ("j", "T", 4): "committed", ("j", "T", 5): "rolled-back", ("j", "U", 2): "committed",
+    }  # fmt: skip
+    # without the snapshots, a committed row is taken as removed whatever its snapshot
+    assert store.mark_rolled_back(T, [("j", 4)]) == 1
+    assert store.mark_rolled_back(T, [("j", 1)], snapshots={("j", 1): 101}) == 1
+    assert store.mark_rolled_back(T, [("j", 1), ("j", 2)]) == 0  # rolled back already
+
+
+def test_mark_restored_puts_back_only_rolled_back_checkpoints_that_had_a_snapshot(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    T, U = names["T"], names["U"]
+    for checkpoint_id in (1, 2, 3, 4):
+        _prepare(store, "j", T, checkpoint_id)
+    _prepare(store, "other", T, 1)
+    _prepare(store, "j", U, 1)
+    for job, table, checkpoint_id in (("j", T, 1), ("j", T, 2), ("other", T, 1), ("j", U, 1)):
+        _commit(store, job, table, checkpoint_id, 100 + checkpoint_id)
+    # 3 was still prepared when the rollback removed it: it has no snapshot to go back to
+    assert store.mark_rolled_back(T, [("j", 1), ("j", 2), ("j", 3), ("other", 1)]) == 4
+    store.mark_rolled_back(U, [("j", 1)])
+    assert store.mark_restored(T, [("j", 4), ("j", 3), ("j", 1), ("j", 2), ("j", 7)]) == 2
+    assert _statuses(store, names) == {
+        ("j", "T", 1): "committed", ("j", "T", 2): "committed", ("j", "T", 3): "rolled-back",
+        ("j", "T", 4): "prepared", ("other", "T", 1): "rolled-back", ("j", "U", 1): "rolled-back",
+    }  # fmt: skip
+    assert store.get("j", T, 2).snapshot_id == 102  # type: ignore[union-attr]
+    assert store.mark_restored(T, [("j", 1)]) == 0  # committed already
+    assert store.mark_restored(T, []) == 0
+
+
+def test_mark_committed_adds_attempts_and_leaves_a_rolled_back_row_unless_told(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    T = names["T"]
+    _prepare(store, "j", T, 1)
+    first = store.mark_committed(
+        "j", T, 1, snapshot_id=11, attempts=2, retries=1, counters=PublishCounters(committed=3, skipped=1, missing=0),
+        samples=[MetricSample(STAGE_COMMITTED, None, 10)],
+    )  # fmt: skip
+    assert (first.status, first.snapshot_id, first.attempts, first.retries, first.committed_at) == (
+        "committed", 11, 2, 1, NOW
+    )  # fmt: skip
+    assert (first.counters.committed, first.counters.skipped, first.counters.missing) == (3, 1, 0)
+    store.mark_rolled_back(T, [("j", 1)])
+    kept = store.mark_committed("j", T, 1, snapshot_id=12, attempts=1, retries=0, counters=PublishCounters())
+    assert (kept.status, kept.snapshot_id, kept.attempts) == ("rolled-back", 11, 2)
+    store.clear_committed_metrics("j", T, 1)
+    again = store.mark_committed(
+        "j", T, 1, snapshot_id=12, attempts=1, retries=3, counters=PublishCounters(committed=3),
+        samples=[MetricSample(STAGE_COMMITTED, None, 10)], from_rolled_back=True,
+    )  # fmt: skip
+    assert (again.status, again.snapshot_id, again.attempts, again.retries) == ("committed", 12, 3, 4)
+    assert _metric_stages(store, "j", T, 1) == [(STAGE_COMMITTED, 10), (WRITTEN, 10)]  # counted once
+
+
+def test_clear_committed_metrics_drops_only_that_checkpoints_committed_stage(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    _with_neighbours(store, names)
+    T = names["T"]
+    for job, alias, checkpoint_id in (("j", "T", 1), *NEIGHBOURS):
+        _commit(store, job, names[alias], checkpoint_id, 1)
+    store.clear_committed_metrics("j", T, 1)
+    assert _metric_stages(store, "j", T, 1) == [(WRITTEN, 10)]
+    for job, alias, checkpoint_id in NEIGHBOURS:
+        assert _metric_stages(store, job, names[alias], checkpoint_id) == [(STAGE_COMMITTED, 10), (WRITTEN, 10)]
+
+
+def test_unknown_outcomes_and_missing_files_are_counted_on_their_own_row(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    _with_neighbours(store, names)
+    T = names["T"]
+    store.record_unknown_outcome("j", T, 1)
+    store.record_unknown_outcome("j", T, 1)
+    store.record_missing("j", T, 1, 3)
+    rows = _all(store, names)
+    assert (rows[("j", "T", 1)].unknown_outcomes, rows[("j", "T", 1)].counters.missing) == (2, 3)
+    assert all((rows[n].unknown_outcomes, rows[n].counters.missing) == (0, 0) for n in NEIGHBOURS)
+    store.record_missing("j", T, 1, 0)  # the last try found them all
+    assert store.get("j", T, 1).counters.missing == 0  # type: ignore[union-attr]
+
+
+def test_records_in_all_tables_sums_one_checkpoint_of_one_job_per_table(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    T, U = names["T"], names["U"]
+    job, other = f"j-{T}", f"other-{T}"  # the job is the key here: one of this test's own
+    _prepare(store, job, T, 1, records=7)
+    _prepare(store, job, U, 1, records=5)
+    _prepare(store, job, T, 2, records=100)
+    _prepare(store, other, U, 1, records=1000)
+    assert store.records_in_all_tables(job, 1) == {T: 7, U: 5}
+    assert store.records_in_all_tables(other, 1) == {U: 1000}
+    assert store.records_in_all_tables(job, 3) == {}
+
+
+@pytest.mark.parametrize(
+    ("preserves_rows", "routed", "stage"),
+    [(False, False, QUERY_INPUT), (True, False, QUERY_INPUT_KEPT), (False, True, QUERY_INPUT_ROUTED),
+     (True, True, QUERY_INPUT_ROUTED_KEPT)],
+)  # fmt: skip
+def test_a_querys_input_is_recorded_once_per_batch_with_its_offsets(
+    store: CheckpointStore, names: dict[str, str], preserves_rows: bool, routed: bool, stage: str
+) -> None:
+    _with_neighbours(store, names)
+    T = names["T"]
+    offsets = [
+        SourceRange("KafkaV2[Subscribe[t]]", '{"t":{"0":0}}', '{"t":{"0":12}}', 12),
+        SourceRange("rate", None, "5", 0),
+    ]
+    for job, alias, checkpoint_id in NEIGHBOURS:
+        store.record_query_input(job, names[alias], checkpoint_id, 3, preserves_rows=False, offsets=offsets[1:])
+    store.record_query_input("j", T, 1, 9, preserves_rows=not preserves_rows, routed=not routed, offsets=offsets[1:])
+    # a restarted query reports the batch again: the report replaces the earlier one
+    store.record_query_input("j", T, 1, 12, preserves_rows=preserves_rows, routed=routed, offsets=offsets)
+    assert _metric_stages(store, "j", T, 1) == sorted([(stage, 12), (WRITTEN, 10)])
+    assert store.get("j", T, 1).source_offsets == tuple(offsets)  # type: ignore[union-attr]
+    for job, alias, checkpoint_id in NEIGHBOURS:
+        assert _metric_stages(store, job, names[alias], checkpoint_id) == [(QUERY_INPUT, 3), (WRITTEN, 10)]
+        assert store.get(job, names[alias], checkpoint_id).source_offsets == (offsets[1],)  # type: ignore[union-attr]
+    store.record_query_input("j", T, 1, 12, preserves_rows=preserves_rows, routed=routed)  # no offsets reported
+    assert store.get("j", T, 1).source_offsets == ()  # type: ignore[union-attr]
+
+
+def test_mark_notified_sets_the_time_on_that_partition_only(catalog: SqlCatalog, names: dict[str, str]) -> None:
+    partitions = PartitionStatusStore(state_engine(state_uri(catalog)), clock=lambda: NOW)
+    T, U = names["T"], names["U"]
+    start = datetime(2026, 11, 20, tzinfo=timezone.utc)
+    with Session(state_engine(state_uri(catalog))) as session, session.begin():
+        for table, field, value in ((T, "ts_day", 5), (U, "ts_day", 5), (T, "ts_hour", 5), (T, "ts_day", 6)):
+            session.add(
+                PartitionStatusRow(
+                    table_name=table, partition_field=field, partition_value=value, label=f"{field}={value}",
+                    start=start, end=start + timedelta(days=1), watermark=start, lateness_s=0, writers="j",
+                    records_at_completion=0, completed_at=start, completed_by="j",
+                )
+            )  # fmt: skip
+    [day_five] = [s for s in partitions.undelivered(T) if (s.field, s.value) == ("ts_day", 5)]
+    partitions.mark_notified(day_five)
+    assert [(s.field, s.value) for s in partitions.undelivered(T)] == [("ts_day", 6), ("ts_hour", 5)]
+    assert [s.notified_at for s in partitions.statuses(T) if s.notified_at is not None] == [NOW]
+    assert [s.notified_at for s in partitions.statuses(U)] == [None]
