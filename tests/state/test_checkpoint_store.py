@@ -266,11 +266,13 @@ def test_mark_notified_sets_the_time_on_that_partition_only(catalog: SqlCatalog,
     T, U = names["T"], names["U"]
     start = datetime(2026, 11, 20, tzinfo=timezone.utc)
     with Session(state_engine(state_uri(catalog))) as session, session.begin():
-        for table, field, value in ((T, "ts_day", 5), (U, "ts_day", 5), (T, "ts_hour", 5), (T, "ts_day", 6)):
+        # inserted out of order: statuses come by field, then value
+        for table, field, value in ((T, "ts_hour", 5), (T, "ts_day", 6), (U, "ts_day", 5), (T, "ts_day", 5)):
             session.add(
                 PartitionStatusRow(
                     table_name=table, partition_field=field, partition_value=value, label=f"{field}={value}",
-                    start=start, end=start + timedelta(days=1), watermark=start, lateness_s=0, writers="j",
+                    start=start, end=start + timedelta(days=1), watermark=start, lateness_s=0,
+                    writers="" if field == "ts_hour" else "j,k",
                     records_at_completion=0, completed_at=start, completed_by="j",
                 )
             )  # fmt: skip
@@ -279,3 +281,9 @@ def test_mark_notified_sets_the_time_on_that_partition_only(catalog: SqlCatalog,
     assert [(s.field, s.value) for s in partitions.undelivered(T)] == [("ts_day", 6), ("ts_hour", 5)]
     assert [s.notified_at for s in partitions.statuses(T) if s.notified_at is not None] == [NOW]
     assert [s.notified_at for s in partitions.statuses(U)] == [None]
+    assert [(s.field, s.value, s.writers) for s in partitions.statuses(T)] == [
+        ("ts_day", 5, ("j", "k")), ("ts_day", 6, ("j", "k")), ("ts_hour", 5, ()),
+    ]  # fmt: skip
+    assert [(s.start, s.end, s.completed_by) for s in partitions.statuses(U)] == [
+        (start, start + timedelta(days=1), "j")
+    ]
