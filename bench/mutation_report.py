@@ -47,6 +47,8 @@ def main() -> None:
         by_module[name.split(".x_")[0].split(".xǁ")[0]][status] += 1
     counts = Counter(statuses.values())
     survivors = sorted(n for n, s in statuses.items() if s == "survived")
+    # mutants the type check CI runs (mypy --strict) refuses never reach a test: they cannot land
+    typed = counts["caught by type check"]
     judged = sum(n for s, n in counts.items() if s in ("killed", "survived", "timeout", "segfault", "suspicious"))
     killed = counts["killed"] + counts["timeout"] + counts["segfault"]
     gaps = [n for n in survivors if n not in equivalent]
@@ -56,24 +58,28 @@ def main() -> None:
         "",
         f"`scripts/mutation.sh`, run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({psutil.cpu_count()} cores)" + (f", {args.seconds // 60} min {args.seconds % 60} s" if args.seconds else "")
-        + ". mutmut mutates the modules in `[tool.mutmut]` of `pyproject.toml`; each mutant runs the "
-        "fast tests (no Spark, SQLite) that reach the function it changed.",
+        + ". mutmut mutates the modules in `[tool.mutmut]` of `pyproject.toml`; a mutant that fails the type "
+        "check CI runs (`mypy --strict`) is caught there; every other runs the fast tests (no Spark, SQLite) "
+        "of the selection in `pyproject.toml`.",
         "",
-        f"- **Killed: {killed:,} of {judged:,} mutants ({100 * killed / max(judged, 1):.1f}%)**; "
-        f"of those that can be killed (equivalent ones left out): {killed:,} of {killable:,} "
-        f"({100 * killed / max(killable, 1):.1f}%).",
+        f"- **Killed by the tests: {killed:,} of {judged:,} mutants that pass the type check "
+        f"({100 * killed / max(judged, 1):.1f}%)**; of those that can be killed (equivalent ones left out): "
+        f"{killed:,} of {killable:,} ({100 * killed / max(killable, 1):.1f}%).",
+        f"- Caught by the type check before any test: {typed:,} (of {typed + judged + counts['no tests']:,} "
+        f"mutants in all; with them, {100 * (killed + typed) / max(judged + typed, 1):.1f}% caught).",
         f"- Survived: {len(survivors):,} ({len(survivors) - len(gaps):,} equivalent, with the reason below; "
         f"{len(gaps):,} gaps). Not reached by any fast test: {counts['no tests']:,}. Other: "
         + (", ".join(f"{s} {n}" for s, n in sorted(counts.items())
-                     if s not in ("killed", "survived", "no tests", "timeout")) or "none") + ".",
+                     if s not in ("killed", "survived", "no tests", "timeout", "caught by type check")) or "none")
+        + ".",
         "",
-        "| module | mutants | killed | survived | no tests |",
-        "|---|---:|---:|---:|---:|",
+        "| module | mutants | caught by type check | killed by tests | survived | no tests |",
+        "|---|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for module, c in sorted(by_module.items()):
         lines.append(
-            f"| `{module}` | {sum(c.values()):,} | {c['killed'] + c['timeout']:,} | {c['survived']:,} | "
-            f"{c['no tests']:,} |"
+            f"| `{module}` | {sum(c.values()):,} | {c['caught by type check']:,} | {c['killed'] + c['timeout']:,} | "
+            f"{c['survived']:,} | {c['no tests']:,} |"
         )
     lines += ["", "## Equivalent survivors", ""]
     for name in survivors:

@@ -20,9 +20,10 @@ _PG_DATABASE: postgres.SessionDatabase | None = None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Probe PostgreSQL once (a few seconds at most) and give this session a database of
-    its own; under CI an unreachable server ends the run instead of skipping its tests."""
-    global _PG_UNAVAILABLE, _PG_DATABASE
+    """Probe PostgreSQL once (a few seconds at most); under CI an unreachable server ends
+    the run instead of skipping its tests. The session's own database is made by the first
+    test that needs it (a run of SQLite tests alone, such as each mutant's, makes none)."""
+    global _PG_UNAVAILABLE
     _PG_UNAVAILABLE = postgres.unreachable_reason()
     if _PG_UNAVAILABLE is not None:
         if postgres.required():
@@ -31,9 +32,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
                 "start it or point ICECOMMIT_TEST_PG_URI at one",
                 returncode=3,
             )
-        return
-    _PG_DATABASE = postgres.SessionDatabase()
-    _PG_DATABASE.create()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -43,9 +41,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pg_uri() -> str:
-    """This session's PostgreSQL database; skips the calling test where the server is absent."""
-    if _PG_UNAVAILABLE is not None or _PG_DATABASE is None:
-        pytest.skip(_PG_UNAVAILABLE or "PostgreSQL unavailable")
+    """This session's PostgreSQL database, made on first use (dropped when the session ends);
+    skips the calling test where the server is absent."""
+    global _PG_DATABASE
+    if _PG_UNAVAILABLE is not None:
+        pytest.skip(_PG_UNAVAILABLE)
+    if _PG_DATABASE is None:
+        _PG_DATABASE = postgres.SessionDatabase()
+        _PG_DATABASE.create()
     return _PG_DATABASE.uri
 
 
