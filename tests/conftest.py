@@ -25,13 +25,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     test that needs it (a run of SQLite tests alone, such as each mutant's, makes none)."""
     global _PG_UNAVAILABLE
     _PG_UNAVAILABLE = postgres.unreachable_reason()
-    if _PG_UNAVAILABLE is not None:
-        if postgres.required():
-            pytest.exit(
-                f"{_PG_UNAVAILABLE}\nPostgreSQL is required here (CI=true or ICECOMMIT_REQUIRE_POSTGRES=1): "
-                "start it or point ICECOMMIT_TEST_PG_URI at one",
-                returncode=3,
-            )
+    if _PG_UNAVAILABLE is not None and postgres.required():
+        pytest.exit(
+            f"{_PG_UNAVAILABLE}\nPostgreSQL is required here (CI=true or ICECOMMIT_REQUIRE_POSTGRES=1): "
+            "start it or point ICECOMMIT_TEST_PG_URI at one",
+            returncode=3,
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

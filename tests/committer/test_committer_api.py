@@ -7,25 +7,32 @@ after the catalog accepted it."""
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 import icecommit as ic
 import icecommit.committer.committer as committer_module
+from icecommit import ancestry
 from icecommit.catalog import apply_rollback, plan_rollback
 from icecommit.datafiles import RequiredNullViolation
+from icecommit.decision import Action
 from icecommit.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
+    CheckpointReusedError,
     SchemaMismatchError,
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
 )
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import shown_uri
+from icecommit.state.models import MetricRow
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 from tests.lifecycle.test_lifecycle import Crash, _crash_at
 
@@ -222,3 +229,93 @@ def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded
         committer.recommit(2)
     assert committer.commit(2).status == "already-committed"
     assert catalog.load_table(name).scan().to_arrow().num_rows == 20
+
+
+def test_decide_answers_for_a_recommit_and_for_another_streaming_query(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    for checkpoint_id in (1, 2):
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+        committer.commit(checkpoint_id)
+    first, _ = _snapshots(catalog, name)
+    apply_rollback(catalog, plan_rollback(catalog, name, to_snapshot=first))
+    assert committer.decide(2).action is Action.ROLLED_BACK
+    assert committer.decide(2, recommit=True).action is Action.RECOMMIT
+    assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]  # read only
+
+    stream = ic.GlobalCommitter(catalog, name, job_id="S", query_id="query-1")
+    stream.prepare(1, _results(stream, 1))
+    restarted_elsewhere = ic.GlobalCommitter(catalog, name, job_id="S", query_id="query-2")
+    decision = restarted_elsewhere.decide(1)
+    assert decision.action is Action.OTHER_QUERY and "query-1" in decision.reason
+    assert ic.GlobalCommitter(catalog, name, job_id="S").decide(1).action is Action.COMMIT  # recovery commits it
+
+
+def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    main = ic.GlobalCommitter(catalog, name, job_id="A")
+    main.prepare(1, _results(main, 1))
+    main.commit(1)
+    table = catalog.load_table(name)
+    table.manage_snapshots().create_branch(table.current_snapshot().snapshot_id, "audit").commit()  # type: ignore[union-attr]
+    audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit")
+    for checkpoint_id in (1, 2):
+        audit.prepare(checkpoint_id, _results(audit, checkpoint_id))
+        audit.commit(checkpoint_id)
+    assert audit.last_committed_checkpoint() == 2
+    # another tool overwrote the high-water mark property: the branch's own history still tells
+    with catalog.load_table(name).transaction() as edit:
+        edit.set_properties({ancestry.job_checkpoint_property("B"): "two"})
+    assert audit.last_committed_checkpoint() == 2
+    assert ic.GlobalCommitter(catalog, name, job_id="B").last_committed_checkpoint() is None  # not on main
+
+
+def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_what_landed(
+    catalog: SqlCatalog, tmp_path: Any
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    results = {c: _results(committer, c) for c in (1, 2)}
+    # other rows offered under checkpoint 2: the job's counter went back
+    results[3] = [write_arrow(committer.load_table(), events(900, 905), job_id="A", checkpoint_id=2)]
+    for checkpoint_id in (1, 2):
+        committer.prepare(checkpoint_id, results[checkpoint_id])
+        committer.commit(checkpoint_id)
+    _, second = _snapshots(catalog, name)
+    # the same committed checkpoint offered again with other files: refused, naming what holds it
+    with pytest.raises(CheckpointReusedError) as reused:
+        committer.prepare(2, results[3])
+    assert (*_facts(reused.value), reused.value.status, reused.value.snapshot_id) == (
+        "A", 2, name, "committed", second
+    )  # fmt: skip
+    # a driver whose state rows are gone (a fresh state database) reads the table instead
+
+    def amnesiac(fresh: str) -> ic.GlobalCommitter:
+        store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / fresh}"))
+        return ic.GlobalCommitter(catalog, name, job_id="A", store=store)
+
+    with pytest.MonkeyPatch.context() as patched:  # the table records the first state database: allow others
+        patched.setattr(committer_module, "records_state", lambda *_: True)
+        with pytest.raises(CheckpointReusedError) as counter_went_back:
+            amnesiac("one.db").prepare(2, results[3])
+        amnesiac("two.db").prepare(2, results[2])  # the files that landed: a replay, accepted
+    refused = counter_went_back.value
+    assert (*_facts(refused), refused.status, refused.snapshot_id) == ("A", 2, name, "committed", second)
+    assert _snapshots(catalog, name)[-1] == second
+
+
+def test_declared_source_counts_keep_their_minute_and_the_rows_without_an_event_time(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    committer.commit(1)
+    minute = datetime(2026, 11, 20, 9, 30, tzinfo=timezone.utc)
+    committer.declare_source(1, {minute + timedelta(seconds=42): 6, None: 4})
+    with Session(committer.store.engine) as session:
+        rows = session.execute(
+            select(MetricRow.window_start, MetricRow.records).where(
+                MetricRow.table_name == name, MetricRow.stage == "source"
+            )
+        ).all()
+    windows = {(w.astimezone(timezone.utc) if w else None): n for w, n in rows}
+    assert windows == {None: 4, minute: 6}  # the window is the minute the instant falls in
