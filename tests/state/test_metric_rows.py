@@ -16,6 +16,8 @@ from icecommit.state.models import MetricRow
 from tests.conftest import unique_table
 
 START = datetime(2026, 11, 20, tzinfo=timezone.utc)
+#: the COPY path runs on PostgreSQL alone: its cases judge mutants too
+pytestmark = pytest.mark.mutation_postgres
 
 
 @pytest.mark.parametrize("count", [COPY_MIN_ROWS - 1, COPY_MIN_ROWS, 1_500])
