@@ -14,6 +14,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 import icecommit as ic
+from icecommit import ancestry
 from icecommit.committer import RetryPolicy, committed_checkpoints
 from icecommit.datafiles import WriteResult
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
@@ -499,3 +500,32 @@ def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for
         with pytest.raises(InvalidArgumentError) as refused:
             require_branch(fresh, branch)
         assert refused.value.accepted == accepted, branch
+
+
+def test_a_commit_to_a_branch_while_another_lands_on_main_is_retried_not_left_unknown(
+    scripted: ScriptedCatalog,
+) -> None:
+    table = _table(scripted)
+    name = ".".join(table.name())
+    table.append(events(900, 901))  # a snapshot to branch from
+    scripted.load_table(name).manage_snapshots().create_branch(
+        scripted.load_table(name).current_snapshot().snapshot_id,  # type: ignore[union-attr]
+        "audit",
+    ).commit()
+    sleeps: list[float] = []
+    committer = ic.GlobalCommitter(
+        scripted, name, job_id="ingest", branch="audit", retry_policy=FAST, sleep=sleeps.append
+    )  # fmt: skip
+    committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id="ingest", checkpoint_id=1)])
+    # main moves on between the attempt's load and its swap: the audit branch's own requirement
+    # still holds, but pyiceberg refuses a snapshot whose sequence number is no longer the next
+    scripted.before = [_concurrent_append(scripted, name)]
+    result = committer.commit(1)
+    assert (result.status, result.attempts, result.retries, len(sleeps)) == ("committed", 2, 1, 1)
+    state = committer.store.get("ingest", name, 1)
+    assert state is not None and (state.status, state.unknown_outcomes) == ("committed", 0)
+    loaded = scripted.load_table(name)
+    audit = ancestry.branch_ancestry(loaded.metadata, "audit")
+    [on_audit] = [s for s in audit if ancestry.checkpoint_of(s) is not None]
+    assert on_audit.snapshot_id == result.snapshot_id
+    assert len(loaded.metadata.snapshots) == 3  # the branch point, main's append, and the checkpoint once

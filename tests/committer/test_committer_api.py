@@ -20,6 +20,7 @@ import icecommit as ic
 import icecommit.committer.committer as committer_module
 from icecommit import ancestry
 from icecommit.catalog import apply_rollback, plan_rollback
+from icecommit.committer import PartitionCompleteness, RetryPolicy
 from icecommit.datafiles import RequiredNullViolation
 from icecommit.decision import Action
 from icecommit.errors import (
@@ -33,6 +34,9 @@ from icecommit.errors import (
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import shown_uri
 from icecommit.state.models import MetricRow
+from tests.committer.test_committer import ScriptedCatalog, _concurrent_append
+from tests.committer.test_completeness import at
+from tests.conftest import unique_table
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 from tests.lifecycle.test_lifecycle import Crash, _crash_at
 
@@ -50,6 +54,13 @@ def _results(committer: ic.GlobalCommitter, checkpoint_id: int) -> list[ic.Write
 
 def _snapshots(catalog: SqlCatalog, name: str) -> list[int]:
     return [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots]
+
+
+def _first_snapshot(catalog: SqlCatalog, name: str) -> int:
+    """Append one foreign row so the table has a snapshot to branch from."""
+    table = catalog.load_table(name)
+    table.append(at(500, first_id=99_999))
+    return table.current_snapshot().snapshot_id  # type: ignore[union-attr]
 
 
 def _facts(error: Any) -> tuple[Any, ...]:
@@ -319,3 +330,80 @@ def test_declared_source_counts_keep_their_minute_and_the_rows_without_an_event_
         ).all()
     windows = {(w.astimezone(timezone.utc) if w else None): n for w, n in rows}
     assert windows == {None: 4, minute: 6}  # the window is the minute the instant falls in
+
+
+def _store_of_its_own(tmp_path: Any) -> CheckpointStore:
+    return CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'own-state.db'}"))
+
+
+def test_take_over_commits_another_jobs_prepared_checkpoints_as_the_taker_is_configured(
+    scripted_catalog: ScriptedCatalog, tmp_path: Any
+) -> None:
+    catalog = scripted_catalog
+    name = unique_table()
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event", "hour(ts)"])
+    first = _first_snapshot(catalog, name)
+    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    store = _store_of_its_own(tmp_path)  # the table records this state database, not the catalog's
+    old = ic.GlobalCommitter(catalog, name, job_id="old", branch="audit", store=store)
+    for checkpoint_id, minutes in ((1, (0, 10)), (2, (65, 70)), (3, (130, 140))):
+        old.prepare(checkpoint_id, [write_arrow(old.load_table(), at(*minutes, first_id=10 * checkpoint_id),
+                                                job_id="old", checkpoint_id=checkpoint_id)])  # fmt: skip
+    published: list[str] = []
+    sleeps: list[float] = []
+    one_try = RetryPolicy(max_attempts=1, max_seconds=60, min_wait_s=0.01, max_wait_s=0.02)
+    policy = PartitionCompleteness(lateness=timedelta(0), on_complete=lambda s: published.append(s.label))
+
+    def taker(**kwargs: Any) -> ic.GlobalCommitter:
+        return ic.GlobalCommitter(
+            catalog, name, job_id="new", branch="audit", store=store, sleep=sleeps.append, completeness=policy,
+            **kwargs,
+        )  # fmt: skip
+
+    # the taker's retry policy holds: one try, and a concurrent append makes it give up
+    catalog.before = [_concurrent_append(catalog, name)]
+    with pytest.raises(ic.CommitConflictError):
+        taker(retry_policy=one_try).take_over("old")
+    # and its fault hook: the process dies after the catalog accepted checkpoint 2
+    with pytest.raises(Crash):
+        taker(fault=_crash_at("after-commit", 2)).take_over("old")
+    catalog.before = [_concurrent_append(catalog, name)]  # one conflict more, retried after the taker's sleep
+    results = taker(
+        retry_policy=RetryPolicy(max_attempts=3, max_seconds=60, min_wait_s=0.01, max_wait_s=0.02)
+    ).take_over("old")
+    assert [(r.job_id, r.checkpoint_id, r.status) for r in results] == [
+        ("old", 2, "already-committed"), ("old", 3, "committed")
+    ]  # fmt: skip
+    assert len(sleeps) == 1
+    loaded = catalog.load_table(name)
+    audit = [s for s in ancestry.branch_ancestry(loaded.metadata, "audit") if s.summary.get(ancestry.JOB_ID) == "old"]
+    assert sorted(int(s.summary[ancestry.CHECKPOINT_ID]) for s in audit) == [1, 2, 3]
+    assert {s.summary.get("icecommit.recovered-by") for s in audit} == {"new"}
+    assert [s.summary.get(ancestry.JOB_ID) for s in ancestry.branch_ancestry(loaded.metadata, "main")] == [None] * len(
+        list(ancestry.branch_ancestry(loaded.metadata, "main"))
+    )  # main holds only the concurrent appends
+    # the taker's completeness policy published the hours the old job's watermark closed
+    assert published == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
+    assert [s.status for s in store.list(name, job_id="old")] == ["committed"] * 3
+
+
+def test_a_checkpoint_in_the_table_without_a_state_row_is_reported_from_its_summary(
+    catalog: SqlCatalog, tmp_path: Any
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    landed = committer.commit(1)
+    with pytest.MonkeyPatch.context() as patched:  # another state database than the one the table records
+        patched.setattr(committer_module, "records_state", lambda *_: True)
+        amnesiac = ic.GlobalCommitter(catalog, name, job_id="A", store=_store_of_its_own(tmp_path))
+        result = amnesiac.commit(1)
+        assert (result.job_id, result.table, result.checkpoint_id, result.status, result.snapshot_id) == (
+            "A", name, 1, "already-committed", landed.snapshot_id
+        )  # fmt: skip
+        assert (result.records, result.files, result.bytes) == (landed.records, landed.files, landed.bytes)
+        assert (result.records, result.attempts, result.retries) == (10, 0, 0) and result.bytes > 0
+        with pytest.raises(CheckpointNotFoundError) as never:
+            amnesiac.commit(5)
+        assert _facts(never.value) == ("A", 5, name)
+    assert amnesiac.store.list(name) == []  # it only reports: nothing recorded in the other database
