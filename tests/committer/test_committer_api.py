@@ -27,6 +27,7 @@ from icecommit.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
     CheckpointReusedError,
+    InvalidArgumentError,
     SchemaMismatchError,
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
@@ -168,28 +169,37 @@ def test_a_commit_recorded_during_an_abandon_wins(catalog: SqlCatalog) -> None:
     assert len(_snapshots(catalog, name)) == 1
 
 
-def test_a_commit_that_landed_but_was_not_recorded_during_an_abandon_wins(catalog: SqlCatalog) -> None:
+@pytest.mark.parametrize("branch", ["main", "audit"])
+def test_a_commit_that_landed_but_was_not_recorded_during_an_abandon_wins(catalog: SqlCatalog, branch: str) -> None:
     name = _name(catalog)
-    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    if branch != "main":
+        first = _first_snapshot(catalog, name)
+        catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch)
     committer.prepare(1, _results(committer, 1))
-    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 1))
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch, fault=_crash_at("after-commit", 1))
 
     def land_and_die() -> None:
         with pytest.raises(Crash):
             dying.commit(1)
 
-    racing = ic.GlobalCommitter(catalog, name, job_id="A", store=_RacingStore(committer.store, land_and_die))
+    racing = ic.GlobalCommitter(
+        catalog, name, job_id="A", branch=branch, store=_RacingStore(committer.store, land_and_die)
+    )  # fmt: skip
     with pytest.raises(CheckpointCommittedError) as lost:
         racing.abandon(1, reason="looks stuck")
-    [snapshot] = _snapshots(catalog, name)
-    assert (*_facts(lost.value), lost.value.snapshot_id) == ("A", 1, name, snapshot)
+    snapshot = ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 1, branch)
+    assert snapshot is not None
+    assert (*_facts(lost.value), lost.value.snapshot_id) == ("A", 1, name, snapshot.snapshot_id)
     reopened = committer.store.get("A", name, 1)  # the abandon is undone: prepared, as the commit left it
     assert reopened is not None and (reopened.status, reopened.abandon_reason, reopened.abandoned_by) == (
         "prepared", None, None
     )  # fmt: skip
     assert committer.commit(1).status == "already-committed"
     assert committer.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
-    assert _snapshots(catalog, name) == [snapshot]
+    assert [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots if ancestry.checkpoint_of(s)] == [
+        snapshot.snapshot_id
+    ]
 
 
 def test_abandon_after_another_tools_rollback_records_the_rollback_first(catalog: SqlCatalog) -> None:
@@ -407,3 +417,85 @@ def test_a_checkpoint_in_the_table_without_a_state_row_is_reported_from_its_summ
             amnesiac.commit(5)
         assert _facts(never.value) == ("A", 5, name)
     assert amnesiac.store.list(name) == []  # it only reports: nothing recorded in the other database
+
+
+def test_recover_commits_this_jobs_prepared_checkpoints_only(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    a = ic.GlobalCommitter(catalog, name, job_id="A")
+    b = ic.GlobalCommitter(catalog, name, job_id="B")
+    for committer in (a, b):
+        for checkpoint_id in (1, 2):
+            committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+    assert [(r.job_id, r.checkpoint_id, r.status) for r in a.recover()] == [
+        ("A", 1, "committed"),
+        ("A", 2, "committed"),
+    ]
+    assert [(s.job_id, s.checkpoint_id, s.status) for s in a.store.list(name, job_id="B")] == [
+        ("B", 1, "prepared"), ("B", 2, "prepared")
+    ]  # fmt: skip
+    assert a.recover() == []  # nothing left of its own
+
+
+def test_abandon_names_a_bad_reason_and_records_who_when_no_one_is_named(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    for checkpoint_id in (1, 2):
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+    with pytest.raises(InvalidArgumentError) as blank:
+        committer.abandon(1, reason="  ")
+    assert (blank.value.argument, blank.value.value) == ("reason", "  ")
+    assert str(blank.value) == (
+        "reason='  ' is not valid: expected a non-empty text (it is kept with the checkpoint and shown in reports)"
+    )
+    assert committer.store.get("A", name, 1).status == "prepared"  # type: ignore[union-attr]
+    monkeypatch.setattr(committer_module.getpass, "getuser", lambda: "etl-operator")
+    assert committer.abandon(1, reason="lost").abandoned_by == "etl-operator"
+
+    def no_login_name() -> str:  # a container without a passwd entry
+        raise KeyError("getpwuid(): uid not found: 1000")
+
+    monkeypatch.setattr(committer_module.getpass, "getuser", no_login_name)
+    assert committer.abandon(2, reason="lost").abandoned_by == "unknown"
+    assert committer.acknowledge(2).acknowledged_by == "unknown"
+
+
+def test_a_lost_response_on_a_branch_is_resolved_from_that_branchs_ancestry(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name = _name(catalog)
+    first = _first_snapshot(catalog, name)
+    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", sleep=lambda _: None)
+    committer.prepare(1, _results(committer, 1))
+
+    def lose_the_response() -> None:
+        raise ConnectionError("connection reset after the commit was sent")
+
+    catalog.after = [lose_the_response]
+    result = committer.commit(1)
+    landed = ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 1, "audit")
+    assert landed is not None and (result.status, result.snapshot_id) == ("committed", landed.snapshot_id)
+    state = committer.store.get("A", name, 1)
+    assert state is not None and (state.status, state.unknown_outcomes, state.snapshot_id) == (
+        "committed", 1, landed.snapshot_id
+    )  # fmt: skip
+
+
+def test_a_table_dropped_and_made_again_under_the_same_name_does_not_hold_the_old_tables_checkpoints(
+    catalog: SqlCatalog,
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    committer.commit(1)
+    catalog.drop_table(name)
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    assert catalog.load_table(name).current_snapshot() is None
+    assert not committer.is_committed(1)
+    with pytest.raises(ic.CheckpointRolledBackError):
+        committer.commit(1)  # never reported as in a table that holds none of its rows
+    assert committer.recommit(1).status == "committed"  # its files are still there: it can be brought back
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 10

@@ -128,8 +128,8 @@ def test_mark_rolled_back_counts_what_it_changed_and_keeps_a_checkpoint_committe
     _commit(store, "j", U, 2, 102)
     _commit(store, "j", T, 4, 104)
     store.abandon("j", T, 3, reason="r", by="b")
-    # 3 (abandoned) and 9 (no row) come first in the list and are skipped, not the end of it
-    pairs = [("j", 3), ("j", 9), ("j", 2), ("j", 5), ("j", 4)]
+    # 3 (abandoned), 9 (no row) and 4 (committed again) come first and are skipped, not the end of it
+    pairs = [("j", 3), ("j", 9), ("j", 4), ("j", 2), ("j", 5)]
     # 4 was committed again since: its row names snapshot 204, not the removed 104
     _commit(store, "j", T, 4, 204)
     assert store.mark_rolled_back(T, pairs, snapshots={("j", 2): 102, ("j", 4): 104}) == 2
@@ -228,8 +228,9 @@ def test_records_in_all_tables_sums_one_checkpoint_of_one_job_per_table(
     _prepare(store, job, U, 1, records=5)
     _prepare(store, job, T, 2, records=100)
     _prepare(store, other, U, 1, records=1000)
+    _prepare(store, other, T, 1, records=0)  # a checkpoint that routed no rows to T
     assert store.records_in_all_tables(job, 1) == {T: 7, U: 5}
-    assert store.records_in_all_tables(other, 1) == {U: 1000}
+    assert store.records_in_all_tables(other, 1) == {U: 1000, T: 0}
     assert store.records_in_all_tables(job, 3) == {}
 
 
