@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,6 +17,7 @@ import icecommit as ic
 from icecommit import ancestry
 from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.committer import RetryPolicy
+from icecommit.compaction import compact
 from icecommit.errors import CheckpointOutOfOrderError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -93,6 +95,35 @@ def test_expiry_never_makes_a_landed_checkpoint_commit_again(catalog: SqlCatalog
     # a replay of an expired checkpoint of the other job is recognised too, not refused
     assert other.commit(3).status == "already-committed"
     assert _ids(catalog) == _expected(("A", 7), *(("B", c) for c in range(1, 14)))
+
+
+def test_a_landed_checkpoint_compacted_after_its_snapshot_expired_names_no_snapshot(catalog: SqlCatalog) -> None:
+    _table(catalog)
+    with pytest.raises(Crash):  # the catalog took checkpoint 7; the state row still says prepared
+        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 7)), 7)
+    other = _committer(catalog, "B")
+    for c in range(1, 4):
+        _land(other, c)
+    done = compact(catalog, f"{catalog.name}.events", min_input_files=2)
+    assert done.committed >= 1
+    _expire_all_but_head(catalog)  # only the compaction's snapshot is left
+    live = {e.data_file.file_path for e in _current_entries(catalog)}
+    restarted = _committer(catalog, "A")
+    state = restarted.store.get("A", restarted.table_name, 7)
+    assert state is not None and not live & {f.file_path for f in restarted._read_staged(state, restarted.load_table())}
+
+    [result] = restarted.recover()
+    # in the table (compacted on purpose), and the snapshot that added it is gone: none is named,
+    # not the compaction whose manifest lists its files as deleted
+    assert (result.status, result.snapshot_id) == ("already-committed", None)
+    assert _ids(catalog) == _expected(("A", 7), *(("B", c) for c in range(1, 4)))
+
+
+def _current_entries(catalog: SqlCatalog) -> list[Any]:
+    table = catalog.load_table(f"{catalog.name}.events")
+    current = table.current_snapshot()
+    assert current is not None
+    return [e for m in current.manifests(table.io) for e in m.fetch_manifest_entry(table.io, discard_deleted=True)]
 
 
 def test_a_rollback_sticks_for_a_checkpoint_the_job_never_recorded(catalog: SqlCatalog) -> None:
