@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 import icecommit as ic
 import icecommit.committer.committer as committer_module
 from icecommit import ancestry
-from icecommit.catalog import apply_rollback, plan_rollback
+from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.committer import PartitionCompleteness, RetryPolicy
 from icecommit.datafiles import RequiredNullViolation
 from icecommit.decision import Action
@@ -499,3 +499,20 @@ def test_a_table_dropped_and_made_again_under_the_same_name_does_not_hold_the_ol
         committer.commit(1)  # never reported as in a table that holds none of its rows
     assert committer.recommit(1).status == "committed"  # its files are still there: it can be brought back
     assert catalog.load_table(name).scan().to_arrow().num_rows == 10
+
+
+def test_abandon_refuses_a_committed_checkpoint_whose_snapshot_was_expired_naming_that_snapshot(
+    catalog: SqlCatalog,
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    landed = []
+    for checkpoint_id in (1, 2, 3):
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+        landed.append(committer.commit(checkpoint_id).snapshot_id)
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+    assert ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 1) is None
+    with pytest.raises(CheckpointCommittedError) as held:
+        committer.abandon(1, reason="looks stuck")
+    assert (*_facts(held.value), held.value.snapshot_id) == ("A", 1, name, landed[0])
+    assert committer.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
