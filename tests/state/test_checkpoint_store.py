@@ -288,3 +288,22 @@ def test_mark_notified_sets_the_time_on_that_partition_only(catalog: SqlCatalog,
     assert [(s.start, s.end, s.completed_by) for s in partitions.statuses(U)] == [
         (start, start + timedelta(days=1), "j")
     ]
+
+
+def test_jobs_and_has_job_are_per_table(store: CheckpointStore, names: dict[str, str]) -> None:
+    T, U = names["T"], names["U"]
+    _prepare(store, "j", T, 1)
+    _prepare(store, "j", T, 2)
+    _prepare(store, "other", U, 1)
+    assert (store.has_job(T, "j"), store.has_job(T, "other"), store.has_job(U, "other"), store.has_job(U, "j")) == (
+        True, False, True, False
+    )  # fmt: skip
+    assert (store.jobs(T), store.jobs(U)) == (["j"], ["other"])
+
+
+def test_the_default_clock_is_utc() -> None:
+    from icecommit.state.checkpoints import utc_now
+
+    before = datetime.now(timezone.utc)
+    now = utc_now()
+    assert now.tzinfo is timezone.utc and before <= now <= datetime.now(timezone.utc)
