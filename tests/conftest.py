@@ -34,9 +34,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    global _PG_DATABASE
     if _PG_DATABASE is not None:
         dispose_state_engines()
         _PG_DATABASE.drop()
+        _PG_DATABASE = None  # a later session in this process (mutmut runs several) makes its own
 
 
 def pg_uri() -> str:
