@@ -59,13 +59,13 @@ def main() -> None:
         f"`scripts/mutation.sh`, run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({psutil.cpu_count()} cores)" + (f", {args.seconds // 60} min {args.seconds % 60} s" if args.seconds else "")
         + ". mutmut mutates the modules in `[tool.mutmut]` of `pyproject.toml`; a mutant that fails the type "
-        "check CI runs (`mypy --strict`) is caught there; every other runs the fast tests (no Spark, SQLite) "
-        "of the selection in `pyproject.toml`.",
+        "check CI runs (`mypy --strict`) is caught there; every other runs the fast tests of the selection in "
+        "`pyproject.toml` (no Spark; SQLite, and PostgreSQL where only it reaches the code).",
         "",
         f"- **Killed by the tests: {killed:,} of {judged:,} mutants that pass the type check "
         f"({100 * killed / max(judged, 1):.1f}%)**; of those that can be killed (equivalent ones left out): "
         f"{killed:,} of {killable:,} ({100 * killed / max(killable, 1):.1f}%).",
-        f"- Caught by the type check before any test: {typed:,} (of {typed + judged + counts['no tests']:,} "
+        f"- Caught by the type check before any test: {typed:,} (of {len(statuses):,} "
         f"mutants in all; with them, {100 * (killed + typed) / max(judged + typed, 1):.1f}% caught).",
         f"- Survived: {len(survivors):,} ({len(survivors) - len(gaps):,} equivalent, with the reason below; "
         f"{len(gaps):,} gaps). Not reached by any fast test: {counts['no tests']:,}. Other: "
@@ -78,7 +78,8 @@ def main() -> None:
     ]  # fmt: skip
     for module, c in sorted(by_module.items()):
         lines.append(
-            f"| `{module}` | {sum(c.values()):,} | {c['caught by type check']:,} | {c['killed'] + c['timeout']:,} | "
+            f"| `{module}` | {sum(c.values()):,} | {c['caught by type check']:,} | "
+            f"{c['killed'] + c['timeout'] + c['segfault']:,} | "
             f"{c['survived']:,} | {c['no tests']:,} |"
         )
     lines += ["", "## Equivalent survivors", ""]

@@ -3,7 +3,8 @@
 # decision code, the state layer's checkpoint and partition stores, partition completeness,
 # path handling, lineage, retry, time parsing and reconciliation's judgement ([tool.mutmut]
 # in pyproject.toml); a mutant that fails mypy --strict (which CI runs) is caught without
-# running tests, every other runs the fast tests (no Spark, SQLite) of the selection there;
+# running tests, every other runs the fast tests (no Spark; SQLite, and PostgreSQL for the
+# code only it reaches) of the selection there;
 # then writes the score and every surviving mutant (killed since, or listed as equivalent
 # with the reason in mutation/equivalent.toml) to MUTATION.md.
 #   scripts/mutation.sh            # results are kept in mutants/: a second run only re-runs

@@ -48,8 +48,9 @@ def pg_uri() -> str:
     if _PG_UNAVAILABLE is not None:
         pytest.skip(_PG_UNAVAILABLE)
     if _PG_DATABASE is None:
-        _PG_DATABASE = postgres.SessionDatabase()
-        _PG_DATABASE.create()
+        database = postgres.SessionDatabase()
+        database.create()  # kept only once it exists: a failed create is tried again by the next test
+        _PG_DATABASE = database
     return _PG_DATABASE.uri
 
 

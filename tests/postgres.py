@@ -1,9 +1,10 @@
 """The PostgreSQL server the tests run against: probed once, required under CI, and one
-database of its own per test session (created at the start, dropped at the end).
+database of its own per test session that uses it (created by its first PostgreSQL test,
+dropped at the end).
 
-Every session gets a fresh database, so no two runs (or two checkouts on one machine)
+Every such session gets a fresh database, so no two runs (or two checkouts on one machine)
 share catalog rows, state rows or the state schema's version row. A database left behind
-by a session that was killed is dropped by the next session (its name carries the pid of
+by a session that was killed is dropped by the next session that makes one (its name carries the pid of
 the process that made it).
 
 - ``ICECOMMIT_TEST_PG_URI``: the server and the database to connect to for administration

@@ -175,11 +175,10 @@ WIDENINGS: dict[int, list[tuple[str, str, str]]] = {
 
 
 def _widen(table: str, column: str, definition: str, dialect: str) -> str | None:
-    """The statement that widens ``column`` on ``dialect`` (None: nothing to do)."""
+    """The statement that widens ``column`` on ``dialect`` (None: nothing to do); the
+    state database is SQLite or PostgreSQL (the earlier migrations' types are theirs)."""
     if dialect == "sqlite":
         return None
-    if dialect in ("mysql", "mariadb"):
-        return f"ALTER TABLE {table} MODIFY COLUMN {column} {definition}"
     return f"ALTER TABLE {table} ALTER COLUMN {column} TYPE {definition}"
 
 
