@@ -352,12 +352,13 @@ class GlobalCommitter:
         target = self._store.get(self.job_id, self._table_name, checkpoint_id)
         if outcome is not None and outcome.status != "rolled-back":
             return outcome
-        decision = self.decide(checkpoint_id)
+        table = self.load_table()
+        decision = self.decide(checkpoint_id, table=table)
         self.refuse(checkpoint_id, decision)
         if decision.action is Action.ALREADY_IN:
             logger.info("checkpoint %d of job %s was already committed", checkpoint_id, self.job_id)
             if target is None:
-                return self._committed_without_state(checkpoint_id, decision.snapshot_id)
+                return self._committed_without_state(checkpoint_id, decision.snapshot_id, table)
             if target.status == ROLLED_BACK:
                 return self._record_landed_recommit(target, decision.snapshot_id)
             return result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
@@ -594,14 +595,16 @@ class GlobalCommitter:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _committed_without_state(self, checkpoint_id: int, snapshot_id: int | None) -> CommitResult:
-        snapshot = self.load_table().metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-        if snapshot is None:
-            raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
+    def _committed_without_state(self, checkpoint_id: int, snapshot_id: int | None, table: Table) -> CommitResult:
+        """A checkpoint the branch's ancestry in ``table`` (the table the decision read, so
+        an expiry since cannot take the snapshot away) holds and this state database has no
+        row of: its counts come from the snapshot's summary (0 where it does not say)."""
+        snapshot = table.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+        assert snapshot is not None and snapshot.summary is not None  # the decision found it by its summary
         summary = snapshot.summary
-        records = int(summary.get(ancestry.RECORDS) or 0) if summary else 0
-        files = int(summary.get(ancestry.FILES) or 0) if summary else 0
-        size = int(summary.get(ancestry.BYTES) or 0) if summary else 0
+        records = int(summary.get(ancestry.RECORDS) or 0)
+        files = int(summary.get(ancestry.FILES) or 0)
+        size = int(summary.get(ancestry.BYTES) or 0)
         return CommitResult(
             job_id=self.job_id,
             table=self._table_name,

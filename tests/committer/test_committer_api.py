@@ -418,6 +418,15 @@ def test_a_checkpoint_in_the_table_without_a_state_row_is_reported_from_its_summ
         assert _facts(never.value) == ("A", 5, name)
     assert amnesiac.store.list(name) == []  # it only reports: nothing recorded in the other database
 
+    # a snapshot another tool made with the checkpoint's keys and no counts: the counts are 0
+    summary = {ancestry.JOB_ID: "A", ancestry.CHECKPOINT_ID: "2"}
+    catalog.load_table(name).append(events(700, 703), snapshot_properties=summary)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(committer_module, "records_state", lambda *_: True)
+        foreign = amnesiac.commit(2)
+    assert (foreign.status, foreign.records, foreign.files, foreign.bytes) == ("already-committed", 0, 0, 0)
+    assert foreign.snapshot_id == catalog.load_table(name).current_snapshot().snapshot_id  # type: ignore[union-attr]
+
 
 def test_recover_commits_this_jobs_prepared_checkpoints_only(catalog: SqlCatalog) -> None:
     name = _name(catalog)

@@ -66,3 +66,23 @@ def test_a_refused_prepare_leaves_no_metrics_behind(catalog: SqlCatalog) -> None
     assert sum(store.window_totals("j", table, 2, "source").values()) == 100
     with Session(store.engine) as session:
         assert len(session.execute(select(MetricRow).where(MetricRow.table_name == table)).all()) == 100
+
+
+def test_copy_is_used_on_postgresql_through_psycopg_and_nowhere_else(catalog: SqlCatalog) -> None:
+    """The bulk path is chosen by the database: COPY where PostgreSQL is reached through
+    psycopg, an executemany elsewhere (both read back the same, above)."""
+    from icecommit.state.checkpoints import _copy_rows
+
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    table = unique_table()
+    row = {
+        "job_id": "j", "table_name": table, "checkpoint_id": 1, "stage": "written", "task_id": 0, "attempt": 0,
+        "window_start": START, "records": 5, "bytes": 1, "files": 1, "recorded_at": START,
+    }  # fmt: skip
+    with Session(store.engine) as session, session.begin():
+        used = _copy_rows(session, [row, {**row, "task_id": 1, "records": 7}])
+    postgres = store.engine.dialect.name == "postgresql"
+    assert used is postgres
+    with Session(store.engine) as session:
+        written = session.execute(select(MetricRow.records).where(MetricRow.table_name == table)).scalars().all()
+    assert sorted(written) == ([5, 7] if postgres else [])
