@@ -109,6 +109,12 @@ def branch_ancestry(metadata: TableMetadata, branch: str = "main") -> Iterator[S
     yield from ancestors_of(metadata, ref.snapshot_id)
 
 
+def branch_head(metadata: TableMetadata, branch: str = "main") -> Snapshot | None:
+    """The snapshot ``branch`` points at (None: no such branch, or no snapshot yet)."""
+    ref = metadata.refs.get(branch)
+    return metadata.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+
+
 def ancestors_of(metadata: TableMetadata, snapshot_id: int) -> Iterator[Snapshot]:
     """A snapshot and its ancestors still in the metadata, newest first."""
     by_id = {s.snapshot_id: s for s in metadata.snapshots}

@@ -58,7 +58,7 @@ from icecommit.loading import load_table
 from icecommit.state.compactions import CompactionStore
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import to_data_file
-from icecommit.writers.arrow import write_with
+from icecommit.writers.arrow import fitted, write_with
 from icecommit.writers.files import TaskFileWriter, target_file_size
 
 if TYPE_CHECKING:
@@ -380,7 +380,10 @@ def rewrite_partition(
                 )
             read.append((task.file.file_path, rows))
 
-    written = write_with(writer, batches())
+    # files of one partition may come from different writers (icecommit's, pyiceberg's append,
+    # another engine's), read back with different Arrow types for one column (string and
+    # large_string): each batch is cast to the table's types before they are written together
+    written = write_with(writer, fitted(batches(), metadata.schema(), metadata.location))
     outputs = written.data_files
     return _Written(outputs, tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs])))
 

@@ -100,8 +100,12 @@ def plan_expire(
     keep = {s.snapshot_id for s in lineage[:retain_last]}
     keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
     expired = [s for s in loaded.metadata.snapshots if s.snapshot_id not in keep and s.timestamp_ms < cutoff_ms]
-    on_branch = {s.snapshot_id for s in lineage}
-    landed = {key for s in lineage if (key := ancestry.checkpoint_of(s)) is not None}
+    # a checkpoint is taken off by a rollback only when no branch holds it: one committed to
+    # another branch than main is on that branch's ancestry, not rolled back
+    branches = [ref for ref, target in loaded.metadata.refs.items() if target.snapshot_ref_type == "branch"]
+    every_lineage = [s for ref in branches for s in ancestry.branch_ancestry(loaded.metadata, ref)]
+    on_branch = {s.snapshot_id for s in every_lineage}
+    landed = {key for s in every_lineage if (key := ancestry.checkpoint_of(s)) is not None}
     rolled_back = tuple(
         key
         for s in expired

@@ -765,11 +765,11 @@ class GlobalCommitter:
         self._store.record_samples(self.job_id, self._table_name, checkpoint_id, samples)
 
     def _snapshot_that_added(self, table: Table, data_files: list[DataFile]) -> int | None:
-        """The snapshot that added a checkpoint's files, read from the current manifests
+        """The snapshot that added a checkpoint's files, read from the branch head's manifests
         (their entries keep it after the snapshot itself was expired); None when no live
         entry holds one of the files."""
         paths = {f.file_path for f in data_files}
-        current = table.current_snapshot()
+        current = ancestry.branch_head(table.metadata, self.branch)
         if current is None:
             return None
         for manifest in current.manifests(table.io):
@@ -881,12 +881,12 @@ def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: Table
 
 
 def _all_live(table: Table, paths: Sequence[str], branch: str) -> bool:
-    """True when every path is in the table: a live data file of the current snapshot, or
+    """True when every path is in the table: a live data file of the branch's head, or
     rewritten or removed on purpose by a retained snapshot of the branch (compaction, an
     overwrite, a delete: the checkpoint was in the table and something after it changed its
     rows). Paths are compared by storage key, whatever their spelling. False when some file
     left the table with no retained snapshot to say why (a rollback, then expiry)."""
-    current = table.current_snapshot()
+    current = ancestry.branch_head(table.metadata, branch)
     if current is None:
         return False
     live = {

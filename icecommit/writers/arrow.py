@@ -125,7 +125,10 @@ def fitted(batches: Iterable[pa.RecordBatch], schema: Schema, table: str) -> Ite
         if batch.schema not in checked:
             checked[batch.schema] = _check_columns(batch.schema, schema, target, table)
         if checked[batch.schema]:
-            yield batch
+            # the table's columns and types already: only the schema object differs (a column's
+            # nullability, metadata), and every batch leaves with the one target schema so that
+            # batches of different sources can be written into one file
+            yield batch if batch.schema == target else pa.RecordBatch.from_arrays(batch.columns, schema=target)
             continue
         columns = []
         for field in target:

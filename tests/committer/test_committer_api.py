@@ -21,6 +21,7 @@ import icecommit.committer.committer as committer_module
 from icecommit import ancestry
 from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.committer import PartitionCompleteness, RetryPolicy
+from icecommit.compaction import compact
 from icecommit.datafiles import RequiredNullViolation
 from icecommit.decision import Action
 from icecommit.errors import (
@@ -525,3 +526,27 @@ def test_abandon_refuses_a_committed_checkpoint_whose_snapshot_was_expired_namin
         committer.abandon(1, reason="looks stuck")
     assert (*_facts(held.value), held.value.snapshot_id) == ("A", 1, name, landed[0])
     assert committer.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
+
+
+def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_that_branch(
+    catalog: SqlCatalog,
+) -> None:
+    name = _name(catalog)
+    first = _first_snapshot(catalog, name)
+    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit")
+    for checkpoint_id in (1, 2):
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+        committer.commit(checkpoint_id)
+    done = compact(catalog, name, branch="audit", min_input_files=2)
+    assert done.committed >= 1
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+    metadata = catalog.load_table(name).metadata
+    assert ancestry.find_checkpoint(metadata, "A", 1, "audit") is None  # expired; the compaction is the head
+    # their snapshots left the metadata, not the branch: the expiry did not take them for rolled back
+    assert [s.status for s in committer.store.list(name, job_id="A")] == ["committed", "committed"]
+    decision = committer.decide(1)
+    assert decision.action is Action.ALREADY_IN, decision  # its rows live on in the branch's compacted files
+    assert committer.commit(1).status == "already-committed"
+    rows = catalog.load_table(name).scan(snapshot_id=metadata.snapshot_by_name("audit").snapshot_id).to_arrow()  # type: ignore[union-attr]
+    assert rows.num_rows == 21  # checkpoints 1 and 2 once each, and the foreign row of the branch point
