@@ -34,7 +34,8 @@ from icecommit.errors import (
     StateDatabaseUnavailableError,
 )
 from icecommit.state import CheckpointStore, state_engine
-from icecommit.state.database import shown_uri
+from icecommit.state.database import shown_uri, state_identity
+from icecommit.state.identity import STATE_ID_PROPERTY
 from icecommit.state.models import MetricRow
 from tests.committer.test_committer import ScriptedCatalog, _concurrent_append
 from tests.committer.test_completeness import at
@@ -292,18 +293,22 @@ def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalo
     assert ic.GlobalCommitter(catalog, name, job_id="B").last_committed_checkpoint() is None  # not on main
 
 
+@pytest.mark.parametrize("branch", ["main", "audit"])
 def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_what_landed(
-    catalog: SqlCatalog, tmp_path: Any
+    catalog: SqlCatalog, tmp_path: Any, branch: str
 ) -> None:
     name = _name(catalog)
-    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    if branch != "main":
+        first = _first_snapshot(catalog, name)
+        catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch)
     results = {c: _results(committer, c) for c in (1, 2)}
     # other rows offered under checkpoint 2: the job's counter went back
     results[3] = [write_arrow(committer.load_table(), events(900, 905), job_id="A", checkpoint_id=2)]
     for checkpoint_id in (1, 2):
         committer.prepare(checkpoint_id, results[checkpoint_id])
         committer.commit(checkpoint_id)
-    _, second = _snapshots(catalog, name)
+    second = committer.commit(2).snapshot_id
     # the same committed checkpoint offered again with other files: refused, naming what holds it
     with pytest.raises(CheckpointReusedError) as reused:
         committer.prepare(2, results[3])
@@ -314,7 +319,7 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
 
     def amnesiac(fresh: str) -> ic.GlobalCommitter:
         store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / fresh}"))
-        return ic.GlobalCommitter(catalog, name, job_id="A", store=store)
+        return ic.GlobalCommitter(catalog, name, job_id="A", store=store, branch=branch)
 
     with pytest.MonkeyPatch.context() as patched:  # the table records the first state database: allow others
         patched.setattr(committer_module, "records_state", lambda *_: True)
@@ -323,7 +328,7 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
         amnesiac("two.db").prepare(2, results[2])  # the files that landed: a replay, accepted
     refused = counter_went_back.value
     assert (*_facts(refused), refused.status, refused.snapshot_id) == ("A", 2, name, "committed", second)
-    assert _snapshots(catalog, name)[-1] == second
+    assert [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots][-1] == second
 
 
 def test_declared_source_counts_keep_their_minute_and_the_rows_without_an_event_time(catalog: SqlCatalog) -> None:
@@ -550,3 +555,34 @@ def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_
     assert committer.commit(1).status == "already-committed"
     rows = catalog.load_table(name).scan(snapshot_id=metadata.snapshot_by_name("audit").snapshot_id).to_arrow()  # type: ignore[union-attr]
     assert rows.num_rows == 21  # checkpoints 1 and 2 once each, and the foreign row of the branch point
+
+
+def test_a_streaming_batch_names_its_query_in_the_snapshot(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="S", query_id="query-7")
+    committer.prepare(1, _results(committer, 1))
+    landed = committer.commit(1)
+    snapshot = catalog.load_table(name).metadata.snapshot_by_id(landed.snapshot_id)  # type: ignore[arg-type]
+    assert snapshot is not None and snapshot.summary is not None
+    assert snapshot.summary.get(ancestry.QUERY_ID) == "query-7"
+
+
+def test_a_recommit_below_the_high_water_mark_keeps_it_and_a_commit_restores_the_state_id(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    for checkpoint_id in (1, 2, 3):
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+        committer.commit(checkpoint_id)
+    first = _snapshots(catalog, name)[0]
+    apply_rollback(catalog, plan_rollback(catalog, name, to_snapshot=first))
+    assert committer.recommit(2).status == "committed"
+    properties = catalog.load_table(name).metadata.properties
+    assert properties[ancestry.job_checkpoint_property("A")] == "3"  # not lowered to 2
+    # a checkpoint prepared before tables recorded their state database (an older release)
+    committer.prepare(4, _results(committer, 4))
+    with catalog.load_table(name).transaction() as edit:
+        edit.remove_properties(STATE_ID_PROPERTY)
+    ic.GlobalCommitter(catalog, name, job_id="A").commit(4)  # the upgraded release's process
+    properties = catalog.load_table(name).metadata.properties
+    assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
+    assert properties[ancestry.job_checkpoint_property("A")] == "4"

@@ -88,6 +88,7 @@ def test_a_data_file_missing_at_prepare_and_a_staged_file_lost_before_commit(cat
         committer.commit(2)
     e = at_commit.value
     assert (e.table, e.job_id, e.checkpoint_id, e.path, e.actual) == (name, "A", 2, lost.path, len(b"truncated"))
+    assert (e.expected, e.bad, e.total) == (lost.file_size_in_bytes, 1, len(results[0].data_files))
     assert catalog.load_table(name).current_snapshot() is None
     state = committer.store.get("A", name, 2)
     assert state is not None and (state.status, state.counters.missing) == ("prepared", 1)

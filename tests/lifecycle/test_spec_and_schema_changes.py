@@ -12,6 +12,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import DATA_FILE_TYPE, DataFile
 from pyiceberg.table import Table
 from pyiceberg.transforms import HourTransform
 from pyiceberg.types import IntegerType, LongType
@@ -249,3 +250,32 @@ def test_required_nested_columns_are_present_in_files_that_have_their_leaves(cat
     committer.prepare(1, [write_arrow(table, rows, job_id="A", checkpoint_id=1)])
     assert committer.commit(1).status == "committed"
     assert catalog.load_table(name).scan().to_arrow().num_rows == 2
+
+
+def test_a_required_column_is_present_by_either_statistic_and_a_file_without_any_does_not_end_the_check(
+    catalog: SqlCatalog,
+) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    committer = _prepared(catalog, 1, events(0, 30))
+    table = committer.load_table()
+    state = committer.store.get("A", name, 1)
+    assert state is not None
+    files = committer._read_staged(state, table)
+    required = table.schema().find_field("id").field_id
+
+    def with_stats(value_counts: dict[int, int] | None, column_sizes: dict[int, int] | None) -> DataFile:
+        fields = {f.name: getattr(files[0], f.name) for f in DATA_FILE_TYPE[2].fields}
+        changed = DataFile.from_args(2, **{**fields, "value_counts": value_counts, "column_sizes": column_sizes})
+        changed.spec_id = files[0].spec_id
+        return changed
+
+    others = {fid: 1 for fid in (files[0].value_counts or {}) if fid != required}
+    by_sizes = with_stats(others, {**others, required: 10})  # id only in the column sizes
+    by_counts = with_stats({**others, required: 3}, others)  # id only in the value counts
+    committer._require_readable([by_sizes, by_counts], table, 1)  # both have it
+    without_stats = with_stats(None, None)
+    lacking = with_stats(others, others)
+    with pytest.raises(SchemaChangedError) as raised:
+        committer._require_readable([without_stats, lacking], table, 1)
+    assert raised.value.column == "id"

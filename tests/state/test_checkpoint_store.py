@@ -307,3 +307,12 @@ def test_the_default_clock_is_utc() -> None:
     before = datetime.now(timezone.utc)
     now = utc_now()
     assert now.tzinfo is timezone.utc and before <= now <= datetime.now(timezone.utc)
+
+
+def test_a_range_holds_rows_of_its_own_table_only(store: CheckpointStore, names: dict[str, str]) -> None:
+    T, U = names["T"], names["U"]
+    _prepare(store, "j", T, 1)
+    _prepare(store, "j", U, 2)  # prepared: it needs a person, but in another table
+    until = NOW + timedelta(days=1)
+    assert [(r.table_name, r.checkpoint_id) for r in store.in_range(T, until=until)] == [(T, 1)]
+    assert [(r.table_name, r.checkpoint_id) for r in store.in_range(U, job_id="j", until=until)] == [(U, 2)]
