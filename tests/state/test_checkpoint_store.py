@@ -316,3 +316,15 @@ def test_a_range_holds_rows_of_its_own_table_only(store: CheckpointStore, names:
     until = NOW + timedelta(days=1)
     assert [(r.table_name, r.checkpoint_id) for r in store.in_range(T, until=until)] == [(T, 1)]
     assert [(r.table_name, r.checkpoint_id) for r in store.in_range(U, job_id="j", until=until)] == [(U, 2)]
+
+
+@pytest.mark.mutation_postgres  # SQLite reads the rows through the unique index, in order anyway
+def test_a_range_lists_each_jobs_checkpoints_in_order_whatever_order_they_were_prepared_in(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    T = names["T"]
+    for job, checkpoint_id in (("k", 2), ("j", 3), ("j", 1), ("k", 1), ("j", 2)):
+        _prepare(store, job, T, checkpoint_id)
+    rows = store.in_range(T, until=NOW + timedelta(days=1))
+    assert [(r.job_id, r.checkpoint_id) for r in rows] == [("j", 1), ("j", 2), ("j", 3), ("k", 1), ("k", 2)]
+    assert [(r.job_id, r.checkpoint_id) for r in store.list(T)] == [("j", 1), ("j", 2), ("j", 3), ("k", 1), ("k", 2)]
