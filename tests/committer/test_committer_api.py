@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -221,7 +222,10 @@ def test_abandon_after_another_tools_rollback_records_the_rollback_first(catalog
     assert catalog.load_table(name).scan().to_arrow().num_rows == 10
 
 
-def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded_once(catalog: SqlCatalog) -> None:
+@pytest.mark.parametrize("then", ["recommit", "commit"])
+def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded_once(
+    catalog: SqlCatalog, then: str
+) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
     for checkpoint_id in (1, 2):
@@ -237,7 +241,7 @@ def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded
     assert relanded is not None and relanded.snapshot_id not in (first, second)
     assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
 
-    result = ic.GlobalCommitter(catalog, name, job_id="A").recommit(2)
+    result = getattr(ic.GlobalCommitter(catalog, name, job_id="A"), then)(2)  # the restarted job, either way
     assert (result.status, result.snapshot_id, result.attempts, result.retries, result.records) == (
         "already-committed", relanded.snapshot_id, 0, 0, 10
     )  # fmt: skip
@@ -586,3 +590,116 @@ def test_a_recommit_below_the_high_water_mark_keeps_it_and_a_commit_restores_the
     properties = catalog.load_table(name).metadata.properties
     assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
     assert properties[ancestry.job_checkpoint_property("A")] == "4"
+
+
+@pytest.mark.parametrize("expired", [False, True], ids=["rolled-back", "rolled-back-and-expired"])
+def test_a_cached_table_never_decides_a_skip_the_table_as_it_is_now_decides(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, expired: bool
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    committer.commit(1)
+    committer.prepare(2, _results(committer, 2))
+    original = CheckpointStore.mark_committed
+    calls = {"n": 0}
+
+    def fails_once(self: CheckpointStore, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OperationalError("UPDATE ...", {}, Exception("server closed the connection unexpectedly"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointStore, "mark_committed", fails_once)
+    with pytest.raises(StateDatabaseUnavailableError):  # landed, not recorded; this committer caches the table
+        committer.commit(2)
+    landed = ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 2)
+    assert landed is not None
+    first = _snapshots(catalog, name)[0]
+    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()  # another tool
+    if expired:  # and another tool's expiry: only the job's state and high-water mark remember it
+        catalog.load_table(name).maintenance.expire_snapshots().by_ids([landed.snapshot_id]).commit()
+    # the cached copy still shows checkpoint 2 in the table; the table as it is now does not
+    [result] = committer.recover()
+    assert (result.status, result.snapshot_id) == ("rolled-back", None if expired else landed.snapshot_id)
+    assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 10
+
+
+def test_the_fault_hook_runs_before_each_commit_attempt(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("before-commit-attempt", 1))
+    committer.prepare(1, _results(committer, 1))
+    with pytest.raises(ic.CommitStateUnknownError) as raised:  # an error in an attempt: the ancestry decides
+        committer.commit(1)
+    assert isinstance(raised.value.cause, Crash) and "before-commit-attempt" in str(raised.value.cause)
+    assert _snapshots(catalog, name) == []
+    assert ic.GlobalCommitter(catalog, name, job_id="A").commit(1).status == "committed"
+
+
+def test_a_conflict_that_outlasts_the_retries_names_its_checkpoint_and_time(
+    scripted_catalog: ScriptedCatalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    catalog = scripted_catalog
+    name = _name(catalog)
+    policy = RetryPolicy(max_attempts=2, max_seconds=60, min_wait_s=0.001, max_wait_s=0.002)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=policy, sleep=lambda _: None)
+    committer.prepare(3, _results(committer, 3))
+    catalog.before = [_concurrent_append(catalog, name), _concurrent_append(catalog, name)]
+    with caplog.at_level("WARNING"), pytest.raises(ic.CommitConflictError) as raised:
+        committer.commit(3)
+    e = raised.value
+    assert (e.table, e.checkpoint_id, e.attempts) == (name, 3, 2) and 0 <= e.elapsed_s < 60
+    assert any(r.getMessage().startswith("commit of checkpoint 3 conflicted (attempt 1)") for r in caplog.records)
+
+
+def test_a_checkpoint_that_landed_is_recorded_though_its_spec_was_removed_since(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 1))
+    committer.prepare(1, _results(committer, 1))
+    with pytest.raises(Crash):
+        committer.commit(1)
+    with catalog.load_table(name).update_spec() as update:
+        update.add_identity("event")
+    table = catalog.load_table(name)
+    # what another engine's RemoveUnusedSpecs leaves: spec 0 gone from the metadata
+    metadata = table.metadata.model_copy(
+        update={"partition_specs": [s for s in table.metadata.partition_specs if s.spec_id != 0]}
+    )
+    pruned = Table(table.name(), metadata, table.metadata_location, table.io, catalog)
+    restarted = ic.GlobalCommitter(catalog, name, job_id="A")
+    monkeypatch.setattr(restarted, "load_table", lambda: pruned)
+    [result] = restarted.recover()  # in the table already: recorded as it is, not refused for its spec
+    assert result.status == "already-committed"
+    assert restarted.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
+
+
+def test_a_retry_that_finds_its_checkpoint_landed_and_rolled_back_meanwhile_refuses_naming_it(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name = _name(catalog)
+    _first_snapshot(catalog, name)
+    committer = ic.GlobalCommitter(
+        catalog, name, job_id="A", retry_policy=RetryPolicy(max_attempts=3), sleep=lambda _: None
+    )
+    committer.prepare(1, _results(committer, 1))
+    other_driver: dict[str, int] = {}
+
+    def another_driver_lands_it_then_a_rollback_removes_it() -> None:
+        plain = SqlCatalog(catalog.name, **catalog.properties)
+        before = plain.load_table(name).current_snapshot().snapshot_id  # type: ignore[union-attr]
+        other_driver["snapshot"] = ic.GlobalCommitter(plain, name, job_id="A").commit(1).snapshot_id  # type: ignore[assignment]
+        plain.load_table(name).manage_snapshots().rollback_to_snapshot(before).commit()
+        plain.engine.dispose()
+
+    catalog.before = [another_driver_lands_it_then_a_rollback_removes_it]
+    with pytest.raises(ic.CheckpointRolledBackError) as raised:
+        committer.commit(1)  # its first attempt loses the swap; the retry sees what happened
+    assert (raised.value.job_id, raised.value.checkpoint_id, raised.value.snapshot_id) == (
+        "A", 1, other_driver["snapshot"]
+    )  # fmt: skip
+    assert catalog.load_table(name).scan().to_arrow().num_rows == 1  # the branch point's row only

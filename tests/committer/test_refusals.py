@@ -113,7 +113,10 @@ def test_a_staged_manifest_that_cannot_be_read_names_itself_and_how_to_abandon(
         e = raised.value
         assert isinstance(e, ic.ValidationError)
         assert (e.job_id, e.checkpoint_id, e.table, e.path) == ("A", 1, name, state.manifest_path)
-        assert ("cannot be read" if damage == "corrupt" else "is missing") in str(e)
+        if damage == "corrupt":  # names the decoder's own error
+            assert f"{state.manifest_path} cannot be read ({type(e.__cause__).__name__}: " in str(e), str(e)
+        else:
+            assert f"{state.manifest_path} is missing from storage;" in str(e)
         assert "abandon(1, reason=...)" in str(e) and "--" not in str(e)  # Python words, not CLI flags
     assert catalog.load_table(name).current_snapshot() is None
     assert committer.store.get("A", name, 1).status == "prepared"  # type: ignore[union-attr]

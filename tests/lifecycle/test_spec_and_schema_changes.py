@@ -279,3 +279,43 @@ def test_a_required_column_is_present_by_either_statistic_and_a_file_without_any
     with pytest.raises(SchemaChangedError) as raised:
         committer._require_readable([without_stats, lacking], table, 1)
     assert raised.value.column == "id"
+
+
+def test_a_required_nested_column_is_present_when_any_one_of_its_leaves_has_statistics(catalog: SqlCatalog) -> None:
+    """A struct is there when one of its children is, a map when its keys or its values are
+    (their own field ids never have statistics), checked on files whose statistics cover
+    one leaf each."""
+    point = pa.struct([pa.field("x", pa.float64(), nullable=False), pa.field("y", pa.float64(), nullable=False)])
+    attrs = pa.map_(pa.string(), pa.int64())
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("point", point, nullable=False),
+         pa.field("attrs", attrs, nullable=False)]
+    )  # fmt: skip
+    name = f"{catalog.name}.nested"
+    table = ic.create_table(catalog, name, schema)
+    rows = pa.table(
+        {"id": [1], "point": pa.array([{"x": 1.0, "y": 2.0}], point), "attrs": pa.array([[("a", 1)]], attrs)},
+        schema=schema,
+    )
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, [write_arrow(table, rows, job_id="A", checkpoint_id=1)])
+    state = committer.store.get("A", name, 1)
+    assert state is not None
+    loaded = committer.load_table()
+    [written] = committer._read_staged(state, loaded)
+    ids = {f.name: f.field_id for f in loaded.schema().fields}
+    leaf = {path: loaded.schema().find_field(path).field_id for path in ("point.x", "attrs.key", "attrs.value")}
+
+    def stats_on(*field_ids: int) -> DataFile:
+        fields = {f.name: getattr(written, f.name) for f in DATA_FILE_TYPE[2].fields}
+        counts = {i: 1 for i in field_ids}
+        changed = DataFile.from_args(2, **{**fields, "value_counts": counts, "column_sizes": counts})
+        changed.spec_id = written.spec_id
+        return changed
+
+    # the struct by its first child only, the map by its keys, then by its values
+    committer._require_readable([stats_on(ids["id"], leaf["point.x"], leaf["attrs.key"])], loaded, 1)
+    committer._require_readable([stats_on(ids["id"], leaf["point.x"], leaf["attrs.value"])], loaded, 1)
+    with pytest.raises(SchemaChangedError) as raised:
+        committer._require_readable([stats_on(ids["id"], leaf["attrs.key"])], loaded, 1)
+    assert raised.value.column == "point"
