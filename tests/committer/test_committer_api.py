@@ -703,3 +703,73 @@ def test_a_retry_that_finds_its_checkpoint_landed_and_rolled_back_meanwhile_refu
         "A", 1, other_driver["snapshot"]
     )  # fmt: skip
     assert catalog.load_table(name).scan().to_arrow().num_rows == 1  # the branch point's row only
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"spec_id": 7}, "was written for partition spec 7"),
+        ({"column_sizes": "unknown"}, "unknown field ids [999], missing required field ids []"),
+        ({"column_sizes": "missing"}, "unknown field ids [], missing required field ids [1]"),
+        ({"file_size_in_bytes": 0}, "has impossible counts"),
+    ],
+    ids=["spec", "unknown-column", "missing-column", "empty-file"],
+)
+def test_a_data_file_that_does_not_fit_the_table_is_refused_naming_it(
+    catalog: SqlCatalog, change: dict[str, Any], says: str
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    [result] = _results(committer, 1)
+    bad, *rest = result.data_files
+    sizes = dict(bad.column_sizes)
+    if change.get("column_sizes") == "unknown":
+        change = {"column_sizes": {**sizes, 999: 1}}
+    elif change.get("column_sizes") == "missing":
+        change = {"column_sizes": {k: v for k, v in sizes.items() if k != 1}}  # id: the required column
+    broken = dataclasses.replace(result, data_files=(dataclasses.replace(bad, **change), *rest))
+    with pytest.raises(ic.ValidationError) as raised:
+        committer.prepare(1, [broken])
+    assert (raised.value.checkpoint_id, raised.value.path) == (1, bad.path)
+    assert says in str(raised.value)
+    assert committer.store.get("A", name, 1) is None and _snapshots(catalog, name) == []
+
+
+def test_the_file_counts_of_a_commit_and_of_a_recovery_that_found_it_landed(catalog: SqlCatalog) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    committer.commit(1)
+    files = committer.store.get("A", name, 1).files  # type: ignore[union-attr]
+    counted = committer.store.get("A", name, 1).counters  # type: ignore[union-attr]
+    assert (counted.created, counted.committed, counted.skipped, counted.missing) == (files, files, 0, 0)
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 2))
+    dying.prepare(2, _results(dying, 2))
+    with pytest.raises(Crash):
+        dying.commit(2)
+    # landed in an attempt of the process that died: the recovery finds it in, and skips its files
+    [recovered] = ic.GlobalCommitter(catalog, name, job_id="A").recover()
+    assert recovered.status == "already-committed"
+    files = committer.store.get("A", name, 2).files  # type: ignore[union-attr]
+    counted = committer.store.get("A", name, 2).counters  # type: ignore[union-attr]
+    assert (counted.created, counted.committed, counted.skipped, counted.missing) == (files, 0, files, 0)
+
+
+def test_a_rollback_between_the_catalogs_commit_and_the_state_update_leaves_it_rolled_back(
+    catalog: SqlCatalog,
+) -> None:
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(1, _results(committer, 1))
+    first = committer.commit(1).snapshot_id
+
+    def roll_back_meanwhile(where: str, checkpoint_id: int) -> None:
+        if where == "after-commit" and checkpoint_id == 2:
+            apply_rollback(catalog, plan_rollback(catalog, name, to_snapshot=first))
+
+    racing = ic.GlobalCommitter(catalog, name, job_id="A", fault=roll_back_meanwhile)
+    racing.prepare(2, _results(racing, 2))
+    [result] = racing.recover()  # (commit() then refuses it: CheckpointRolledBackError)
+    landed = [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots if s.snapshot_id != first]
+    assert (result.status, [result.snapshot_id]) == ("rolled-back", landed)  # names the snapshot that landed
+    assert racing.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]

@@ -23,6 +23,7 @@ from icecommit.catalog import apply_expire, find_orphans, plan_expire
 from icecommit.committer import RetryPolicy
 from icecommit.errors import StagingError, StateDatabaseUnavailableError
 from icecommit.state import CheckpointStore
+from icecommit.state.database import shown_uri
 from tests.committer.test_committer import ScriptedCatalog
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -96,7 +97,11 @@ def test_the_state_database_failing_after_the_commit_landed(
     with pytest.raises(StateDatabaseUnavailableError) as raised:
         committer.commit(1)
     [snapshot] = catalog.load_table(name).metadata.snapshots  # it landed, once
-    assert f"snapshot {snapshot.snapshot_id}" in str(raised.value) and "recover()" in str(raised.value)
+    assert raised.value.uri == shown_uri(committer.store.engine)
+    assert raised.value.reason.endswith(
+        f"checkpoint 1 is in the table (snapshot {snapshot.snapshot_id}) but not recorded: "
+        "recover() records it, and nothing is committed twice"
+    )
     assert committer.store.get("A", name, 1).status == "prepared"  # type: ignore[union-attr]
     [recovered] = ic.GlobalCommitter(catalog, name, job_id="A").recover()
     assert (recovered.status, recovered.snapshot_id) == ("already-committed", snapshot.snapshot_id)
