@@ -773,3 +773,24 @@ def test_a_rollback_between_the_catalogs_commit_and_the_state_update_leaves_it_r
     landed = [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots if s.snapshot_id != first]
     assert (result.status, [result.snapshot_id]) == ("rolled-back", landed)  # names the snapshot that landed
     assert racing.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
+
+
+def test_a_landed_checkpoint_on_a_branch_whose_snapshot_expired_names_it_from_that_branchs_head(
+    catalog: SqlCatalog,
+) -> None:
+    name = _name(catalog)
+    first = _first_snapshot(catalog, name)
+    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", fault=_crash_at("after-commit", 1))
+    dying.prepare(1, _results(dying, 1))
+    with pytest.raises(Crash):  # landed on audit; the state row still says prepared
+        dying.commit(1)
+    landed = ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 1, "audit")
+    assert landed is not None
+    other = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit")
+    other.prepare(1, _results(other, 1))
+    other.commit(1)  # now the head of audit; main never saw either
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+    assert ancestry.find_checkpoint(catalog.load_table(name).metadata, "A", 1, "audit") is None
+    [result] = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit").recover()
+    assert (result.status, result.snapshot_id) == ("already-committed", landed.snapshot_id)

@@ -162,3 +162,31 @@ def test_the_policy_row_follows_the_last_committer_that_changed_it(stores: Store
     assert stores.partitions.policy(T) == (("a",), timedelta(minutes=9), timedelta(minutes=2))
     assert row(T) == ("three", NINE + timedelta(hours=1))
     assert stores.partitions.policy(U) == (("z",), LATENESS, None) and row(U) == ("u", NINE)
+
+
+def test_a_jobs_watermark_and_late_records_count_its_own_rows_of_its_own_table(stores: Stores) -> None:
+    T, U = unique_table(), unique_table()
+    stores.checkpoint("w", T, 1, NINE, [("ts_hour", H9, 5)])
+    stores.checkpoint("w", T, 2, CLOSES, [("ts_hour", H9 + 1, 3)])
+    stores.checkpoint("w", T, 3, NINE + timedelta(days=2), [("ts_hour", H9, 50)], commit=False)  # later
+    stores.checkpoint("other", T, 2, NINE + timedelta(days=1), [("ts_hour", H9, 100)])  # another job
+    stores.checkpoint("w", U, 2, NINE + timedelta(days=1), [("ts_hour", H9, 1000)])  # another table
+    assert stores.partitions.watermark_through("w", T, 2) == micros(CLOSES)
+    assert stores.partitions.watermark_through("w", T, 1) == micros(NINE)
+    assert _publish(stores, T, ["w"]) != []  # hour 9 of T is published
+    # a late row of job w into hour 9, beside rows of another field with the same value
+    stores.checkpoint("w", T, 4, CLOSES, [("ts_hour", H9, 2), ("ts_day", H9, 40)])
+    with Session(stores.engine) as session, session.begin():  # hour 9 of U published too, and a day of T
+        for table, field in ((U, "ts_hour"), (T, "ts_other")):
+            session.add(
+                PartitionStatusRow(
+                    table_name=table, partition_field=field, partition_value=H9 + 1, label="x", start=NINE,
+                    end=NINE, watermark=NINE, lateness_s=0, writers="w", records_at_completion=0,
+                    completed_at=NINE, completed_by="x",
+                )
+            )  # fmt: skip
+    stores.checkpoint("w", U, 4, CLOSES, [("ts_hour", H9 + 1, 7)])
+    assert stores.partitions.late_records_in("w", T, 4) == 2
+    assert stores.partitions.late_records_in("other", T, 4) == 0
+    assert stores.partitions.late_records_in("w", U, 4) == 7
+    assert stores.partitions.late_records_in("w", T, 2) == 0  # hour 10 of T was never published
