@@ -73,14 +73,14 @@ def main() -> None:
                      if s not in ("killed", "survived", "no tests", "timeout", "caught by type check")) or "none")
         + ".",
         "",
-        "| module | mutants | caught by type check | killed by tests | survived | no tests |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| module | mutants | caught by type check | killed by tests | survived | no tests | not checked |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]  # fmt: skip
     for module, c in sorted(by_module.items()):
         lines.append(
             f"| `{module}` | {sum(c.values()):,} | {c['caught by type check']:,} | "
             f"{c['killed'] + c['timeout'] + c['segfault']:,} | "
-            f"{c['survived']:,} | {c['no tests']:,} |"
+            f"{c['survived']:,} | {c['no tests']:,} | {c['not checked']:,} |"
         )
     lines += ["", "## Equivalent survivors", ""]
     for name in survivors:
