@@ -67,6 +67,12 @@ def _first_snapshot(catalog: SqlCatalog, name: str) -> int:
     return table.current_snapshot().snapshot_id  # type: ignore[union-attr]
 
 
+def _branch(catalog: SqlCatalog, name: str, branch: str) -> None:
+    """Make ``branch`` at a first snapshot of one foreign row (a branch needs a snapshot)."""
+    first = _first_snapshot(catalog, name)
+    catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
+
+
 def _facts(error: Any) -> tuple[Any, ...]:
     return (error.job_id, error.checkpoint_id, error.table)
 
@@ -176,8 +182,7 @@ def test_a_commit_recorded_during_an_abandon_wins(catalog: SqlCatalog) -> None:
 def test_a_commit_that_landed_but_was_not_recorded_during_an_abandon_wins(catalog: SqlCatalog, branch: str) -> None:
     name = _name(catalog)
     if branch != "main":
-        first = _first_snapshot(catalog, name)
-        catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
+        _branch(catalog, name, branch)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch)
     committer.prepare(1, _results(committer, 1))
     dying = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch, fault=_crash_at("after-commit", 1))
@@ -303,8 +308,7 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
 ) -> None:
     name = _name(catalog)
     if branch != "main":
-        first = _first_snapshot(catalog, name)
-        catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
+        _branch(catalog, name, branch)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch)
     results = {c: _results(committer, c) for c in (1, 2)}
     # other rows offered under checkpoint 2: the job's counter went back
@@ -362,8 +366,7 @@ def test_take_over_commits_another_jobs_prepared_checkpoints_as_the_taker_is_con
     catalog = scripted_catalog
     name = unique_table()
     ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event", "hour(ts)"])
-    first = _first_snapshot(catalog, name)
-    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    _branch(catalog, name, "audit")
     store = _store_of_its_own(tmp_path)  # the table records this state database, not the catalog's
     old = ic.GlobalCommitter(catalog, name, job_id="old", branch="audit", store=store)
     for checkpoint_id, minutes in ((1, (0, 10)), (2, (65, 70)), (3, (130, 140))):
@@ -485,8 +488,7 @@ def test_a_lost_response_on_a_branch_is_resolved_from_that_branchs_ancestry(
 ) -> None:
     catalog = scripted_catalog
     name = _name(catalog)
-    first = _first_snapshot(catalog, name)
-    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    _branch(catalog, name, "audit")
     committer = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", sleep=lambda _: None)
     committer.prepare(1, _results(committer, 1))
 
@@ -541,8 +543,7 @@ def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_
     catalog: SqlCatalog,
 ) -> None:
     name = _name(catalog)
-    first = _first_snapshot(catalog, name)
-    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    _branch(catalog, name, "audit")
     committer = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit")
     for checkpoint_id in (1, 2):
         committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
@@ -779,8 +780,7 @@ def test_a_landed_checkpoint_on_a_branch_whose_snapshot_expired_names_it_from_th
     catalog: SqlCatalog,
 ) -> None:
     name = _name(catalog)
-    first = _first_snapshot(catalog, name)
-    catalog.load_table(name).manage_snapshots().create_branch(first, "audit").commit()
+    _branch(catalog, name, "audit")
     dying = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", fault=_crash_at("after-commit", 1))
     dying.prepare(1, _results(dying, 1))
     with pytest.raises(Crash):  # landed on audit; the state row still says prepared
