@@ -7,12 +7,18 @@ after the catalog accepted it."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+from pyiceberg.manifest import ManifestEntryStatus, ManifestFile
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.update.snapshot import _FastAppendFiles
 from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -34,6 +40,7 @@ from icecommit.errors import (
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
 )
+from icecommit.lineage import path_key
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import shown_uri, state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY
@@ -734,6 +741,85 @@ def test_a_data_file_that_does_not_fit_the_table_is_refused_naming_it(
     assert (raised.value.checkpoint_id, raised.value.path) == (1, bad.path)
     assert says in str(raised.value)
     assert committer.store.get("A", name, 1) is None and _snapshots(catalog, name) == []
+
+
+def test_a_zero_row_data_file_is_committed_beside_the_rows(catalog: SqlCatalog) -> None:
+    """Iceberg allows a data file without rows, and another engine's writer can close one
+    (a task whose input was empty): it is validated like any other file and committed with
+    the checkpoint, whose counts stay those of its rows."""
+    import pyarrow.parquet as pq
+
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    [result] = _results(committer, 1)
+    real = result.data_files[0]
+    local = real.path.removeprefix("file://")
+    empty_path = local.replace(".parquet", "-empty.parquet")
+    pq.write_table(pq.read_table(local).slice(0, 0), empty_path)  # the schema keeps the field ids
+    columns = list(real.column_sizes)
+    empty = dataclasses.replace(
+        real, path=("file://" if real.path.startswith("file://") else "") + empty_path,
+        file_size_in_bytes=os.path.getsize(empty_path), record_count=0, column_sizes=dict.fromkeys(columns, 0),
+        value_counts=dict.fromkeys(columns, 0), null_value_counts=dict.fromkeys(columns, 0), nan_value_counts={},
+        lower_bounds={}, upper_bounds={}, split_offsets=(), max_event_time_us=None,
+    )  # fmt: skip
+    with_empty = dataclasses.replace(
+        result, data_files=(*result.data_files, empty), bytes=result.bytes + empty.file_size_in_bytes
+    )
+    prepared = committer.prepare(1, [with_empty])
+    assert (prepared.records, prepared.files) == (10, len(result.data_files) + 1)
+    committer.commit(1)
+    table = catalog.load_table(name)
+    live = {f["file_path"]: f["record_count"] for f in table.inspect.files().to_pylist()}
+    assert live[empty.path] == 0 and sum(live.values()) == 10
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == list(range(100, 110))
+    assert committer.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
+
+
+class _JavaStyleAppend(_FastAppendFiles):
+    """Iceberg Java's fast append: every manifest of the parent is carried as it is, so a
+    manifest's deleted entries outlive the snapshot that deleted them (pyiceberg's drops a
+    manifest holding only deleted entries)."""
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        parent = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)  # type: ignore[arg-type]
+        assert parent is not None
+        return list(parent.manifests(io=self._io))
+
+
+def test_files_a_manifest_lists_as_deleted_are_not_live_after_the_deleting_snapshot_expired(
+    catalog: SqlCatalog,
+) -> None:
+    """A checkpoint's files deleted by a snapshot since expired, whose deleted entries a later
+    snapshot still carries: they are not in the table, and no retained snapshot says why."""
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    results = _results(committer, 1)
+    committer.prepare(1, results)
+    committer.commit(1)
+    paths = [f.path for r in results for f in r.data_files]
+    assert committer_module._all_live(catalog.load_table(name), paths, "main")
+    catalog.load_table(name).delete(AlwaysTrue())  # another tool deletes every row
+    table = catalog.load_table(name)
+    with table.transaction() as tx:
+        append = _JavaStyleAppend(operation=Operation.APPEND, transaction=tx, io=table.io, branch="main")
+        for data_file in _dataframe_to_data_files(tx.table_metadata, at(500, first_id=77_777), table.io):
+            append.append_data_file(data_file)
+        append.commit()
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+    table = catalog.load_table(name)
+    assert len(table.metadata.snapshots) == 1
+    head = table.current_snapshot()
+    assert head is not None
+    carried = [
+        e.data_file.file_path
+        for m in head.manifests(table.io)
+        for e in m.fetch_manifest_entry(table.io, discard_deleted=False)
+        if e.status == ManifestEntryStatus.DELETED
+    ]
+    assert sorted(path_key(p) for p in carried) == sorted(path_key(p) for p in paths)  # the case itself
+    assert not committer_module._all_live(table, paths, "main")
+    assert table.scan().to_arrow()["id"].to_pylist() == [77_777]
 
 
 def test_the_file_counts_of_a_commit_and_of_a_recovery_that_found_it_landed(catalog: SqlCatalog) -> None:

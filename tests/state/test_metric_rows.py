@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.checkpoints import COPY_MIN_ROWS, MetricSample
 from icecommit.state.models import MetricRow
-from tests.conftest import unique_table
+from tests.conftest import pg_uri, unique_table
 
 START = datetime(2026, 11, 20, tzinfo=timezone.utc)
 #: the COPY path runs on PostgreSQL alone: its cases judge mutants too
@@ -86,3 +86,27 @@ def test_copy_is_used_on_postgresql_through_psycopg_and_nowhere_else(catalog: Sq
     with Session(store.engine) as session:
         written = session.execute(select(MetricRow.records).where(MetricRow.table_name == table)).scalars().all()
     assert sorted(written) == ([5, 7] if postgres else [])
+
+
+@pytest.mark.postgres
+def test_postgresql_through_psycopg2_writes_the_same_rows_without_copy() -> None:
+    """A state database named ``postgresql+psycopg2://`` (the driver pyiceberg's SQL catalog
+    installs) takes the executemany path: COPY is psycopg's API, which psycopg2 lacks."""
+    from icecommit.state.checkpoints import _copy_rows
+
+    uri = pg_uri().replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
+    assert uri.startswith("postgresql+psycopg2://")
+    store = CheckpointStore(state_engine(uri))
+    assert store.engine.dialect.driver == "psycopg2"
+    table = unique_table()
+    with Session(store.engine) as session, session.begin():
+        assert _copy_rows(session, [{"job_id": "j", "table_name": table}]) is False
+    samples = [MetricSample("written", START + timedelta(minutes=i), 10 + i, 0, 0) for i in range(COPY_MIN_ROWS + 5)]
+    _, inserted = store.insert_prepared(
+        job_id="j", table_name=table, checkpoint_id=1, manifest_path=None, files_digest="d",
+        source_records=0, records=0, files=0, bytes_=0, max_event_time_us=None, samples=samples, tasks=[(0, 0)],
+    )  # fmt: skip
+    assert inserted
+    assert store.window_totals("j", table, 1, "written") == {
+        START + timedelta(minutes=i): 10 + i for i in range(COPY_MIN_ROWS + 5)
+    }
