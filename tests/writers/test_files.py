@@ -14,6 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.datafiles import WriteResult
+from icecommit.writers.files import DICTIONARY_MIN_ROWS, dictionary_columns
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 
@@ -48,6 +49,47 @@ def test_parquet_carries_iceberg_field_ids(sqlite_catalog: SqlCatalog) -> None:
     schema = pq.read_schema(_local(result.data_files[0].path))
     for field in table.schema().fields:
         assert schema.field(field.name).metadata[b"PARQUET:field_id"] == str(field.field_id).encode()
+
+
+def _dictionary_encoded(path: str) -> dict[str, bool]:
+    chunk = pq.ParquetFile(_local(path)).metadata.row_group(0)
+    return {
+        chunk.column(i).path_in_schema: any("DICTIONARY" in e for e in chunk.column(i).encodings)
+        for i in range(chunk.num_columns)
+    }
+
+
+def test_columns_that_repeat_values_get_a_dictionary_and_unique_ones_do_not(sqlite_catalog: SqlCatalog) -> None:
+    """The dictionary is chosen per column from a sample of a file's first rows: ``event``
+    (three values) and ``score`` (a value per 4 rows, repeated) repeat; ``id`` and ``ts``
+    (every row its own) are written plain. The rows and statistics are those of any file."""
+    table = ic.create_table(sqlite_catalog, "ns.t", EVENTS_SCHEMA)
+    rows = events(0, 20_000)
+    rows = rows.set_column(3, "score", pa.array([float(i % 50) for i in range(20_000)]))
+    [data_file] = write_arrow(table, rows, job_id="j", checkpoint_id=1).data_files
+    assert _dictionary_encoded(data_file.path) == {"id": False, "ts": False, "event": True, "score": True}
+    assert pq.read_table(_local(data_file.path)).equals(rows.cast(pq.read_schema(_local(data_file.path))))
+    ids = {f.name: f.field_id for f in table.schema().fields}
+    assert data_file.null_value_counts[ids["event"]] == rows.column("event").null_count
+
+
+def test_every_column_keeps_parquets_dictionary_where_too_few_rows_tell(sqlite_catalog: SqlCatalog) -> None:
+    table = ic.create_table(sqlite_catalog, "ns.t", EVENTS_SCHEMA)
+    [data_file] = write_arrow(table, events(0, DICTIONARY_MIN_ROWS - 1), job_id="j", checkpoint_id=1).data_files
+    assert set(_dictionary_encoded(data_file.path).values()) == {True}
+
+
+def test_dictionary_choice_of_a_sample_and_of_nested_columns() -> None:
+    many = pa.table({"u": pa.array(range(10_000)), "r": pa.array([i % 7 for i in range(10_000)])})
+    assert dictionary_columns(many) == ["r"]
+    # the sample spreads over the rows: a column that repeats from its middle on is seen to
+    repeats_later = pa.table({"h": pa.array([i if i < 4_000 else 0 for i in range(20_000)])})
+    assert dictionary_columns(repeats_later) == ["h"]
+    assert dictionary_columns(pa.table({"x": pa.array(range(DICTIONARY_MIN_ROWS - 1))})) is True
+    nested = pa.table({"u": pa.array(range(1_000)), "s": pa.array([{"a": i} for i in range(1_000)])})
+    assert dictionary_columns(nested) is True
+    nulls = pa.table({"n": pa.nulls(1_000, pa.int64()), "u": pa.array(range(1_000))})
+    assert dictionary_columns(nulls) == ["n"]
 
 
 def test_files_roll_at_the_target_size(sqlite_catalog: SqlCatalog) -> None:
