@@ -8,6 +8,7 @@ reason) or as a gap a test should close.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import re
 import subprocess
@@ -53,6 +54,9 @@ def main() -> None:
     killed = counts["killed"] + counts["timeout"] + counts["segfault"]
     gaps = [n for n in survivors if n not in equivalent]
     killable = judged - (len(survivors) - len(gaps))
+    pinned_file = ROOT / "mutants" / "pinned-equivalent.json"
+    pinned = set(json.loads(pinned_file.read_text())) if pinned_file.exists() else set()
+    pinned &= {n for n in survivors if n in equivalent}
     lines = [
         "# Mutation score",
         "",
@@ -72,6 +76,9 @@ def main() -> None:
         + (", ".join(f"{s} {n}" for s, n in sorted(counts.items())
                      if s not in ("killed", "survived", "no tests", "timeout", "caught by type check")) or "none")
         + ".",
+        f"- Equivalent survivors recorded as survived without running their tests again (name and changed "
+        f"lines match `mutation/equivalent.toml`; `scripts/mutation.sh --fresh --rerun-equivalent` runs them): "
+        f"{len(pinned):,} of {len(survivors) - len(gaps):,}.",
         "",
         "| module | mutants | caught by type check | killed by tests | survived | no tests | not checked |",
         "|---|---:|---:|---:|---:|---:|---:|",
@@ -85,7 +92,8 @@ def main() -> None:
     lines += ["", "## Equivalent survivors", ""]
     for name in survivors:
         if name in equivalent:
-            lines.append(f"- `{name}`: {equivalent[name]['reason']}")
+            rerun = " (recorded, not run again)" if name in pinned else ""
+            lines.append(f"- `{name}`{rerun}: {equivalent[name]['reason']}")
     lines += ["", "## Gaps (survivors no test kills yet)", ""]
     for name in gaps:
         diff = _mutmut("show", name).split("\n", 1)[-1].strip()

@@ -5,18 +5,29 @@
 # in pyproject.toml); a mutant that fails mypy --strict (which CI runs) is caught without
 # running tests, every other runs the fast tests (no Spark; SQLite, and PostgreSQL for the
 # code only it reaches) of the selection there;
-# then writes the score and every surviving mutant (killed since, or listed as equivalent
-# with the reason in mutation/equivalent.toml) to MUTATION.md.
-#   scripts/mutation.sh            # results are kept in mutants/: a second run only re-runs
-#                                  # mutants of functions (or tests) that changed
-#   scripts/mutation.sh --fresh    # start over
+# a mutant listed as equivalent in mutation/equivalent.toml whose changed lines still match
+# is recorded as survived without running its tests again (bench/mutation_run.py); then
+# writes the score and every surviving mutant (killed since, or listed as equivalent with
+# the reason) to MUTATION.md.
+#   scripts/mutation.sh                      # results are kept in mutants/: a second run only
+#                                            # re-runs mutants of functions (or tests) that changed
+#   scripts/mutation.sh --fresh              # start over
+#   scripts/mutation.sh --fresh --rerun-equivalent   # and run the listed equivalent ones too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || scripts/setup.sh .venv
 .venv/bin/python -m pip install -q "mutmut>=3.8,<4" 2>&1 | { grep -v "is ignored: it is neither" || true; }
-if [ "${1:-}" = "--fresh" ]; then rm -rf mutants; fi
+rerun=()
+for arg in "$@"; do
+  case "$arg" in
+    --fresh) rm -rf mutants ;;
+    --rerun-equivalent) rerun=(--rerun-equivalent) ;;
+    *) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent)" >&2; exit 2 ;;
+  esac
+done
 export PATH="$PWD/.venv/bin:$PATH"  # the type check runs .venv's mypy
 started=$(date +%s)
-# one worker per core; mutmut's exit code says nothing about the score, the report does
-.venv/bin/mutmut run --max-children "$(nproc)" || true
+# one worker per core; fails only where mutmut cannot run (its clean tests fail): the score
+# is in the report
+.venv/bin/python -m bench.mutation_run --max-children "$(nproc)" "${rerun[@]}"
 .venv/bin/python -m bench.mutation_report --seconds "$(( $(date +%s) - started ))"

@@ -307,6 +307,11 @@ def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalo
         edit.set_properties({ancestry.job_checkpoint_property("B"): "two"})
     assert audit.last_committed_checkpoint() == 2
     assert ic.GlobalCommitter(catalog, name, job_id="B").last_committed_checkpoint() is None  # not on main
+    metadata = catalog.load_table(name).metadata
+    main_head, audit_head = ancestry.branch_head(metadata), ancestry.branch_head(metadata, "audit")
+    assert main_head is not None and audit_head is not None  # main, unless another branch is named
+    assert main_head.snapshot_id == metadata.current_snapshot_id != audit_head.snapshot_id
+    assert ancestry.branch_head(metadata, "no-such-branch") is None
 
 
 @pytest.mark.parametrize("branch", ["main", "audit"])
