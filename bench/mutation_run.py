@@ -9,6 +9,11 @@ survived without running it, and listed in ``mutants/pinned-equivalent.json`` so
 says so. A mutant whose function changed (mutmut renumbers its mutants) no longer matches
 and runs like any other.
 
+Each mutant's tests run in this order: those that killed mutants of the same function, then
+those that killed any mutant, then the rest fastest first (mutmut's order). The kills are
+kept in ``mutation/killers.json`` for the next run. Only the order changes: a mutant is
+killed by its first failing test, and a survivor still runs every test that reaches it.
+
     python -m bench.mutation_run [--max-children N] [--rerun-equivalent]
     python -m bench.mutation_run --pin    # record the changed lines of every listed mutant
                                           # from the last run's mutants/ (after adding one)
@@ -20,7 +25,10 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 try:
     import tomllib
@@ -30,6 +38,10 @@ except ImportError:  # Python 3.10
 ROOT = Path(__file__).resolve().parents[1]
 EQUIVALENT = ROOT / "mutation" / "equivalent.toml"
 PINNED = ROOT / "mutants" / "pinned-equivalent.json"
+#: which tests killed mutants of which function, kept between runs: the order to try them in
+KILLERS = ROOT / "mutation" / "killers.json"
+#: this run's kills, one "function<TAB>test" line each, appended by the mutants' processes
+KILL_LOG = ROOT / "mutants" / "kills.log"
 HEADER = """\
 # Surviving mutants that no test can kill, each with the reason it is equivalent to the
 # original code (scripts/mutation.sh lists every other survivor as a gap in MUTATION.md).
@@ -81,6 +93,69 @@ def pin() -> None:
         print(f"  not found (its entry is left without a change): {line}")
 
 
+def _kill_counts() -> tuple[dict[str, Counter[str]], Counter[str]]:
+    """Kills per function and in all: the kept ones of earlier runs, then this run's."""
+    by_function: dict[str, Counter[str]] = defaultdict(Counter)
+    if KILLERS.exists():
+        for function, tests in json.loads(KILLERS.read_text()).items():
+            by_function[function].update(tests)
+    if KILL_LOG.exists():
+        for line in KILL_LOG.read_text().splitlines():
+            function, _, test = line.partition("\t")
+            if test:
+                by_function[function][test] += 1
+    overall: Counter[str] = Counter()
+    for tests in by_function.values():
+        overall.update(tests)
+    return by_function, overall
+
+
+def killers_first(function: str, tests: list[str]) -> list[str]:
+    """``tests`` (fastest first, as mutmut sorts them) with those that killed mutants of this
+    function first, then those that killed any mutant: a mutant most tests cannot tell from
+    the original is then caught by its first test instead of after every fast test that
+    merely reaches it. Survivors still run every test; only the order changes."""
+    by_function, overall = _kill_counts()
+    rank = {t: i for i, t in enumerate(tests)}
+    own = sorted((t for t in by_function.get(function, {}) if t in rank), key=lambda t: -by_function[function][t])
+    first = set(own)
+    rest = [t for t in tests if t not in first]
+    others = sorted((t for t in rest if overall[t]), key=lambda t: (-overall[t], rank[t]))
+    seen = first | set(others)
+    return own + others + [t for t in rest if t not in seen]
+
+
+def keep_killers() -> None:
+    """Fold this run's kills into mutation/killers.json (the order hint of the next run)."""
+    by_function, _ = _kill_counts()
+    KILLERS.write_text(
+        json.dumps({f: dict(sorted(c.items())) for f, c in sorted(by_function.items()) if c}, indent=1) + "\n"
+    )
+
+
+def _order_tests_by_kills() -> None:
+    from mutmut.runners.harness import PytestRunner
+    from mutmut.utils.file_utils import change_cwd
+    from mutmut.utils.format_utils import mangled_name_from_mutant_name
+
+    def run_tests(self: PytestRunner, *, mutant_name: str | None, tests: Iterable[str]) -> int:
+        ordered = list(tests)
+        function = mangled_name_from_mutant_name(mutant_name) if mutant_name else None
+        if function is not None:
+            ordered = killers_first(function, ordered)
+
+        class RecordKiller:
+            def pytest_runtest_logreport(self, report: Any) -> None:
+                if report.failed and function is not None:
+                    with KILL_LOG.open("a") as log:
+                        log.write(f"{function}\t{report.nodeid}\n")
+
+        with change_cwd("mutants"):
+            return int(self.execute_pytest(self._pytest_args_regular_run(ordered), plugins=[RecordKiller()]))
+
+    PytestRunner.run_tests = run_tests  # type: ignore[method-assign]
+
+
 def run(max_children: int, rerun_equivalent: bool) -> None:
     import mutmut.__main__ as mutmut_main
     from mutmut.mutation.diff_apply import get_diff_for_mutant
@@ -111,6 +186,7 @@ def run(max_children: int, rerun_equivalent: bool) -> None:
         return kept, by_path
 
     mutmut_main.collect_source_file_mutation_data = collect_skipping_pinned
+    _order_tests_by_kills()
     if rerun_equivalent and PINNED.exists():
         PINNED.unlink()
     sys.argv = ["mutmut", "run", "--max-children", str(max_children)]
@@ -119,6 +195,8 @@ def run(max_children: int, rerun_equivalent: bool) -> None:
     except SystemExit as done:
         if done.code not in (0, None):
             raise
+    finally:
+        keep_killers()
 
 
 def main() -> None:
