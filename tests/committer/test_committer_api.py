@@ -34,11 +34,13 @@ from icecommit.decision import Action
 from icecommit.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
+    CheckpointOutOfOrderError,
     CheckpointReusedError,
     InvalidArgumentError,
     SchemaMismatchError,
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
+    StreamingQueryMismatchError,
 )
 from icecommit.lineage import path_key
 from icecommit.state import CheckpointStore, state_engine
@@ -276,9 +278,13 @@ def test_decide_answers_for_a_recommit_and_for_another_streaming_query(catalog: 
     for checkpoint_id in (1, 2):
         committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
         committer.commit(checkpoint_id)
-    first, _ = _snapshots(catalog, name)
+    first, second = _snapshots(catalog, name)
     apply_rollback(catalog, plan_rollback(catalog, name, to_snapshot=first))
     assert committer.decide(2).action is Action.ROLLED_BACK
+    with pytest.raises(ic.CheckpointRolledBackError) as rolled_back:
+        committer.refuse(2, committer.decide(2))
+    assert (*_facts(rolled_back.value), rolled_back.value.snapshot_id) == ("A", 2, name, second)
+    assert committer.refuse(1, committer.decide(1)) is None  # in the table: nothing to refuse
     assert committer.decide(2, recommit=True).action is Action.RECOMMIT
     assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]  # read only
 
@@ -287,7 +293,45 @@ def test_decide_answers_for_a_recommit_and_for_another_streaming_query(catalog: 
     restarted_elsewhere = ic.GlobalCommitter(catalog, name, job_id="S", query_id="query-2")
     decision = restarted_elsewhere.decide(1)
     assert decision.action is Action.OTHER_QUERY and "query-1" in decision.reason
+    with pytest.raises(StreamingQueryMismatchError) as other:
+        restarted_elsewhere.refuse(1, decision)
+    assert (*_facts(other.value), other.value.query_id, other.value.committed_by) == (
+        "S", 1, name, "query-2", "query-1"
+    )  # fmt: skip
+    # ids are reported as they were given, an empty one too
+    with pytest.raises(StreamingQueryMismatchError) as other:
+        blank = ic.GlobalCommitter(catalog, name, job_id="S", query_id="")
+        blank.refuse(1, blank.decide(1))
+    assert (other.value.query_id, other.value.committed_by) == ("", "query-1")
+    blank = ic.GlobalCommitter(catalog, name, job_id="E", query_id="")
+    blank.prepare(1, _results(blank, 1))
+    with pytest.raises(StreamingQueryMismatchError) as other:
+        named = ic.GlobalCommitter(catalog, name, job_id="E", query_id="query-3")
+        named.refuse(1, named.decide(1))
+    assert (other.value.query_id, other.value.committed_by) == ("query-3", "")
     assert ic.GlobalCommitter(catalog, name, job_id="S").decide(1).action is Action.COMMIT  # recovery commits it
+
+
+def test_an_out_of_order_checkpoint_on_a_branch_names_that_branchs_highest(catalog: SqlCatalog) -> None:
+    """The refusal names the highest checkpoint the committer's branch holds, read from its
+    ancestry where another tool garbled the job's property."""
+    name = _name(catalog)
+    _branch(catalog, name, "audit")
+    audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit")
+    for checkpoint_id in (1, 3):
+        audit.prepare(checkpoint_id, _results(audit, checkpoint_id))
+        audit.commit(checkpoint_id)
+    with catalog.load_table(name).transaction() as edit:
+        edit.set_properties({ancestry.job_checkpoint_property("B"): "three"})
+    decision = audit.decide(2)
+    assert decision.action is Action.OUT_OF_ORDER
+    with pytest.raises(CheckpointOutOfOrderError) as raised:
+        audit.refuse(2, decision)
+    assert (*_facts(raised.value), raised.value.highest_committed) == ("B", 2, name, 3)
+    before = _snapshots(catalog, name)
+    with pytest.raises(CheckpointOutOfOrderError):
+        audit.prepare(2, _results(audit, 2))
+    assert _snapshots(catalog, name) == before and audit.store.get("B", name, 2) is None
 
 
 def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalog: SqlCatalog) -> None:
