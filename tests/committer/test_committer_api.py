@@ -82,6 +82,16 @@ def _branch(catalog: SqlCatalog, name: str, branch: str) -> None:
     catalog.load_table(name).manage_snapshots().create_branch(first, branch).commit()
 
 
+def _on_branch(catalog: SqlCatalog, name: str, job_id: str, checkpoints: tuple[int, ...]) -> ic.GlobalCommitter:
+    """A committer of ``job_id`` on a new branch ``audit``, with ``checkpoints`` committed there."""
+    _branch(catalog, name, "audit")
+    committer = ic.GlobalCommitter(catalog, name, job_id=job_id, branch="audit")
+    for checkpoint_id in checkpoints:
+        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
+        committer.commit(checkpoint_id)
+    return committer
+
+
 def _facts(error: Any) -> tuple[Any, ...]:
     return (error.job_id, error.checkpoint_id, error.table)
 
@@ -316,11 +326,7 @@ def test_an_out_of_order_checkpoint_on_a_branch_names_that_branchs_highest(catal
     """The refusal names the highest checkpoint the committer's branch holds, read from its
     ancestry where another tool garbled the job's property."""
     name = _name(catalog)
-    _branch(catalog, name, "audit")
-    audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit")
-    for checkpoint_id in (1, 3):
-        audit.prepare(checkpoint_id, _results(audit, checkpoint_id))
-        audit.commit(checkpoint_id)
+    audit = _on_branch(catalog, name, "B", (1, 3))
     with catalog.load_table(name).transaction() as edit:
         edit.set_properties({ancestry.job_checkpoint_property("B"): "three"})
     decision = audit.decide(2)
@@ -599,11 +605,7 @@ def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_
     catalog: SqlCatalog,
 ) -> None:
     name = _name(catalog)
-    _branch(catalog, name, "audit")
-    committer = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit")
-    for checkpoint_id in (1, 2):
-        committer.prepare(checkpoint_id, _results(committer, checkpoint_id))
-        committer.commit(checkpoint_id)
+    committer = _on_branch(catalog, name, "A", (1, 2))
     done = compact(catalog, name, branch="audit", min_input_files=2)
     assert done.committed >= 1
     apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
