@@ -401,6 +401,28 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
     assert [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots][-1] == second
 
 
+def test_checkpoint_zero_offered_again_without_its_state_names_zero_as_the_highest(
+    catalog: SqlCatalog, tmp_path: Any
+) -> None:
+    """Checkpoint 0 landed and its snapshot was expired; a driver whose state database is a
+    fresh one offers it again: out of order, and the highest checkpoint named is 0."""
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A")
+    committer.prepare(0, _results(committer, 0))
+    landed = committer.commit(0).snapshot_id
+    catalog.load_table(name).append(at(500, first_id=99_999))  # another writer moves the head on
+    catalog.load_table(name).maintenance.expire_snapshots().by_id(landed).commit()  # type: ignore[arg-type]
+    store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'fresh.db'}"))
+    with pytest.MonkeyPatch.context() as patched:  # the table records the first state database: allow another
+        patched.setattr(committer_module, "records_state", lambda *_: True)
+        amnesiac = ic.GlobalCommitter(catalog, name, job_id="A", store=store)
+        decision = amnesiac.decide(0)
+        assert decision.action is Action.OUT_OF_ORDER
+        with pytest.raises(CheckpointOutOfOrderError) as raised:
+            amnesiac.refuse(0, decision)
+    assert (*_facts(raised.value), raised.value.highest_committed) == ("A", 0, name, 0)
+
+
 def test_declared_source_counts_keep_their_minute_and_the_rows_without_an_event_time(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
