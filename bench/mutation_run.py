@@ -93,12 +93,23 @@ def pin() -> None:
         print(f"  not found (its entry is left without a change): {line}")
 
 
+_kept: dict[str, dict[str, int]] | None = None
+
+
+def _kept_kills() -> dict[str, dict[str, int]]:
+    """The kills of earlier runs (mutation/killers.json), read once per process: the mutants'
+    processes are forked from the one that read it first."""
+    global _kept
+    if _kept is None:
+        _kept = json.loads(KILLERS.read_text()) if KILLERS.exists() else {}
+    return _kept
+
+
 def _kill_counts() -> tuple[dict[str, Counter[str]], Counter[str]]:
     """Kills per function and in all: the kept ones of earlier runs, then this run's."""
     by_function: dict[str, Counter[str]] = defaultdict(Counter)
-    if KILLERS.exists():
-        for function, tests in json.loads(KILLERS.read_text()).items():
-            by_function[function].update(tests)
+    for function, tests in _kept_kills().items():
+        by_function[function].update(tests)
     if KILL_LOG.exists():
         for line in KILL_LOG.read_text().splitlines():
             function, _, test = line.partition("\t")
@@ -186,6 +197,7 @@ def run(max_children: int, rerun_equivalent: bool) -> None:
         return kept, by_path
 
     mutmut_main.collect_source_file_mutation_data = collect_skipping_pinned
+    _kept_kills()  # before mutmut forks its workers
     _order_tests_by_kills()
     if rerun_equivalent and PINNED.exists():
         PINNED.unlink()
