@@ -17,6 +17,8 @@ import icecommit as ic
 from icecommit import ancestry
 from icecommit.committer import RetryPolicy, committed_checkpoints
 from icecommit.datafiles import WriteResult
+from icecommit.state.database import state_identity
+from icecommit.state.identity import STATE_ID_PROPERTY, state_properties
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
@@ -30,12 +32,22 @@ class ScriptedCatalog(SqlCatalog):
         self.before: list[Callable[[], None]] = []
         self.after: list[Callable[[], None]] = []
         self.calls = 0
+        self.loads = 0  # the caller's reads, not the ones SqlCatalog.commit_table makes itself
+        self._committing = False
+
+    def load_table(self, identifier: Any) -> Table:
+        self.loads += not self._committing
+        return super().load_table(identifier)
 
     def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
         self.calls += 1
         if self.before:
             self.before.pop(0)()
-        response = super().commit_table(table, requirements, updates)
+        self._committing = True
+        try:
+            response = super().commit_table(table, requirements, updates)
+        finally:
+            self._committing = False
         if self.after:
             self.after.pop(0)()
         return response
@@ -235,6 +247,71 @@ def test_a_conflicting_commit_is_retried_with_backoff(scripted: ScriptedCatalog)
     state = committer.store.get("ingest", committer.table_name, 1)
     assert state.retries == 2 and state.attempts == 3
     assert _rows(scripted, table).num_rows == 102
+
+
+def _claimed_meanwhile(catalog: SqlCatalog, name: str, committer: ic.GlobalCommitter) -> Callable[[], None]:
+    """Another committer of the same state database claims the table, then this claim's
+    swap is refused."""
+
+    def claim_then_refuse() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        with other.load_table(name).transaction() as tx:
+            tx.set_properties(state_properties(committer.store.engine))
+        other.engine.dispose()
+        raise CommitFailedException("the table was claimed by another committer meanwhile")
+
+    return claim_then_refuse
+
+
+def _refused() -> None:
+    raise CommitFailedException("another commit won the swap")
+
+
+def test_a_claim_that_loses_the_swap_is_retried_on_a_fresh_table(scripted: ScriptedCatalog) -> None:
+    """The first checkpoint's claim of the table for the state database is one catalog
+    commit; when it loses the swap it is made again, after the policy's wait."""
+    name = ".".join(_table(scripted).name())
+    sleeps: list[float] = []
+    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    scripted.before = [_refused]
+    scripted.loads = 0
+    state = committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id="ingest",
+                                              checkpoint_id=1)])  # fmt: skip
+    assert state.status == "prepared"
+    assert scripted.calls == 2 and len(sleeps) == 1 and 0 < sleeps[0] <= FAST.max_wait_s + FAST.min_wait_s
+    assert scripted.loads == 3  # write_arrow's table, prepare's, and the retry's fresh one
+    properties = scripted.load_table(name).metadata.properties
+    assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
+    assert committer.commit(1).committed and _rows(scripted, scripted.load_table(name)).num_rows == 10
+
+
+def test_a_claim_made_meanwhile_by_the_same_state_database_is_not_made_twice(scripted: ScriptedCatalog) -> None:
+    name = ".".join(_table(scripted).name())
+    sleeps: list[float] = []
+    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    results = [write_arrow(committer.load_table(), events(0, 10), job_id="ingest", checkpoint_id=1)]
+    scripted.before = [_claimed_meanwhile(scripted, name, committer)]
+    scripted.loads = 0
+    committer.prepare(1, results)
+    assert scripted.calls == 1 and len(sleeps) == 1  # the refused claim only: the retry found it made
+    assert scripted.loads == 2  # prepare's table, and the retry's fresh one
+    properties = scripted.load_table(name).metadata.properties
+    assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
+    assert committer.commit(1).committed and scripted.calls == 2
+
+
+def test_prepare_costs_one_catalog_read_and_writes_only_to_claim_the_table(scripted: ScriptedCatalog) -> None:
+    """The fixed cost of a checkpoint: prepare reads the table once, and writes to the
+    catalog only for the first checkpoint, whose claim records the state database."""
+    name = ".".join(_table(scripted).name())
+    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST)
+    for checkpoint_id in (1, 2):
+        results = [write_arrow(committer.load_table(), events(checkpoint_id * 10, checkpoint_id * 10 + 10),
+                               job_id="ingest", checkpoint_id=checkpoint_id)]  # fmt: skip
+        loads, calls = scripted.loads, scripted.calls
+        committer.prepare(checkpoint_id, results)
+        assert (scripted.loads - loads, scripted.calls - calls) == ((1, 1) if checkpoint_id == 1 else (1, 0))
+        committer.commit(checkpoint_id)
 
 
 def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatalog) -> None:

@@ -140,6 +140,11 @@ def test_validate_checks_the_state_database_the_table_records(
     assert down.value.uri == shown_uri(committer.store.engine)
     assert down.value.reason.endswith("; nothing was validated")
     assert isinstance(down.value.__cause__, OperationalError)
+    with pytest.raises(StateDatabaseUnavailableError) as down_in_prepare:
+        committer.prepare(2, _results(committer, 2))
+    assert down_in_prepare.value.uri == shown_uri(committer.store.engine)
+    assert down_in_prepare.value.reason.endswith("; nothing was staged")
+    assert committer.store.get("A", name, 2) is None and len(_snapshots(catalog, name)) == 0
 
 
 def test_refusals_of_abandon_acknowledge_and_recommit_name_job_checkpoint_and_table(catalog: SqlCatalog) -> None:
