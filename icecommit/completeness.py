@@ -244,11 +244,12 @@ def partition_value(field: TimePartition, label: str) -> int:
     Raises:
         ValueError: the label is not one of this field's (names what is expected).
     """
-    example = field.label(0).split("=", 1)[1].replace("1970", "YYYY")
-    expected = f"{field.name}=<{_LABEL_FORMATS[field.granularity]}>, e.g. {field.name}={example}"
-    name, sep, shown = label.partition("=")
-    if not sep or name != field.name:
+    prefix = f"{field.name}="  # the field's name may itself hold '=': it is matched whole
+    example = field.label(0).removeprefix(prefix).replace("1970", "YYYY")
+    expected = f"{prefix}<{_LABEL_FORMATS[field.granularity]}>, e.g. {prefix}{example}"
+    if not label.startswith(prefix):
         raise ValueError(f"partition label {label!r} is not one of this table's: expected {expected}")
+    shown = label.removeprefix(prefix)
     try:
         start = datetime.strptime(shown, _LABEL_FORMATS[field.granularity]).replace(tzinfo=timezone.utc)
     except ValueError:

@@ -107,6 +107,20 @@ def test_an_exact_compaction_lineage_splits_an_input_by_the_rows_each_output_hol
     assert (fate.readable, fate.removed) == (10, {(11, "delete"): 20})
 
 
+def test_chained_icecommit_compactions_follow_each_outputs_rows_through_the_next_compaction() -> None:
+    """A compaction's output compacted again: its rows are followed through the second
+    lineage as well, each input keeping exactly its share."""
+    chained = {"f": [("g", 10)], "g": [("h", 10)]}
+    fate = trace_fates([("f", 10)], {"h": 10}, [], chained)
+    assert (fate.readable, fate.compacted, fate.untraceable) == (10, 10, 0)
+
+    merged = {"f1": [("g", 5)], "f2": [("g", 5)], "g": [("h", 10)]}  # two inputs into g, g into h
+    first = trace_fates([("f1", 5)], {"h": 10}, [], merged)
+    both = trace_fates([("f1", 5), ("f2", 5)], {"h": 10}, [], merged)
+    assert (first.readable, first.held) == (5, {"h": 5})
+    assert (both.readable, both.held) == (10, {"h": 10})
+
+
 def test_removals_are_read_from_the_branchs_snapshots_that_removed_files(sqlite_catalog: SqlCatalog) -> None:
     import icecommit as ic
     from icecommit.lineage import COMPACTION_ID_PROPERTY, removals_of

@@ -355,6 +355,18 @@ def test_a_label_of_another_field_or_form_is_refused_naming_the_expected_form(gr
     assert repr(label.replace("GRAN", granularity)) in str(raised.value)
 
 
+def test_a_field_whose_name_holds_an_equals_sign_reads_its_own_labels() -> None:
+    field_ = TimePartition("ts=day", 0, "day", "ts")
+    assert field_.label(5) == "ts=day=1970-01-06"
+    assert partition_value(field_, "ts=day=1970-01-06") == 5
+    for label in ("ts=1970-01-06", "ts=day=x=1970-01-06", "ts=day1970-01-06"):
+        with pytest.raises(ValueError) as raised:
+            partition_value(field_, label)
+        assert str(raised.value) == (
+            f"partition label {label!r} is not one of this table's: expected ts=day=<%Y-%m-%d>, e.g. ts=day=YYYY-01-01"
+        )
+
+
 @pytest.mark.parametrize(
     ("properties", "expected"),
     [

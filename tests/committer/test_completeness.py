@@ -177,6 +177,22 @@ def test_watermark_completion_once_and_late_records(catalog: SqlCatalog) -> None
     assert "| ts_hour=2026-05-01-00 |" in report.to_markdown()
 
 
+def test_an_hour_without_rows_is_published_to_the_callback_with_no_records(sqlite_catalog: SqlCatalog) -> None:
+    table = ic.create_table(sqlite_catalog, unique_table(), EVENTS_SCHEMA, partition_by=["hour(ts)"])
+    published: list[tuple[str, int, int, int]] = []
+
+    def seen(s: PartitionStatus) -> None:
+        published.append((s.label, s.records_at_completion, s.records, s.late_records))
+
+    policy = PartitionCompleteness(on_complete=seen)
+    commit(sqlite_catalog, table, "job", 0, at(10, 11, 130, 190), completeness=policy)  # hours 0, 2, 3; none in 1
+    assert published == [
+        ("ts_hour=2026-05-01-00", 2, 2, 0),
+        ("ts_hour=2026-05-01-01", 0, 0, 0),
+        ("ts_hour=2026-05-01-02", 1, 1, 0),
+    ]
+
+
 def test_lateness_delays_completion(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(

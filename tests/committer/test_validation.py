@@ -5,6 +5,7 @@ accepted), and knows which columns every data file must have."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType, StructType
 
 import icecommit as ic
-from icecommit.committer.validation import _required_leaves, validate_results
+from icecommit.committer.validation import _required_leaves, files_digest, validate_results
 from icecommit.errors import InvalidArgumentError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -94,3 +95,33 @@ def test_required_leaves_are_the_required_primitives_and_the_required_leaves_of_
         NestedField(8, "seq", IntegerType(), required=True),
     )
     assert _required_leaves(schema.fields) == {2, 4, 8}
+
+
+def test_the_files_digest_is_sha256_over_the_sorted_paths_one_per_line() -> None:
+    """The digest is stored with every prepared checkpoint: a release that computed it
+    otherwise would refuse to re-prepare the checkpoints an earlier one left prepared."""
+    assert (
+        files_digest(["s3://b/y.parquet", "s3://b/x.parquet"])
+        == hashlib.sha256(b"s3://b/x.parquet\ns3://b/y.parquet\n").hexdigest()
+    )
+    assert files_digest([]) == hashlib.sha256().hexdigest()
+
+
+def test_a_data_file_of_no_bytes_or_negative_rows_is_impossible_and_one_byte_is_left_to_storage(table: Any) -> None:
+    good = write_arrow(table, events(0, 10), job_id="ingest", checkpoint_id=1)
+    data_file = good.data_files[0]
+
+    def only(file: Any) -> Any:  # the task's result as if it had written this one file
+        return dataclasses.replace(good, data_files=(file,), records=file.record_count,
+                                   source_records=file.record_count)  # fmt: skip
+
+    for impossible in (
+        dataclasses.replace(data_file, file_size_in_bytes=0),
+        dataclasses.replace(data_file, record_count=-1),
+    ):
+        with pytest.raises(ic.ValidationError) as refused:
+            _validate(table, [only(impossible)])
+        assert _facts(refused.value) == (1, None, None, data_file.path)
+        assert str(refused.value) == f"checkpoint 1: data file {data_file.path} has impossible counts"
+    tiny = only(dataclasses.replace(data_file, file_size_in_bytes=1))
+    assert _validate(table, [tiny]).bytes == 1  # storage's size check, not validation, refuses it
