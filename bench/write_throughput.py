@@ -178,13 +178,13 @@ def run_one(approach: str, rows: int, work: Path) -> Run:
     return run
 
 
-def bench_size(rows: int, repeats: int) -> list[Run]:
+def bench_size(rows: int, repeats: int, approaches: list[str] = APPROACHES) -> list[Run]:
     """Every approach ``repeats`` times, each run in a fresh driver process (so peak
     memory is that run's own), the order rotated between repeats."""
-    approaches = APPROACHES
     runs: list[Run] = []
     for repeat in range(repeats):
-        for approach in approaches[repeat % 4 :] + approaches[: repeat % 4]:
+        turn = repeat % len(approaches)
+        for approach in approaches[turn:] + approaches[:turn]:
             work = Path(tempfile.mkdtemp(prefix="icecommit-bench-"))
             try:
                 out = subprocess.run(
@@ -217,9 +217,10 @@ def summarise(runs: list[Run]) -> str:
                 continue
             median = statistics.median(r.seconds for r in chosen)
             medians[approach] = median
+            floor = medians.get("spark-parquet")
             lines.append(
                 f"| {size:,} | {approach} | {median:.1f} | {size / median:,.0f} | "
-                f"{median / medians['spark-parquet']:.2f}x | {max(r.driver_peak_mib for r in chosen):,.0f} | "
+                f"{f'{median / floor:.2f}x' if floor else '-'} | {max(r.driver_peak_mib for r in chosen):,.0f} | "
                 f"{max(r.jvm_peak_mib for r in chosen):,.0f} | {max(r.workers_peak_mib for r in chosen):,.0f} | "
                 f"{len(chosen)} |"
             )
@@ -235,6 +236,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[5_000_000, 20_000_000])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--approaches", nargs="+", choices=APPROACHES, default=APPROACHES, help="a subset (default: all)"
+    )
     parser.add_argument("--one", nargs=3, metavar=("APPROACH", "ROWS", "WORKDIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -243,7 +247,7 @@ def main() -> None:
         return
     runs: list[Run] = []
     for size in args.sizes:
-        runs.extend(bench_size(size, args.repeats))
+        runs.extend(bench_size(size, args.repeats, [a for a in APPROACHES if a in args.approaches]))
     OUT.mkdir(exist_ok=True)
     (OUT / "write_throughput.json").write_text(json.dumps([asdict(r) for r in runs], indent=2))
     header = (

@@ -17,6 +17,7 @@ import icecommit as ic
 from icecommit import ancestry
 from icecommit.committer import RetryPolicy, committed_checkpoints
 from icecommit.datafiles import WriteResult
+from icecommit.decision import Action
 from icecommit.state.database import state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY, state_properties
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
@@ -300,9 +301,10 @@ def test_a_claim_made_meanwhile_by_the_same_state_database_is_not_made_twice(scr
     assert committer.commit(1).committed and scripted.calls == 2
 
 
-def test_prepare_costs_one_catalog_read_and_writes_only_to_claim_the_table(scripted: ScriptedCatalog) -> None:
+def test_a_checkpoints_catalog_round_trips_are_counted(scripted: ScriptedCatalog) -> None:
     """The fixed cost of a checkpoint: prepare reads the table once, and writes to the
-    catalog only for the first checkpoint, whose claim records the state database."""
+    catalog only for the first checkpoint, whose claim records the state database; the
+    commit starts from the table the committer's last commit made (read once at first)."""
     name = ".".join(_table(scripted).name())
     committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST)
     for checkpoint_id in (1, 2):
@@ -311,7 +313,21 @@ def test_prepare_costs_one_catalog_read_and_writes_only_to_claim_the_table(scrip
         loads, calls = scripted.loads, scripted.calls
         committer.prepare(checkpoint_id, results)
         assert (scripted.loads - loads, scripted.calls - calls) == ((1, 1) if checkpoint_id == 1 else (1, 0))
-        committer.commit(checkpoint_id)
+        loads, calls = scripted.loads, scripted.calls
+        assert committer.commit(checkpoint_id).attempts == 1
+        # its first attempt's base: read once, then the table its own last commit made
+        assert (scripted.loads - loads, scripted.calls - calls) == (1 if checkpoint_id == 1 else 0, 1)
+    loads = scripted.loads
+    assert committer.commit(2).status == "already-committed"  # asked again: one read to decide
+    assert (scripted.loads - loads, scripted.calls) == (1, 3)
+    committer.prepare(3, [write_arrow(committer.load_table(), events(30, 40), job_id="ingest", checkpoint_id=3)])
+    before = scripted.loads
+    committer.decide(3)
+    assert scripted.loads - before == 1
+    base = committer.load_table()
+    committer.commit(3)
+    assert committer.decide(3, table=base).action is Action.ROLLED_BACK  # answered for the table it is given
+    assert committer.decide(3).action is Action.ALREADY_IN
 
 
 def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatalog) -> None:

@@ -190,3 +190,43 @@ def test_a_jobs_watermark_and_late_records_count_its_own_rows_of_its_own_table(s
     assert stores.partitions.late_records_in("other", T, 4) == 0
     assert stores.partitions.late_records_in("w", U, 4) == 7
     assert stores.partitions.late_records_in("w", T, 2) == 0  # hour 10 of T was never published
+
+
+def test_statuses_come_oldest_partition_first_whatever_plan_the_database_picks() -> None:
+    """Read without the unique index (PostgreSQL's planner picks a sequential scan for a
+    large status table): the rows come in the order they were written unless sorted."""
+    from random import Random
+
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import NullPool
+
+    from tests.conftest import pg_uri
+
+    uri = pg_uri()  # skips where the server is absent
+    state_engine(uri)  # the schema
+    engine = create_engine(uri, poolclass=NullPool)
+
+    @event.listens_for(engine, "connect")
+    def without_indexes(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        for setting in ("enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"):
+            cursor.execute(f"SET {setting} = off")
+        cursor.close()
+
+    table = unique_table()
+    values = [H9 + n for n in range(24)]
+    written = values[:]
+    Random(7).shuffle(written)
+    with Session(engine) as session, session.begin():
+        for value in written:
+            start, end = (from_micros(b) for b in FIELD.bounds(value))
+            session.add(
+                PartitionStatusRow(
+                    table_name=table, partition_field=FIELD.name, partition_value=value, label=FIELD.label(value),
+                    start=start, end=end, watermark=end, lateness_s=0, writers="job", records_at_completion=0,
+                    completed_at=end, completed_by="job",
+                )
+            )  # fmt: skip
+    statuses = PartitionStatusStore(engine).statuses(table)
+    engine.dispose()
+    assert [s.value for s in statuses] == values
