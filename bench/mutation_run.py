@@ -14,7 +14,8 @@ those that killed any mutant, then the rest fastest first (mutmut's order). The 
 kept in ``mutation/killers.json`` for the next run. Only the order changes: a mutant is
 killed by its first failing test, and a survivor still runs every test that reaches it.
 
-    python -m bench.mutation_run [--max-children N] [--rerun-equivalent]
+    python -m bench.mutation_run [--max-children N] [--rerun-equivalent] [--rerun-survivors] [MUTANT ...]
+                                          # names or patterns: only these, run again
     python -m bench.mutation_run --pin    # record the changed lines of every listed mutant
                                           # from the last run's mutants/ (after adding one)
 """
@@ -167,7 +168,38 @@ def _order_tests_by_kills() -> None:
     PytestRunner.run_tests = run_tests  # type: ignore[method-assign]
 
 
-def run(max_children: int, rerun_equivalent: bool) -> None:
+def unselected_test_files() -> list[str]:
+    """Test files that import a mutated module by name but are not among the tests mutants
+    run: their mutants would survive tests that kill them (a new test file left out)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]
+    selected = {a for a in config["pytest_add_cli_args_test_selection"] if a.startswith("tests/")}
+    modules = [m.removesuffix(".py").replace("/", ".") for m in config["only_mutate"]]
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        name = str(path.relative_to(ROOT))
+        text = path.read_text()
+        if name not in selected and any(f"from {m} import" in text or f"import {m}" in text for m in modules):
+            found.append(name)
+    return found
+
+
+def forget_survivors() -> int:
+    """Forget the verdict of every survivor mutmut kept in mutants/, so that the next run
+    runs them again (after tests were added); killed and caught mutants keep theirs.
+    Returns how many."""
+    forgotten = 0
+    for meta in (ROOT / "mutants").rglob("*.meta"):
+        data = json.loads(meta.read_text())
+        survivors = [key for key, code in data.get("exit_code_by_key", {}).items() if code == 0]
+        for key in survivors:
+            data["exit_code_by_key"][key] = None
+        if survivors:
+            meta.write_text(json.dumps(data, indent=4))
+            forgotten += len(survivors)
+    return forgotten
+
+
+def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str]) -> None:
     import mutmut.__main__ as mutmut_main
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
@@ -201,7 +233,9 @@ def run(max_children: int, rerun_equivalent: bool) -> None:
     _order_tests_by_kills()
     if rerun_equivalent and PINNED.exists():
         PINNED.unlink()
-    sys.argv = ["mutmut", "run", "--max-children", str(max_children)]
+    for name in unselected_test_files():
+        print(f"note: {name} imports a mutated module but is not in the tests mutants run ([tool.mutmut])")
+    sys.argv = ["mutmut", "run", "--max-children", str(max_children), *mutant_names]
     try:
         mutmut_main.cli()
     except SystemExit as done:
@@ -216,12 +250,20 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--rerun-equivalent", action="store_true", help="run the listed equivalent mutants too")
     parser.add_argument("--pin", action="store_true", help="record the listed mutants' changed lines and stop")
+    parser.add_argument(
+        "--rerun-survivors", action="store_true", help="run the survivors of the kept results again (new tests)"
+    )
+    parser.add_argument(
+        "mutants", nargs="*", help="run only these mutants (names or patterns), again even if judged before"
+    )
     args = parser.parse_args()
     os.chdir(ROOT)
     if args.pin:
         pin()
     else:
-        run(args.max_children, args.rerun_equivalent)
+        if args.rerun_survivors:
+            print(f"{forget_survivors()} survivors of the kept results will run again")
+        run(args.max_children, args.rerun_equivalent, args.mutants)
 
 
 if __name__ == "__main__":

@@ -13,21 +13,26 @@
 #                                            # re-runs mutants of functions (or tests) that changed
 #   scripts/mutation.sh --fresh              # start over
 #   scripts/mutation.sh --fresh --rerun-equivalent   # and run the listed equivalent ones too
+#   scripts/mutation.sh 'icecommit.committer.validation.*'  # only these mutants, again
+#   scripts/mutation.sh --rerun-survivors    # keep the results, but run the survivors again
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || scripts/setup.sh .venv
 .venv/bin/python -m pip install -q "mutmut>=3.8,<4" 2>&1 | { grep -v "is ignored: it is neither" || true; }
 rerun=()
+names=()
 for arg in "$@"; do
   case "$arg" in
     --fresh) rm -rf mutants ;;
-    --rerun-equivalent) rerun=(--rerun-equivalent) ;;
-    *) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent)" >&2; exit 2 ;;
+    --rerun-equivalent) rerun+=(--rerun-equivalent) ;;
+    --rerun-survivors) rerun+=(--rerun-survivors) ;;
+    -*) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent, --rerun-survivors, or mutant names)" >&2; exit 2 ;;
+    *) names+=("$arg") ;;
   esac
 done
 export PATH="$PWD/.venv/bin:$PATH"  # the type check runs .venv's mypy
 started=$(date +%s)
 # one worker per core; fails only where mutmut cannot run (its clean tests fail): the score
 # is in the report
-.venv/bin/python -m bench.mutation_run --max-children "$(nproc)" "${rerun[@]}"
+.venv/bin/python -m bench.mutation_run --max-children "$(nproc)" "${rerun[@]}" "${names[@]}"
 .venv/bin/python -m bench.mutation_report --seconds "$(( $(date +%s) - started ))"
