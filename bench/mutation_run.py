@@ -82,16 +82,25 @@ def pin() -> None:
 
     entries = load_equivalent()
     missing = []
+    moved = []
     for name, entry in entries.items():
         try:
-            entry["change"] = changed_lines(get_diff_for_mutant(name))
+            change = changed_lines(get_diff_for_mutant(name))
         except Exception as error:  # a mutant gone from the code: say which
             missing.append(f"{name}: {error}")
             entry.pop("change", None)
+            continue
+        if entry.get("change") and entry["change"] != change:
+            # the code changed and the name now belongs to another mutant: its reason is not this one's
+            moved.append(f"{name}: now {change!r}")
+            continue
+        entry["change"] = change
     write_equivalent(entries)
-    print(f"pinned {len(entries) - len(missing)} of {len(entries)} equivalent mutants")
+    print(f"pinned {len(entries) - len(missing) - len(moved)} of {len(entries)} equivalent mutants")
     for line in missing:
         print(f"  not found (its entry is left without a change): {line}")
+    for line in moved:
+        print(f"  another mutant now (its entry is left as it was: review its reason, or remove it): {line}")
 
 
 _kept: dict[str, dict[str, int]] | None = None

@@ -328,3 +328,54 @@ def test_a_range_lists_each_jobs_checkpoints_in_order_whatever_order_they_were_p
     rows = store.in_range(T, until=NOW + timedelta(days=1))
     assert [(r.job_id, r.checkpoint_id) for r in rows] == [("j", 1), ("j", 2), ("j", 3), ("k", 1), ("k", 2)]
     assert [(r.job_id, r.checkpoint_id) for r in store.list(T)] == [("j", 1), ("j", 2), ("j", 3), ("k", 1), ("k", 2)]
+
+
+def test_a_prepared_row_reads_back_as_written_with_no_attempts_yet(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    state, inserted = store.insert_prepared(
+        job_id="j", table_name=names["T"], checkpoint_id=1, manifest_path="s3://b/m.avro", files_digest="d",
+        source_records=12, records=11, files=2, bytes_=300, max_event_time_us=7_000, watermark_us=6_000,
+        future_records=1, query_id="q",
+    )  # fmt: skip
+    assert inserted
+    for row in (state, store.get("j", names["T"], 1)):
+        assert row is not None
+        assert (row.status, row.source_records, row.records, row.files, row.bytes) == ("prepared", 12, 11, 2, 300)
+        assert (row.max_event_time_us, row.watermark_us, row.future_records, row.query_id) == (7_000, 6_000, 1, "q")
+        assert (row.attempts, row.retries, row.snapshot_id) == (0, 0, None)
+
+
+def test_a_row_without_a_recorded_watermark_reads_its_event_time_maximum_as_one(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    """Rows written before the watermark was recorded apart (NULL) hold it as the maximum."""
+    from icecommit.state.models import CheckpointRow
+
+    _prepare(store, "j", names["T"], 1)
+    store.insert_prepared(
+        job_id="j", table_name=names["T"], checkpoint_id=2, manifest_path=None, files_digest="d",
+        source_records=1, records=1, files=1, bytes_=1, max_event_time_us=9_000,
+    )  # fmt: skip
+    with Session(store.engine) as session, session.begin():
+        for row in session.execute(select(CheckpointRow).where(CheckpointRow.table_name == names["T"])).scalars():
+            row.watermark_us = None
+    older, newer = store.get("j", names["T"], 1), store.get("j", names["T"], 2)
+    assert older is not None and newer is not None
+    assert (older.watermark_us, newer.watermark_us) == (None, 9_000)
+
+
+def test_a_time_read_back_is_in_utc_whatever_the_process_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from icecommit.state.checkpoints import in_utc
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        moment = in_utc(datetime(2026, 11, 20, 9, 30))  # naive, as SQLite gives it back
+        assert moment.tzinfo is timezone.utc and moment.hour == 9
+        assert in_utc(datetime(2026, 11, 20, 9, 30, tzinfo=timezone(timedelta(hours=2)))).hour == 7
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

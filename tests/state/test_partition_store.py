@@ -230,3 +230,13 @@ def test_statuses_come_oldest_partition_first_whatever_plan_the_database_picks()
     statuses = PartitionStatusStore(engine).statuses(table)
     engine.dispose()
     assert [s.value for s in statuses] == values
+
+
+def test_publish_returns_an_hour_without_rows_with_no_records(stores: Stores) -> None:
+    T = unique_table()
+    stores.checkpoint("w", T, 1, NINE + timedelta(hours=4), [("ts_hour", H9, 5), ("ts_hour", H9 + 2, 3)])
+    stores.now = NINE + timedelta(hours=5)
+    published = _publish(stores, T, ["w"])
+    assert [(s.value, s.records_at_completion, s.records, s.late_records) for s in published] == [
+        (H9, 5, 5, 0), (H9 + 1, 0, 0, 0), (H9 + 2, 3, 3, 0),
+    ]  # fmt: skip
