@@ -5,6 +5,7 @@ checkpoint with the same id sit beside every row changed, so a lost condition sh
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -24,8 +25,9 @@ from icecommit.state.checkpoints import (
     MetricSample,
     PublishCounters,
     SourceRange,
+    in_utc,
 )
-from icecommit.state.models import MetricRow, PartitionStatusRow
+from icecommit.state.models import CheckpointRow, MetricRow, PartitionStatusRow
 from icecommit.state.partitions import PartitionStatusStore
 from tests.conftest import unique_table
 
@@ -350,8 +352,6 @@ def test_a_row_without_a_recorded_watermark_reads_its_event_time_maximum_as_one(
     store: CheckpointStore, names: dict[str, str]
 ) -> None:
     """Rows written before the watermark was recorded apart (NULL) hold it as the maximum."""
-    from icecommit.state.models import CheckpointRow
-
     _prepare(store, "j", names["T"], 1)
     store.insert_prepared(
         job_id="j", table_name=names["T"], checkpoint_id=2, manifest_path=None, files_digest="d",
@@ -366,10 +366,6 @@ def test_a_row_without_a_recorded_watermark_reads_its_event_time_maximum_as_one(
 
 
 def test_a_time_read_back_is_in_utc_whatever_the_process_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-
-    from icecommit.state.checkpoints import in_utc
-
     monkeypatch.setenv("TZ", "America/New_York")
     time.tzset()
     try:

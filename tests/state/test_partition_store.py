@@ -6,12 +6,15 @@ committer that changed it."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from random import Random
 from typing import Any
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import create_engine, event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 import icecommit.state.partitions as partitions_module
 from icecommit.completeness import TimePartition, from_micros, micros
@@ -19,7 +22,7 @@ from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.checkpoints import PublishCounters
 from icecommit.state.models import CompletenessPolicyRow, PartitionStatusRow
 from icecommit.state.partitions import PartitionStatusStore
-from tests.conftest import unique_table
+from tests.conftest import pg_uri, unique_table
 
 FIELD = TimePartition("ts_hour", 0, "hour", "ts")
 NINE = datetime(2026, 11, 20, 9, tzinfo=timezone.utc)
@@ -195,13 +198,6 @@ def test_a_jobs_watermark_and_late_records_count_its_own_rows_of_its_own_table(s
 def test_statuses_come_oldest_partition_first_whatever_plan_the_database_picks() -> None:
     """Read without the unique index (PostgreSQL's planner picks a sequential scan for a
     large status table): the rows come in the order they were written unless sorted."""
-    from random import Random
-
-    from sqlalchemy import create_engine, event
-    from sqlalchemy.pool import NullPool
-
-    from tests.conftest import pg_uri
-
     uri = pg_uri()  # skips where the server is absent
     state_engine(uri)  # the schema
     engine = create_engine(uri, poolclass=NullPool)
