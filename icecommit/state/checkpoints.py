@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Engine, Select, and_, delete, func, insert, or_, select, update
+from sqlalchemy import DateTime, Engine, Select, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -58,9 +58,10 @@ _METRIC_COLUMNS = (
 )  # fmt: skip
 
 
-def _copy_rows(session: Session, rows: Sequence[Mapping[str, object]]) -> bool:
-    """``COPY`` metrics rows into their table in the session's transaction; False (nothing
-    written) where the database is not PostgreSQL through psycopg."""
+def _copy_rows(session: Session, rows: Sequence[tuple[object, ...]]) -> bool:
+    """``COPY`` metrics rows (tuples in ``_METRIC_COLUMNS`` order) into their table in the
+    session's transaction; False (nothing written) where the database is not PostgreSQL
+    through psycopg."""
     connection = session.connection()
     if connection.dialect.name != "postgresql" or connection.dialect.driver != "psycopg":
         return False
@@ -71,7 +72,47 @@ def _copy_rows(session: Session, rows: Sequence[Mapping[str, object]]) -> bool:
     dbapi = cast("psycopg.Connection[Any]", connection.connection.dbapi_connection)
     with dbapi.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row(tuple(row[c] for c in _METRIC_COLUMNS))
+            copy.write_row(row)
+    return True
+
+
+def _sqlite_rows(session: Session, rows: Sequence[tuple[object, ...]]) -> bool:
+    """Insert metrics rows (tuples in ``_METRIC_COLUMNS`` order) on SQLite with one DBAPI
+    ``executemany``, the times put through their column type's own bind conversion (the
+    stored form stays the one an ORM insert writes); False (nothing written) elsewhere. The
+    ORM's bulk insert built a parameter dictionary per row: about 60 ms for the 2,000 window
+    counts of a 10,000-row checkpoint."""
+    connection = session.connection()
+    dialect = connection.dialect
+    if dialect.name != "sqlite" or dialect.paramstyle != "qmark":
+        return False
+    session.flush()  # rows added to the session before these go first
+    table = MetricRow.__table__
+    times = [i for i, c in enumerate(_METRIC_COLUMNS) if isinstance(table.c[c].type, DateTime)]
+    convert = [table.c[_METRIC_COLUMNS[i]].type.dialect_impl(dialect).bind_processor(dialect) for i in times]
+    # a window's start recurs per task, the record time is in every row: each converted once
+    # (keyed with its zone: equal instants in two zones are stored as their own wall clocks)
+    known: dict[tuple[object, object], object] = {}
+
+    def bound(value: object, f: Callable[[Any], Any]) -> object:
+        if value is None:
+            return None
+        key = (value, getattr(value, "tzinfo", None))
+        if key not in known:
+            known[key] = f(value)
+        return known[key]
+
+    converted = []
+    for row in rows:
+        values = list(row)
+        for i, f in zip(times, convert, strict=True):
+            if f is not None:
+                values[i] = bound(values[i], f)
+        converted.append(tuple(values))
+    preparer = dialect.identifier_preparer
+    columns = ", ".join(preparer.quote(c) for c in _METRIC_COLUMNS)
+    marks = ", ".join("?" for _ in _METRIC_COLUMNS)
+    connection.exec_driver_sql(f"INSERT INTO {preparer.format_table(table)} ({columns}) VALUES ({marks})", converted)
     return True
 
 
@@ -399,28 +440,21 @@ class CheckpointStore:
     ) -> None:
         """Insert metrics rows in bulk: a checkpoint can carry thousands of window counts
         (one per stage and minute), and one round trip each was most of a prepare. On
-        PostgreSQL (psycopg) they go in with one ``COPY``; elsewhere in one executemany."""
+        PostgreSQL (psycopg) they go in with one ``COPY``, on SQLite with one DBAPI executemany,
+        elsewhere with one ORM bulk insert."""
         now = self._clock()
         rows = [
-            {
-                "job_id": job_id,
-                "table_name": table_name,
-                "checkpoint_id": checkpoint_id,
-                "stage": sample.stage,
-                "task_id": sample.task_id,
-                "attempt": sample.attempt,
-                "window_start": sample.window_start,
-                "records": sample.records,
-                "bytes": sample.bytes,
-                "files": sample.files,
-                "recorded_at": now,
-            }
+            (job_id, table_name, checkpoint_id, sample.stage, sample.task_id, sample.attempt, sample.window_start,
+             sample.records, sample.bytes, sample.files, now)
             for sample in samples
-        ]
+        ]  # fmt: skip
+        if not rows:
+            return
         if len(rows) >= COPY_MIN_ROWS and _copy_rows(session, rows):
             return
-        if rows:
-            session.execute(insert(MetricRow), rows)
+        if _sqlite_rows(session, rows):
+            return
+        session.execute(insert(MetricRow), [dict(zip(_METRIC_COLUMNS, row, strict=True)) for row in rows])
 
     def record_samples(self, job_id: str, table_name: str, checkpoint_id: int, samples: Sequence[MetricSample]) -> None:
         """Add metrics rows for a checkpoint (for example source counts a caller declares)."""

@@ -1,17 +1,19 @@
-"""Metrics rows go in bulk (``COPY`` on PostgreSQL, an executemany elsewhere) and read back
+"""Metrics rows go in bulk (``COPY`` on PostgreSQL, a DBAPI executemany on SQLite, an ORM
+executemany elsewhere) and read back
 exactly: every window, every null, every count, in the same transaction as the checkpoint."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from icecommit.state import CheckpointStore, state_engine, state_uri
-from icecommit.state.checkpoints import COPY_MIN_ROWS, MetricSample
+from icecommit.state.checkpoints import _METRIC_COLUMNS, COPY_MIN_ROWS, MetricSample, _copy_rows, _sqlite_rows
 from icecommit.state.models import MetricRow
 from tests.conftest import pg_uri, unique_table
 
@@ -68,39 +70,73 @@ def test_a_refused_prepare_leaves_no_metrics_behind(catalog: SqlCatalog) -> None
         assert len(session.execute(select(MetricRow).where(MetricRow.table_name == table)).all()) == 100
 
 
-def test_copy_is_used_on_postgresql_through_psycopg_and_nowhere_else(catalog: SqlCatalog) -> None:
-    """The bulk path is chosen by the database: COPY where PostgreSQL is reached through
-    psycopg, an executemany elsewhere (both read back the same, above)."""
-    from icecommit.state.checkpoints import _copy_rows
+def _row(table: str, **changed: object) -> tuple[object, ...]:
+    values = {
+        "job_id": "j", "table_name": table, "checkpoint_id": 1, "stage": "written", "task_id": 0, "attempt": 0,
+        "window_start": START, "records": 5, "bytes": 1, "files": 1, "recorded_at": START, **changed,
+    }  # fmt: skip
+    return tuple(values[c] for c in _METRIC_COLUMNS)
 
+
+@pytest.mark.parametrize("path", ["copy", "sqlite"])
+def test_each_bulk_path_is_used_on_its_own_database_and_nowhere_else(catalog: SqlCatalog, path: str) -> None:
+    """The bulk path is chosen by the database: COPY where PostgreSQL is reached through
+    psycopg, a DBAPI executemany on SQLite (both read back the same, above); each writes
+    nothing and says so elsewhere."""
+    write = {"copy": _copy_rows, "sqlite": _sqlite_rows}[path]
     store = CheckpointStore(state_engine(state_uri(catalog)))
     table = unique_table()
-    row = {
-        "job_id": "j", "table_name": table, "checkpoint_id": 1, "stage": "written", "task_id": 0, "attempt": 0,
-        "window_start": START, "records": 5, "bytes": 1, "files": 1, "recorded_at": START,
-    }  # fmt: skip
     with Session(store.engine) as session, session.begin():
-        used = _copy_rows(session, [row, {**row, "task_id": 1, "records": 7}])
-    postgres = store.engine.dialect.name == "postgresql"
-    assert used is postgres
+        used = write(session, [_row(table), _row(table, task_id=1, records=7)])
+    own = store.engine.dialect.name == {"copy": "postgresql", "sqlite": "sqlite"}[path]
+    assert used is own
     with Session(store.engine) as session:
         written = session.execute(select(MetricRow.records).where(MetricRow.table_name == table)).scalars().all()
-    assert sorted(written) == ([5, 7] if postgres else [])
+    assert sorted(written) == ([5, 7] if own else [])
+
+
+def test_the_sqlite_path_stores_what_an_orm_insert_stores(tmp_path: Path) -> None:
+    """Rows written by the DBAPI executemany are stored, byte for byte, as the ORM's insert
+    stores them: times in their own zone's wall clock (two zones of one instant included,
+    though the conversion of each time is made once), nulls, counts."""
+    store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'state.db'}"))
+    eastern = timezone(timedelta(hours=-5))
+    rows = [
+        _row("t", window_start=START, task_id=None, attempt=None),
+        _row("t", window_start=START.astimezone(eastern), records=6),  # the same instant, another zone
+        _row("t", window_start=None, records=0, bytes=2**40, files=3),
+        _row("t", window_start=datetime(2026, 11, 20, 1, 2, 3, 456789), stage="source"),  # naive
+        _row("t", window_start=START, recorded_at=START + timedelta(microseconds=1)),
+    ]
+    with Session(store.engine) as session, session.begin():
+        assert _sqlite_rows(session, [(*row[:1], "fast", *row[2:]) for row in rows])
+        session.execute(
+            insert(MetricRow), [dict(zip(_METRIC_COLUMNS, (*row[:1], "orm", *row[2:]), strict=True)) for row in rows]
+        )
+    columns = ", ".join(c for c in _METRIC_COLUMNS if c != "table_name")
+    with store.engine.connect() as connection:
+        stored = {
+            name: connection.exec_driver_sql(
+                f"SELECT {columns} FROM icecommit_metrics WHERE table_name = ? ORDER BY id", (name,)
+            ).all()
+            for name in ("fast", "orm")
+        }
+    assert stored["fast"] == stored["orm"]
+    assert len(stored["fast"]) == len(rows)
+    assert stored["fast"][0][5] != stored["fast"][1][5]  # each zone's wall clock, as the ORM stores it
 
 
 @pytest.mark.postgres
 def test_postgresql_through_psycopg2_writes_the_same_rows_without_copy() -> None:
     """A state database named ``postgresql+psycopg2://`` (the driver pyiceberg's SQL catalog
     installs) takes the executemany path: COPY is psycopg's API, which psycopg2 lacks."""
-    from icecommit.state.checkpoints import _copy_rows
-
     uri = pg_uri().replace("postgresql+psycopg://", "postgresql+psycopg2://", 1)
     assert uri.startswith("postgresql+psycopg2://")
     store = CheckpointStore(state_engine(uri))
     assert store.engine.dialect.driver == "psycopg2"
     table = unique_table()
     with Session(store.engine) as session, session.begin():
-        assert _copy_rows(session, [{"job_id": "j", "table_name": table}]) is False
+        assert _copy_rows(session, [_row(table)]) is False
     samples = [MetricSample("written", START + timedelta(minutes=i), 10 + i, 0, 0) for i in range(COPY_MIN_ROWS + 5)]
     _, inserted = store.insert_prepared(
         job_id="j", table_name=table, checkpoint_id=1, manifest_path=None, files_digest="d",
