@@ -34,6 +34,22 @@ def _mutmut(*args: str) -> str:
     return done.stdout
 
 
+def _restored_line() -> str:
+    """What the run took from the kept verdicts of an earlier one (bench/mutation_cache.py)."""
+    restored = ROOT / "mutants" / "restored.json"
+    if not restored.exists():
+        return "- Every verdict was judged in this run (`--fresh`, or no kept verdicts)."
+    found = json.loads(restored.read_text())
+    forgotten = sum(found["forgotten"].values())
+    reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(found["forgotten"].items()))
+    return (
+        f"- Verdicts kept from the run of {found['revision']} (`mutation/cache.tar.gz`): {found['kept']:,} "
+        f"of tests (the type check ran again); judged again: {forgotten:,}"
+        + (f" ({reasons})" if reasons else "")
+        + ", with every mutant of a function that changed since. `--fresh` judges everything."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=int, default=None, help="how long the run took (for the report)")
@@ -79,6 +95,7 @@ def main() -> None:
         f"- Equivalent survivors recorded as survived without running their tests again (name and changed "
         f"lines match `mutation/equivalent.toml`; `scripts/mutation.sh --fresh --rerun-equivalent` runs them): "
         f"{len(pinned):,} of {len(survivors) - len(gaps):,}.",
+        _restored_line(),
         "",
         "| module | mutants | caught by type check | killed by tests | survived | no tests | not checked |",
         "|---|---:|---:|---:|---:|---:|---:|",

@@ -14,8 +14,11 @@ those that killed any mutant, then the rest fastest first (mutmut's order). The 
 kept in ``mutation/killers.json`` for the next run. Only the order changes: a mutant is
 killed by its first failing test, and a survivor still runs every test that reaches it.
 
-    python -m bench.mutation_run [--max-children N] [--rerun-equivalent] [--rerun-survivors] [MUTANT ...]
+    python -m bench.mutation_run [--max-children N] [--fresh] [--rerun-equivalent] [--rerun-survivors] [MUTANT ...]
                                           # names or patterns: only these, run again
+                                          # a checkout without mutants/ starts from the kept
+                                          # verdicts of the last run (bench/mutation_cache.py)
+                                          # unless --fresh; every run keeps its own after
     python -m bench.mutation_run --pin    # record the changed lines of every listed mutant
                                           # from the last run's mutants/ (after adding one)
 """
@@ -31,6 +34,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench import mutation_cache
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -41,8 +46,10 @@ EQUIVALENT = ROOT / "mutation" / "equivalent.toml"
 PINNED = ROOT / "mutants" / "pinned-equivalent.json"
 #: which tests killed mutants of which function, kept between runs: the order to try them in
 KILLERS = ROOT / "mutation" / "killers.json"
-#: this run's kills, one "function<TAB>test" line each, appended by the mutants' processes
+#: this run's kills, one "function<TAB>test<TAB>mutant" line each, appended by the mutants' processes
 KILL_LOG = ROOT / "mutants" / "kills.log"
+#: what the run took from the kept verdicts of the last one (for the report)
+RESTORED = ROOT / "mutants" / "restored.json"
 HEADER = """\
 # Surviving mutants that no test can kill, each with the reason it is equivalent to the
 # original code (scripts/mutation.sh lists every other survivor as a gap in MUTATION.md).
@@ -122,7 +129,8 @@ def _kill_counts() -> tuple[dict[str, Counter[str]], Counter[str]]:
         by_function[function].update(tests)
     if KILL_LOG.exists():
         for line in KILL_LOG.read_text().splitlines():
-            function, _, test = line.partition("\t")
+            function, _, rest = line.partition("\t")
+            test = rest.split("\t")[0]
             if test:
                 by_function[function][test] += 1
     overall: Counter[str] = Counter()
@@ -169,7 +177,7 @@ def _order_tests_by_kills() -> None:
             def pytest_runtest_logreport(self, report: Any) -> None:
                 if report.failed and function is not None:
                     with KILL_LOG.open("a") as log:
-                        log.write(f"{function}\t{report.nodeid}\n")
+                        log.write(f"{function}\t{report.nodeid}\t{mutant_name}\n")
 
         with change_cwd("mutants"):
             return int(self.execute_pytest(self._pytest_args_regular_run(ordered), plugins=[RecordKiller()]))
@@ -208,9 +216,47 @@ def forget_survivors() -> int:
     return forgotten
 
 
-def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str]) -> None:
+def _revision() -> str:
+    """The checkout's commit, marked when it holds uncommitted changes."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def restore_cache() -> None:
+    """Start from the kept verdicts of the last run (``mutation/cache.tar.gz``) where this
+    checkout has no ``mutants/`` yet; say what was kept and what will be judged again."""
+    restored = mutation_cache.restore()
+    if restored is None:
+        print(f"no kept verdicts ({mutation_cache.CACHE.relative_to(ROOT)}): every mutant is judged")
+        return
+    RESTORED.write_text(json.dumps(restored.as_json(), indent=1))
+    forgotten = ", ".join(f"{n} {why}" for why, n in sorted(restored.forgotten.items())) or "none"
+    print(f"kept verdicts of the run of {restored.revision}: {restored.kept} kept; judged again: {forgotten}")
+    if restored.changed_test_files:
+        print("  test files changed since: " + ", ".join(restored.changed_test_files))
+
+
+def save_cache() -> None:
+    """Keep this run's verdicts and killing tests for the next run (``mutation/cache.tar.gz``)."""
+    killed_by = json.loads(RESTORED.read_text()).get("killed_by", {}) if RESTORED.exists() else {}
+    if KILL_LOG.exists():
+        killed_by.update(mutation_cache.killers_from_log(KILL_LOG.read_text().splitlines()))
+    held = mutation_cache.save(killed_by, _revision())
+    print(f"kept {held} verdicts in {mutation_cache.CACHE.relative_to(ROOT)} for the next run")
+
+
+def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str], *, cache: bool = True) -> None:
     import mutmut.__main__ as mutmut_main
     from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    if cache and not (ROOT / "mutants").exists():
+        restore_cache()
 
     entries = {} if rerun_equivalent else load_equivalent()
     pinned: set[str] = set()
@@ -252,6 +298,7 @@ def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str]) -> N
             raise
     finally:
         keep_killers()
+        save_cache()
 
 
 def main() -> None:
@@ -263,6 +310,10 @@ def main() -> None:
         "--rerun-survivors", action="store_true", help="run the survivors of the kept results again (new tests)"
     )
     parser.add_argument(
+        "--fresh", action="store_true",
+        help="judge every mutant: do not start from the kept verdicts (mutation/cache.tar.gz)",
+    )  # fmt: skip
+    parser.add_argument(
         "mutants", nargs="*", help="run only these mutants (names or patterns), again even if judged before"
     )
     args = parser.parse_args()
@@ -272,7 +323,7 @@ def main() -> None:
     else:
         if args.rerun_survivors:
             print(f"{forget_survivors()} survivors of the kept results will run again")
-        run(args.max_children, args.rerun_equivalent, args.mutants)
+        run(args.max_children, args.rerun_equivalent, args.mutants, cache=not args.fresh)
 
 
 if __name__ == "__main__":

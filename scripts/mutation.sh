@@ -9,9 +9,12 @@
 # is recorded as survived without running its tests again (bench/mutation_run.py); then
 # writes the score and every surviving mutant (killed since, or listed as equivalent with
 # the reason) to MUTATION.md.
-#   scripts/mutation.sh                      # results are kept in mutants/: a second run only
-#                                            # re-runs mutants of functions (or tests) that changed
-#   scripts/mutation.sh --fresh              # start over
+#   scripts/mutation.sh                      # verdicts are kept in mutants/ and, between
+#                                            # sessions, in mutation/cache.tar.gz: a run judges
+#                                            # again only the mutants of functions that changed,
+#                                            # those whose killing test changed, and survivors
+#                                            # (bench/mutation_cache.py says what it cannot see)
+#   scripts/mutation.sh --fresh              # start over: judge every mutant
 #   scripts/mutation.sh --fresh --rerun-equivalent   # and run the listed equivalent ones too
 #   scripts/mutation.sh 'icecommit.committer.validation.*'  # only these mutants, again
 #   scripts/mutation.sh --rerun-survivors    # keep the results, but run the survivors again
@@ -23,7 +26,7 @@ rerun=()
 names=()
 for arg in "$@"; do
   case "$arg" in
-    --fresh) rm -rf mutants ;;
+    --fresh) rm -rf mutants; rerun+=(--fresh) ;;
     --rerun-equivalent) rerun+=(--rerun-equivalent) ;;
     --rerun-survivors) rerun+=(--rerun-survivors) ;;
     -*) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent, --rerun-survivors, or mutant names)" >&2; exit 2 ;;
