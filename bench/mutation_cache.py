@@ -1,24 +1,30 @@
-"""Keep mutmut's verdicts between sessions, so that a run judges only what changed.
+"""Keep mutmut's verdicts between runs and sessions, so that a run judges only what changed.
 
-A fresh run judges about 4,800 mutants and takes longer than an hour on 2 cores; a
-session's checkout starts without ``mutants/``. After every run ``save`` packs what mutmut
-keeps of its verdicts (each source file's ``.meta``: the verdict of every mutant and the
-hash of every function; ``mutmut-stats.json``: which tests reach which function, and how
-long each takes) into ``mutation/cache.tar.gz``, with the hash of every test file and the
-test that killed each mutant. ``restore`` unpacks it into a ``mutants/`` that does not
-exist yet. mutmut itself then judges again every mutant of a function whose code changed
-and runs its stats for new tests; ``restore`` also forgets the verdicts the tests may no
-longer give:
+A fresh run judges about 4,900 mutants and takes longer than an hour on 2 cores, and a
+session's checkout starts without ``mutants/``. Every run records in ``mutants/`` the
+baseline of its verdicts (``write_baseline``: the hash of every file under ``tests/``, the
+test that killed each mutant, the revision, mutmut's version); a complete run then packs
+it with what mutmut keeps (each source file's ``.meta``: the verdict of every mutant and
+the hash of every function; ``mutmut-stats.json``: which tests reach which function, and
+how long each takes) into ``mutation/cache.tar.gz`` (``pack``). ``restore`` unpacks that
+into a checkout without ``mutants/``. Before every run, restored or not, ``invalidate``
+compares the baseline with the tests as they are and forgets the verdicts they may no
+longer give; mutmut itself judges again every mutant of a function whose code changed, and
+collects the stats of new tests:
 
-- a killed mutant whose killing test's file changed or is gone (its killer unknown: any
-  file of a test that reaches its function changed);
+- a killed mutant whose killing test's file changed or is gone (its killer unknown: when a
+  file of a test that reaches its function changed); the changed files' tests are dropped
+  from mutmut's stats, so that what they reach is collected again;
 - every survivor (new tests may kill it; an equivalent one whose changed lines still match
-  ``mutation/equivalent.toml`` is recorded as survived again without running);
-- every verdict of a test, when a ``conftest.py`` (the fixtures of every test) or the
-  mutmut version changed.
+  ``mutation/equivalent.toml`` is recorded as survived again without running), every
+  mutant no test reached and every one the type check caught (both are judged again
+  without running a test);
+- every verdict, when a file under ``tests/`` other than a ``test_*.py`` changed (a
+  ``conftest.py``, a helper module, a fixture file), or mutmut's version did, or there is
+  no baseline.
 
-What it cannot see: a change outside the mutated modules (``icecommit`` code the tests
-reach through, a dependency's version) can make a kept "killed" stale. The report names the
+What it cannot see: a change outside the mutated modules (``icecommit`` code the tests reach
+through, a dependency's version) can make a kept "killed" stale. The report names the
 revision whose verdicts were kept; ``scripts/mutation.sh --fresh`` judges everything again.
 """
 
@@ -30,90 +36,44 @@ import io
 import json
 import tarfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import metadata
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "mutation" / "cache.tar.gz"
 MUTANTS = ROOT / "mutants"
-#: inside the archive, beside mutmut's files
-MANIFEST = "icecommit-mutation-cache.json"
-#: mutmut's exit codes that are a test's verdict (the type check runs again every run)
+#: in mutants/: what the kept verdicts were judged against
+BASELINE = "icecommit-baseline.json"
+#: in mutants/: what ``invalidate`` kept and forgot before this run (for the report)
+RUN_START = "icecommit-run-start.json"
+STATS = "mutmut-stats.json"
+#: mutmut's exit codes
 KILLED = {1, 3}
 SURVIVED = 0
+NO_TESTS = {5, 33}
 TYPE_CHECK = 37
 
 
-def test_file_hashes(root: Path = ROOT) -> dict[str, str]:
-    """The SHA-256 of every Python file under ``tests/``, by path from the project root."""
+def tree_hashes(root: Path = ROOT) -> dict[str, str]:
+    """The SHA-256 of every file under ``tests/`` (byte code left out), by path from ``root``."""
     return {
-        str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted((root / "tests").rglob("*.py"))
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted((root / "tests").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
     }
 
 
-def _kept_files(mutants: Path) -> list[Path]:
-    files = sorted(mutants.rglob("*.meta"))
-    files += [p for p in (mutants / "mutmut-stats.json", mutants / "pinned-equivalent.json") if p.exists()]
-    return files
+def mutmut_version() -> str:
+    try:
+        return metadata.version("mutmut")
+    except metadata.PackageNotFoundError:
+        return "absent"
 
 
-def save(killed_by: dict[str, str], revision: str, *, mutants: Path = MUTANTS, cache: Path = CACHE) -> int:
-    """Pack the verdicts of ``mutants/`` and the test that killed each mutant still killed
-    into ``cache``; returns how many verdicts it holds. The archive's bytes depend only on
-    what it holds (no times, sorted members), so an unchanged run leaves the file unchanged."""
-    killed = set()
-    for meta in mutants.rglob("*.meta"):
-        killed |= {m for m, c in json.loads(meta.read_text()).get("exit_code_by_key", {}).items() if c in KILLED}
-    killed_by = {m: t for m, t in killed_by.items() if m in killed}
-    manifest = {
-        "revision": revision,
-        "mutmut": _mutmut_version(),
-        "test_files": test_file_hashes(mutants.parent),
-        "killed_by": dict(sorted(killed_by.items())),
-    }
-    verdicts = 0
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-
-        def add(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            archive.addfile(info, io.BytesIO(data))
-
-        add(MANIFEST, json.dumps(manifest, indent=1).encode())
-        for path in _kept_files(mutants):
-            data = path.read_bytes()
-            if path.suffix == ".meta":
-                verdicts += sum(1 for code in json.loads(data).get("exit_code_by_key", {}).values() if code is not None)
-            add(str(path.relative_to(mutants.parent)), data)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=0))
-    return verdicts
-
-
-@dataclass
-class Restored:
-    """What ``restore`` kept and forgot, for the run's report."""
-
-    revision: str
-    #: verdicts of tests kept (the type check's are not counted: it runs again every run)
-    kept: int = 0
-    forgotten: dict[str, int] = field(default_factory=dict)
-    changed_test_files: list[str] = field(default_factory=list)
-    killed_by: dict[str, str] = field(default_factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "revision": self.revision,
-            "kept": self.kept,
-            "forgotten": self.forgotten,
-            "changed_test_files": self.changed_test_files,
-            "killed_by": self.killed_by,
-        }
+def _is_test_module(path: str) -> bool:
+    name = PurePosixPath(path).name
+    return name.startswith("test_") and name.endswith(".py")
 
 
 def _test_file(test: str) -> str:
@@ -125,81 +85,174 @@ def _function_of(mutant: str) -> str:
     return mutant.partition("__mutmut_")[0]
 
 
-def _mutmut_version() -> str:
-    try:
-        return metadata.version("mutmut")
-    except metadata.PackageNotFoundError:
-        return "absent"
+def _metas(mutants: Path) -> list[Path]:
+    return sorted(mutants.rglob("*.meta"))
 
 
-def restore(*, mutants: Path = MUTANTS, cache: Path = CACHE) -> Restored | None:
-    """Unpack ``cache`` into ``mutants/`` (which must not exist) and forget the verdicts
-    the tests may no longer give (the module's text says which). None: no cache."""
+def _codes(meta: Path) -> dict[str, int | None]:
+    return dict(json.loads(meta.read_text()).get("exit_code_by_key", {}))
+
+
+def write_baseline(killed_by: dict[str, str], revision: str, *, mutants: Path = MUTANTS) -> None:
+    """Record what the verdicts in ``mutants/`` are judged against: the tests as they are now
+    and the killer of each mutant still killed. Written at the start of a run (after
+    ``invalidate``, every kept verdict holds for the tests as they are; the run judges the
+    rest with them) and again at its end with the run's killers, so that an interrupted run
+    leaves a baseline that its next run can trust."""
+    codes = {m: c for meta in _metas(mutants) for m, c in _codes(meta).items()}
+    baseline = {
+        "revision": revision,
+        "mutmut": mutmut_version(),
+        "tests": tree_hashes(mutants.parent),
+        "killed_by": {m: t for m, t in sorted(killed_by.items()) if codes.get(m) in KILLED},
+    }
+    mutants.mkdir(exist_ok=True)
+    (mutants / BASELINE).write_text(json.dumps(baseline, indent=1))
+
+
+def pack(*, mutants: Path = MUTANTS, cache: Path = CACHE) -> int:
+    """Pack the verdicts of ``mutants/`` with their baseline into ``cache``; returns how many
+    verdicts it holds. The archive's bytes depend only on what it holds (no times, sorted
+    members), so an unchanged run leaves the file unchanged. Refuses a ``mutants/`` without
+    verdicts or baseline (a run that failed early must not replace a good cache)."""
+    metas = _metas(mutants)
+    verdicts = sum(1 for meta in metas for c in _codes(meta).values() if c is not None)
+    if not verdicts or not (mutants / BASELINE).exists():
+        raise ValueError(f"{mutants} holds no verdicts or no baseline: the cache is left as it was")
+    members = [*metas, *(p for p in (mutants / STATS, mutants / "pinned-equivalent.json") if p.exists())]
+    members.append(mutants / BASELINE)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for path in sorted(members):
+            data = path.read_bytes()
+            info = tarfile.TarInfo(path.relative_to(mutants.parent).as_posix())
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=9, mtime=0))
+    return verdicts
+
+
+def restore(*, mutants: Path = MUTANTS, cache: Path = CACHE) -> str | None:
+    """Unpack ``cache`` into ``mutants/`` (which must not exist); returns the revision of the
+    verdicts, or None: no cache, or one made with another mutmut version (its stats would not
+    load)."""
     if not cache.exists():
         return None
     if mutants.exists():
-        raise FileExistsError(f"{mutants} exists: the cache is restored only into a fresh checkout")
-    root = mutants.parent
+        raise FileExistsError(f"{mutants} exists: the cache is restored only into a checkout without it")
     with tarfile.open(cache, mode="r:gz") as archive:
-        members = archive.getmembers()
-        for member in members:
-            if not member.isfile() or member.name.startswith("/") or ".." in Path(member.name).parts:
-                raise ValueError(f"{cache}: unexpected member {member.name!r}")
-        manifest = json.loads(archive.extractfile(MANIFEST).read())  # type: ignore[union-attr]
-        for member in members:
-            if member.name != MANIFEST:
-                target = root / member.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(archive.extractfile(member).read())  # type: ignore[union-attr]
-    restored = Restored(revision=manifest["revision"], killed_by=dict(manifest.get("killed_by", {})))
-    now = test_file_hashes(root)
-    then: dict[str, str] = manifest["test_files"]
-    changed = {path for path, digest in then.items() if now.get(path) != digest}
-    restored.changed_test_files = sorted(changed)
-    everything = manifest.get("mutmut") != _mutmut_version() or any(
-        Path(p).name == "conftest.py" for p in changed
-    )
-    stats_file = mutants / "mutmut-stats.json"
+        found: dict[str, bytes] = {}
+        for member in archive.getmembers():
+            parts = PurePosixPath(member.name).parts
+            if (
+                not member.isfile()
+                or len(parts) < 2
+                or parts[0] != mutants.name
+                or ".." in parts
+                or PurePosixPath(member.name).suffix not in (".meta", ".json")
+            ):
+                raise ValueError(f"{cache}: unexpected member {member.name!r} (only mutants/*.meta and *.json)")
+            found[member.name] = archive.extractfile(member).read()  # type: ignore[union-attr]
+    baseline = json.loads(found.get(f"{mutants.name}/{BASELINE}", b"{}"))
+    if baseline.get("mutmut") != mutmut_version():
+        return None
+    for name, data in found.items():
+        target = mutants.parent / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    return str(baseline["revision"])
+
+
+@dataclass
+class RunStart:
+    """What ``invalidate`` kept and forgot before a run (the report shows it)."""
+
+    revision: str | None
+    #: verdicts of tests kept (killed and timed-out mutants)
+    kept: int = 0
+    forgotten: dict[str, int] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)
+    #: the killer of each kept kill
+    killed_by: dict[str, str] = field(default_factory=dict)
+
+
+def invalidate(*, mutants: Path = MUTANTS) -> RunStart:
+    """Forget the verdicts in ``mutants/`` that the tests as they are may no longer give
+    (the module's text says which), and write what was kept to ``mutants/`` for the report."""
+    baseline_file = mutants / BASELINE
+    baseline = json.loads(baseline_file.read_text()) if baseline_file.exists() else None
+    then: dict[str, str] = baseline["tests"] if baseline else {}
+    now = tree_hashes(mutants.parent)
+    changed = sorted(p for p in then.keys() | now.keys() if then.get(p) != now.get(p))
+    start = RunStart(revision=baseline["revision"] if baseline else None, changed=changed)
+    everything = None
+    if baseline is None:
+        everything = "no record of the tests they were judged with"
+    elif baseline.get("mutmut") != mutmut_version():
+        everything = "mutmut changed"
+    elif any(not _is_test_module(p) for p in changed):
+        everything = "fixtures or helpers changed"
+    changed_tests = {p for p in changed if _is_test_module(p)}
+    stats_file = mutants / STATS
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     reaching: dict[str, list[str]] = stats.get("tests_by_mangled_function_name", {})
+    recorded: dict[str, str] = dict(baseline.get("killed_by", {})) if baseline else {}
 
     def forget(mutant: str, code: int) -> str | None:
-        if everything:
-            return "fixtures or mutmut changed"
         if code == SURVIVED:
             return "survived (run again)"
+        if code in NO_TESTS or code == TYPE_CHECK:
+            return None  # judged again every run, without a test: not counted
+        if everything:
+            return everything
         if code in KILLED:
-            killer = restored.killed_by.get(mutant)
+            killer = recorded.get(mutant)
             if killer is not None:
-                return "its killing test changed" if _test_file(killer) in changed else None
-            if any(_test_file(t) in changed for t in reaching.get(_function_of(mutant), ())):
+                return "its killing test changed" if _test_file(killer) in changed_tests else None
+            if any(_test_file(t) in changed_tests for t in reaching.get(_function_of(mutant), ())):
                 return "a test reaching it changed"
         return None
 
-    for meta in sorted(mutants.rglob("*.meta")):
+    for meta in _metas(mutants):
         data = json.loads(meta.read_text())
         codes: dict[str, int | None] = data.get("exit_code_by_key", {})
         dirty = False
         for mutant, code in codes.items():
-            if code is None or code == TYPE_CHECK:  # the type check runs again every run
+            if code is None:
                 continue
             reason = forget(mutant, code)
-            if reason is None:
-                restored.kept += 1
+            if reason is None and code not in NO_TESTS and code != TYPE_CHECK:
+                start.kept += 1
+                if code in KILLED and mutant in recorded:
+                    start.killed_by[mutant] = recorded[mutant]
                 continue
             codes[mutant] = None
-            restored.forgotten[reason] = restored.forgotten.get(reason, 0) + 1
-            restored.killed_by.pop(mutant, None)
             dirty = True
+            if reason is not None:
+                start.forgotten[reason] = start.forgotten.get(reason, 0) + 1
         if dirty:
             meta.write_text(json.dumps(data, indent=4))
-    return restored
+    if stats and everything:
+        stats_file.unlink()  # mutmut collects every test's reach again
+    elif stats and changed_tests:
+        # the changed files' tests become new to mutmut: their reach is collected again
+        durations: dict[str, float] = stats["duration_by_test"]
+        for test in [t for t in durations if _test_file(t) in changed_tests]:
+            del durations[test]
+        stats["tests_by_mangled_function_name"] = {
+            f: [t for t in tests if _test_file(t) not in changed_tests] for f, tests in reaching.items()
+        }
+        stats_file.write_text(json.dumps(stats))
+    mutants.mkdir(exist_ok=True)
+    (mutants / RUN_START).write_text(json.dumps(asdict(start), indent=1))
+    return start
 
 
 def killers_from_log(lines: Iterable[str]) -> dict[str, str]:
-    """A failing test of each mutant, from the kill log (one "function<TAB>test<TAB>mutant"
-    line per failing test, appended run after run: the last run's is taken; older lines
-    have no mutant)."""
+    """A failing test of each mutant, from the run's kill log (one "function<TAB>test<TAB>mutant"
+    line per failing test; the last is taken; lines without a mutant are left out)."""
     found: dict[str, str] = {}
     for line in lines:
         parts = line.split("\t")

@@ -35,18 +35,20 @@ def _mutmut(*args: str) -> str:
 
 
 def _restored_line() -> str:
-    """What the run took from the kept verdicts of an earlier one (bench/mutation_cache.py)."""
-    restored = ROOT / "mutants" / "restored.json"
-    if not restored.exists():
+    """What the run took from the verdicts of an earlier one (bench/mutation_cache.py)."""
+    start_file = ROOT / "mutants" / "icecommit-run-start.json"
+    if not start_file.exists():
         return "- Every verdict was judged in this run (`--fresh`, or no kept verdicts)."
-    found = json.loads(restored.read_text())
-    forgotten = sum(found["forgotten"].values())
-    reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(found["forgotten"].items()))
+    start = json.loads(start_file.read_text())
+    forgotten = sum(start["forgotten"].values())
+    reasons = ", ".join(f"{n:,} {why}" for why, n in sorted(start["forgotten"].items()))
+    changed = f"; files under `tests/` changed since: {len(start['changed'])}" if start["changed"] else ""
     return (
-        f"- Verdicts kept from the run of {found['revision']} (`mutation/cache.tar.gz`): {found['kept']:,} "
-        f"of tests (the type check ran again); judged again: {forgotten:,}"
+        f"- Verdicts of tests kept from the run of {start['revision']} (`mutation/cache.tar.gz`, "
+        f"`bench/mutation_cache.py`): {start['kept']:,}; forgotten and judged again: {forgotten:,}"
         + (f" ({reasons})" if reasons else "")
-        + ", with every mutant of a function that changed since. `--fresh` judges everything."
+        + f"{changed}; with them every mutant of a function that changed, every one no test reached "
+        "and every one the type check caught. `--fresh` judges everything."
     )
 
 

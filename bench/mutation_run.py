@@ -14,7 +14,7 @@ those that killed any mutant, then the rest fastest first (mutmut's order). The 
 kept in ``mutation/killers.json`` for the next run. Only the order changes: a mutant is
 killed by its first failing test, and a survivor still runs every test that reaches it.
 
-    python -m bench.mutation_run [--max-children N] [--fresh] [--rerun-equivalent] [--rerun-survivors] [MUTANT ...]
+    python -m bench.mutation_run [--max-children N] [--fresh] [--rerun-equivalent] [MUTANT ...]
                                           # names or patterns: only these, run again
                                           # a checkout without mutants/ starts from the kept
                                           # verdicts of the last run (bench/mutation_cache.py)
@@ -48,8 +48,6 @@ PINNED = ROOT / "mutants" / "pinned-equivalent.json"
 KILLERS = ROOT / "mutation" / "killers.json"
 #: this run's kills, one "function<TAB>test<TAB>mutant" line each, appended by the mutants' processes
 KILL_LOG = ROOT / "mutants" / "kills.log"
-#: what the run took from the kept verdicts of the last one (for the report)
-RESTORED = ROOT / "mutants" / "restored.json"
 HEADER = """\
 # Surviving mutants that no test can kill, each with the reason it is equivalent to the
 # original code (scripts/mutation.sh lists every other survivor as a gap in MUTATION.md).
@@ -200,22 +198,6 @@ def unselected_test_files() -> list[str]:
     return found
 
 
-def forget_survivors() -> int:
-    """Forget the verdict of every survivor mutmut kept in mutants/, so that the next run
-    runs them again (after tests were added); killed and caught mutants keep theirs.
-    Returns how many."""
-    forgotten = 0
-    for meta in (ROOT / "mutants").rglob("*.meta"):
-        data = json.loads(meta.read_text())
-        survivors = [key for key, code in data.get("exit_code_by_key", {}).items() if code == 0]
-        for key in survivors:
-            data["exit_code_by_key"][key] = None
-        if survivors:
-            meta.write_text(json.dumps(data, indent=4))
-            forgotten += len(survivors)
-    return forgotten
-
-
 def _revision() -> str:
     """The checkout's commit, marked when it holds uncommitted changes."""
     import subprocess
@@ -225,38 +207,38 @@ def _revision() -> str:
         return done.stdout.strip() if done.returncode == 0 else ""
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    # mutation/ is rewritten by the run itself (killers.json, the cache)
+    changes = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)mutation")
+    return head + ("+changes" if changes else "")
 
 
-def restore_cache() -> None:
-    """Start from the kept verdicts of the last run (``mutation/cache.tar.gz``) where this
-    checkout has no ``mutants/`` yet; say what was kept and what will be judged again."""
-    restored = mutation_cache.restore()
-    if restored is None:
-        print(f"no kept verdicts ({mutation_cache.CACHE.relative_to(ROOT)}): every mutant is judged")
-        return
-    RESTORED.write_text(json.dumps(restored.as_json(), indent=1))
-    forgotten = ", ".join(f"{n} {why}" for why, n in sorted(restored.forgotten.items())) or "none"
-    print(f"kept verdicts of the run of {restored.revision}: {restored.kept} kept; judged again: {forgotten}")
-    if restored.changed_test_files:
-        print("  test files changed since: " + ", ".join(restored.changed_test_files))
-
-
-def save_cache() -> None:
-    """Keep this run's verdicts and killing tests for the next run (``mutation/cache.tar.gz``)."""
-    killed_by = json.loads(RESTORED.read_text()).get("killed_by", {}) if RESTORED.exists() else {}
-    if KILL_LOG.exists():
-        killed_by.update(mutation_cache.killers_from_log(KILL_LOG.read_text().splitlines()))
-    held = mutation_cache.save(killed_by, _revision())
-    print(f"kept {held} verdicts in {mutation_cache.CACHE.relative_to(ROOT)} for the next run")
+def start_from_kept_verdicts(cache: bool) -> dict[str, str]:
+    """Restore the kept verdicts of the last run (``mutation/cache.tar.gz``) where this
+    checkout has no ``mutants/`` yet, forget those the tests as they are may no longer give,
+    and say what was kept; returns the killers of the kept kills."""
+    if cache and not (ROOT / "mutants").exists():
+        revision = mutation_cache.restore()
+        where = mutation_cache.CACHE.relative_to(ROOT)
+        print(f"restored the verdicts of {revision} from {where}" if revision else f"no usable {where}")
+    if not (ROOT / "mutants").exists():
+        print("every mutant is judged in this run")
+        return {}
+    start = mutation_cache.invalidate()
+    forgotten = ", ".join(f"{n} {why}" for why, n in sorted(start.forgotten.items())) or "none"
+    print(f"verdicts of tests kept from {start.revision}: {start.kept}; judged again: {forgotten}")
+    if start.changed:
+        print("  files under tests/ changed since: " + ", ".join(start.changed))
+    return start.killed_by
 
 
 def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str], *, cache: bool = True) -> None:
     import mutmut.__main__ as mutmut_main
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
-    if cache and not (ROOT / "mutants").exists():
-        restore_cache()
+    killed_by = start_from_kept_verdicts(cache)
+    revision = _revision()
+    mutation_cache.write_baseline(killed_by, revision)
+    KILL_LOG.unlink(missing_ok=True)  # folded into killers.json by the run that wrote it
 
     entries = {} if rerun_equivalent else load_equivalent()
     pinned: set[str] = set()
@@ -298,7 +280,11 @@ def run(max_children: int, rerun_equivalent: bool, mutant_names: list[str], *, c
             raise
     finally:
         keep_killers()
-        save_cache()
+        if KILL_LOG.exists():
+            killed_by.update(mutation_cache.killers_from_log(KILL_LOG.read_text().splitlines()))
+        mutation_cache.write_baseline(killed_by, revision)
+    held = mutation_cache.pack()
+    print(f"kept {held} verdicts in {mutation_cache.CACHE.relative_to(ROOT)} for the next run")
 
 
 def main() -> None:
@@ -306,9 +292,6 @@ def main() -> None:
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--rerun-equivalent", action="store_true", help="run the listed equivalent mutants too")
     parser.add_argument("--pin", action="store_true", help="record the listed mutants' changed lines and stop")
-    parser.add_argument(
-        "--rerun-survivors", action="store_true", help="run the survivors of the kept results again (new tests)"
-    )
     parser.add_argument(
         "--fresh", action="store_true",
         help="judge every mutant: do not start from the kept verdicts (mutation/cache.tar.gz)",
@@ -321,8 +304,6 @@ def main() -> None:
     if args.pin:
         pin()
     else:
-        if args.rerun_survivors:
-            print(f"{forget_survivors()} survivors of the kept results will run again")
         run(args.max_children, args.rerun_equivalent, args.mutants, cache=not args.fresh)
 
 

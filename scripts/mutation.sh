@@ -17,7 +17,6 @@
 #   scripts/mutation.sh --fresh              # start over: judge every mutant
 #   scripts/mutation.sh --fresh --rerun-equivalent   # and run the listed equivalent ones too
 #   scripts/mutation.sh 'icecommit.committer.validation.*'  # only these mutants, again
-#   scripts/mutation.sh --rerun-survivors    # keep the results, but run the survivors again
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || scripts/setup.sh .venv
@@ -28,8 +27,7 @@ for arg in "$@"; do
   case "$arg" in
     --fresh) rm -rf mutants; rerun+=(--fresh) ;;
     --rerun-equivalent) rerun+=(--rerun-equivalent) ;;
-    --rerun-survivors) rerun+=(--rerun-survivors) ;;
-    -*) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent, --rerun-survivors, or mutant names)" >&2; exit 2 ;;
+    -*) echo "scripts/mutation.sh: unknown option $arg (--fresh, --rerun-equivalent, or mutant names)" >&2; exit 2 ;;
     *) names+=("$arg") ;;
   esac
 done
