@@ -105,6 +105,25 @@ def test_prepare_and_commit_make_one_snapshot_with_the_checkpoint_in_its_summary
     assert committer.store.get("ingest", committer.table_name, 7).status == "committed"
 
 
+def test_the_steps_pass_their_fault_points_in_order_once_each(catalog: SqlCatalog) -> None:
+    """The points a crash is injected at (the crash tests and the soak kill processes there)
+    are reached by name, in order, once per checkpoint: a point renamed or skipped would
+    leave its crash untested. A prepare repeated with the same files stages nothing and
+    passes no point."""
+    table = _table(catalog)
+    seen: list[tuple[str, int]] = []
+    committer = ic.GlobalCommitter(
+        catalog, table, job_id="ingest", retry_policy=FAST, fault=lambda point, cp: seen.append((point, cp))
+    )
+    results = [write_arrow(table, events(0, 10), job_id="ingest", checkpoint_id=3)]
+    committer.prepare(3, results)
+    assert seen == [("after-stage", 3), ("after-prepare", 3)]
+    committer.prepare(3, results)
+    assert seen == [("after-stage", 3), ("after-prepare", 3)]
+    committer.commit(3)
+    assert seen == [("after-stage", 3), ("after-prepare", 3), ("before-commit-attempt", 3), ("after-commit", 3)]
+
+
 def test_committing_twice_is_a_no_op(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)

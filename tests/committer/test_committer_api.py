@@ -131,7 +131,7 @@ def test_validate_checks_the_state_database_the_table_records(
         elsewhere.validate(2, _results(elsewhere, 2))
     assert mismatch.value.table == name and mismatch.value.uri == shown_uri(other.engine)
 
-    def unreachable(*_args: object) -> bool:
+    def unreachable(*_args: object, **_kwargs: object) -> bool:
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
 
     monkeypatch.setattr(committer_module, "records_state", unreachable)
@@ -145,6 +145,18 @@ def test_validate_checks_the_state_database_the_table_records(
     assert down_in_prepare.value.uri == shown_uri(committer.store.engine)
     assert down_in_prepare.value.reason.endswith("; nothing was staged")
     assert committer.store.get("A", name, 2) is None and len(_snapshots(catalog, name)) == 0
+
+    monkeypatch.undo()  # reachable again, until the prepare's own insert
+    monkeypatch.setattr(committer.store, "insert_prepared", unreachable)
+    with pytest.raises(StateDatabaseUnavailableError) as down_at_insert:
+        committer.prepare(2, _results(committer, 2))
+    assert down_at_insert.value.uri == shown_uri(committer.store.engine)
+    assert down_at_insert.value.reason.endswith("; nothing was recorded: prepare it again")
+    assert isinstance(down_at_insert.value.__cause__, OperationalError)
+    monkeypatch.undo()
+    assert committer.store.get("A", name, 2) is None and len(_snapshots(catalog, name)) == 0
+    committer.prepare(2, _results(committer, 2))  # prepared again, as the error says
+    assert committer.commit(2).committed
 
 
 def test_refusals_of_abandon_acknowledge_and_recommit_name_job_checkpoint_and_table(catalog: SqlCatalog) -> None:

@@ -358,6 +358,11 @@ def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_t
     assert hours(committers[quiet_name].partition_status()) == expected
     state = committers[quiet_name].store.get("job", quiet_name, 2)
     assert state is not None and (state.records, state.future_records) == (0, 0)
+    # the table's own rows later than those routed elsewhere: its own event time counts
+    own = at(190, first_id=40)
+    routed(3, own, at(150, first_id=50))
+    state = committers[quiet_name].store.get("job", quiet_name, 3)
+    assert state is not None and state.watermark_us == micros(max(own["ts"].to_pylist()))
 
 
 def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: SqlCatalog) -> None:

@@ -51,9 +51,15 @@ def test_other_files_under_a_used_checkpoint_id(catalog: SqlCatalog, tmp_path: P
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
     first = _results(committer, 1, 0)
     committer.prepare(1, first)
+    metadata = _local(catalog.load_table(name).metadata_location).parent
+    staged = sorted(metadata.glob("icecommit-staged-*"))
+    assert len(staged) == 1
+    committer.prepare(1, first)  # the same files again: a no-op
     second = _results(committer, 1, 100) + _results(committer, 1, 200, task_id=1)
     with pytest.raises(CheckpointReusedError) as prepared:
         committer.prepare(1, second)
+    # neither staged a manifest of its own: the row is compared before anything is written
+    assert sorted(metadata.glob("icecommit-staged-*")) == staged
     e = prepared.value
     assert isinstance(e, ic.ValidationError)
     staged, offered = len(first[0].data_files), sum(len(r.data_files) for r in second)

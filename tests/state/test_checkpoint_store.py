@@ -346,6 +346,8 @@ def test_a_prepared_row_reads_back_as_written_with_no_attempts_yet(
         assert (row.status, row.source_records, row.records, row.files, row.bytes) == ("prepared", 12, 11, 2, 300)
         assert (row.max_event_time_us, row.watermark_us, row.future_records, row.query_id) == (7_000, 6_000, 1, "q")
         assert (row.attempts, row.retries, row.snapshot_id) == (0, 0, None)
+        # files created by the writers; none committed, skipped or missing yet, no unknown outcome
+        assert (row.counters, row.unknown_outcomes) == (PublishCounters(created=2), 0)
 
 
 def test_a_row_without_a_recorded_watermark_reads_its_event_time_maximum_as_one(

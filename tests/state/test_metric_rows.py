@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from sqlalchemy import insert, select
+from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.checkpoints import _METRIC_COLUMNS, COPY_MIN_ROWS, MetricSample, _copy_rows, _sqlite_rows
+from icecommit.state.database import state_identity
 from icecommit.state.models import MetricRow
 from tests.conftest import pg_uri, unique_table
 
@@ -93,6 +94,25 @@ def test_each_bulk_path_is_used_on_its_own_database_and_nowhere_else(catalog: Sq
     with Session(store.engine) as session:
         written = session.execute(select(MetricRow.records).where(MetricRow.table_name == table)).scalars().all()
     assert sorted(written) == ([5, 7] if own else [])
+
+
+def test_sqlite_with_another_paramstyle_takes_the_orm_path(tmp_path: Path) -> None:
+    """The DBAPI executemany is written with ``?`` marks: an engine of SQLite set to another
+    paramstyle (``create_engine(..., paramstyle="named")``) goes through the ORM insert, and
+    its rows read back the same."""
+    engine = create_engine(f"sqlite:///{tmp_path / 'state.db'}", paramstyle="named")
+    state_identity(engine)  # gives an engine made outside state_engine its schema
+    store = CheckpointStore(engine)
+    assert (store.engine.dialect.name, store.engine.dialect.paramstyle) == ("sqlite", "named")
+    with Session(store.engine) as session, session.begin():
+        assert _sqlite_rows(session, [_row("t")]) is False
+    samples = [MetricSample("written", START + timedelta(minutes=i), 10 + i, 0, 0) for i in range(3)]
+    _, inserted = store.insert_prepared(
+        job_id="j", table_name="t", checkpoint_id=1, manifest_path=None, files_digest="d",
+        source_records=0, records=0, files=0, bytes_=0, max_event_time_us=None, samples=samples, tasks=[(0, 0)],
+    )  # fmt: skip
+    assert inserted
+    assert store.window_totals("j", "t", 1, "written") == {START + timedelta(minutes=i): 10 + i for i in range(3)}
 
 
 def test_the_sqlite_path_stores_what_an_orm_insert_stores(tmp_path: Path) -> None:
