@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from bench import mutation_cache
+
 try:
     import tomllib
 except ImportError:  # Python 3.10
@@ -36,7 +38,7 @@ def _mutmut(*args: str) -> str:
 
 def _restored_line() -> str:
     """What the run took from the verdicts of an earlier one (bench/mutation_cache.py)."""
-    start_file = ROOT / "mutants" / "icecommit-run-start.json"
+    start_file = mutation_cache.MUTANTS / mutation_cache.RUN_START
     if not start_file.exists():
         return "- Every verdict was judged in this run (`--fresh`, or no kept verdicts)."
     start = json.loads(start_file.read_text())

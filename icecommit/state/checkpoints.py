@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import DateTime, Engine, Select, and_, delete, func, insert, or_, select, update
+from sqlalchemy import Engine, Select, and_, delete, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -88,8 +88,12 @@ def _sqlite_rows(session: Session, rows: Sequence[tuple[object, ...]]) -> bool:
         return False
     session.flush()  # rows added to the session before these go first
     table = MetricRow.__table__
-    times = [i for i, c in enumerate(_METRIC_COLUMNS) if isinstance(table.c[c].type, DateTime)]
-    convert = [table.c[_METRIC_COLUMNS[i]].type.dialect_impl(dialect).bind_processor(dialect) for i in times]
+    # the columns whose type converts a value for SQLite (the times), by position
+    processors = {
+        i: f
+        for i, c in enumerate(_METRIC_COLUMNS)
+        if (f := table.c[c].type.dialect_impl(dialect).bind_processor(dialect)) is not None
+    }
     # a window's start recurs per task, the record time is in every row: each converted once
     # (keyed with its zone: equal instants in two zones are stored as their own wall clocks)
     known: dict[tuple[object, object], object] = {}
@@ -105,9 +109,8 @@ def _sqlite_rows(session: Session, rows: Sequence[tuple[object, ...]]) -> bool:
     converted = []
     for row in rows:
         values = list(row)
-        for i, f in zip(times, convert, strict=True):
-            if f is not None:
-                values[i] = bound(values[i], f)
+        for i, f in processors.items():
+            values[i] = bound(values[i], f)
         converted.append(tuple(values))
     preparer = dialect.identifier_preparer
     columns = ", ".join(preparer.quote(c) for c in _METRIC_COLUMNS)
