@@ -19,6 +19,33 @@ _PG_UNAVAILABLE: str | None = "PostgreSQL was not probed (the test session did n
 _PG_DATABASE: postgres.SessionDatabase | None = None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Put the tests' temporary folders (catalogs, state databases, warehouses) in memory
+    where the machine has a tmpfs, as a database's test suite runs on one: a test's SQLite
+    commits and file writes then cost no disk flush. No test depends on a flush reaching
+    the disk (a killed process's writes stay in the page cache either way), so what is
+    checked is the same. ``PYTEST_DEBUG_TEMPROOT`` (pytest's own setting) or ``--basetemp``
+    chooses another place; ``ICECOMMIT_TEST_TMPFS=0`` keeps pytest's default."""
+    if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        return
+    if os.environ.get("ICECOMMIT_TEST_TMPFS", "1") == "0":
+        return
+    memory = _tmpfs_folder()
+    if memory is not None:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = memory  # read when tmp_path's root is first made
+
+
+def _tmpfs_folder() -> str | None:
+    """A writable folder on a tmpfs (``/dev/shm`` on Linux), or None."""
+    folder = "/dev/shm"
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            on_tmpfs = any(line.split()[1:3] == [folder, "tmpfs"] for line in mounts)
+    except OSError:
+        return None
+    return folder if on_tmpfs and os.access(folder, os.W_OK | os.X_OK) else None
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Probe PostgreSQL once (a few seconds at most); under CI an unreachable server ends
     the run instead of skipping its tests. The session's own database is made by the first

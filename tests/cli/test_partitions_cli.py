@@ -18,7 +18,7 @@ from icecommit.catalog.inspect import wait_for_partition
 from icecommit.completeness import TimePartition, partition_value
 from icecommit.errors import InvalidArgumentError
 from tests import processes
-from tests.cli.test_cli import run as wide_run
+from tests.cli.runner import invoke
 from tests.cli.test_maintenance_cli import catalog_of, js, run
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -56,7 +56,7 @@ def test_partitions_lists_completion_and_late_records(tmp_path: Path) -> None:
     assert first["lateness"] == 300 and first["writers"] == ["job"] and first["notified_at"] is None
     assert first["start"].startswith("2026-03-01T00:00:00") and first["end"].startswith("2026-03-01T01:00:00")
 
-    text = wide_run(home, "partitions", "ns.events")
+    text = invoke(home, "partitions", "ns.events")
     assert text.returncode == 0, text.stderr
     assert "ts_hour=2026-03-01-00" in text.stdout and "late records" in text.stdout
 
