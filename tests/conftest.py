@@ -35,15 +35,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = memory  # read when tmp_path's root is first made
 
 
+#: Free space a tmpfs needs before the tests use it (a container's /dev/shm is often 64 MiB;
+#: a whole run keeps a few hundred MiB, and pytest keeps the last three runs' folders).
+TMPFS_MIN_FREE = 2 * 1024**3
+
+
 def _tmpfs_folder() -> str | None:
-    """A writable folder on a tmpfs (``/dev/shm`` on Linux), or None."""
+    """A writable folder on a tmpfs with room to spare (``/dev/shm`` on Linux), or None."""
     folder = "/dev/shm"
     try:
         with open("/proc/mounts", encoding="utf-8") as mounts:
             on_tmpfs = any(line.split()[1:3] == [folder, "tmpfs"] for line in mounts)
+        room = os.statvfs(folder)
     except OSError:
         return None
-    return folder if on_tmpfs and os.access(folder, os.W_OK | os.X_OK) else None
+    free = room.f_bavail * room.f_frsize
+    return folder if on_tmpfs and free >= TMPFS_MIN_FREE and os.access(folder, os.W_OK | os.X_OK) else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -1,0 +1,41 @@
+"""Where the tests' temporary folders live: on the machine's tmpfs when it has one with room,
+otherwise where pytest puts them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests import conftest
+
+
+def test_a_tmpfs_with_room_is_chosen_and_a_small_one_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not Path("/proc/mounts").is_file() or not any(
+        line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in Path("/proc/mounts").read_text().splitlines()
+    ):
+        pytest.skip("this machine has no tmpfs at /dev/shm")
+    real = os.statvfs("/dev/shm")
+    if real.f_bavail * real.f_frsize < conftest.TMPFS_MIN_FREE:
+        pytest.skip("this machine's /dev/shm is smaller than the tests need")
+    assert conftest._tmpfs_folder() == "/dev/shm"
+
+    def small(_path: str) -> SimpleNamespace:  # a container's default: 64 MiB
+        return SimpleNamespace(f_bavail=64 * 1024 * 1024 // 4096, f_frsize=4096)
+
+    monkeypatch.setattr(conftest.os, "statvfs", small)
+    assert conftest._tmpfs_folder() is None
+
+
+def test_this_sessions_folders_are_on_the_tmpfs_unless_told_otherwise(
+    tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    if pytestconfig.option.basetemp or os.environ.get("ICECOMMIT_TEST_TMPFS", "1") == "0":
+        pytest.skip("this session was told where its folders go")
+    if conftest._tmpfs_folder() is None:
+        pytest.skip("this machine has no tmpfs with room at /dev/shm")
+    root = os.environ.get("PYTEST_DEBUG_TEMPROOT")
+    assert root is not None  # ours (/dev/shm), or the one the caller chose
+    assert tmp_path.resolve().is_relative_to(Path(root).resolve())
