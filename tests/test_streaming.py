@@ -29,8 +29,16 @@ T0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
 
 
 def _drop(folder: Path, name: str, ids: range) -> None:
+    """A JSON file of ``ids`` in ``folder``, taken by Spark's file source after every file
+    already there: the source orders files by modification time, and two files written
+    within one millisecond (as on a tmpfs) tie, in no fixed order."""
     lines = [json.dumps({"id": i, "ts": f"2026-05-01T00:{i % 60:02d}:00Z"}) for i in ids]
-    (folder / name).write_text("\n".join(lines) + "\n")
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
+    if before:
+        at = max(max(before) + 1, path.stat().st_mtime)
+        os.utime(path, (at, at))
 
 
 def _run_query(spark: SparkSession, source: Path, checkpoints: Path, catalog: SqlCatalog, results: list[str]) -> None:

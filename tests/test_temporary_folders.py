@@ -29,10 +29,18 @@ def test_a_tmpfs_with_room_is_chosen_and_a_small_one_is_not(monkeypatch: pytest.
     assert conftest._tmpfs_folder() is None
 
 
+def _explicit_basetemp(config: pytest.Config) -> bool:
+    """Whether the run was given ``--basetemp`` (an xdist worker is always given one, made
+    by the controller; what counts is the controller's command line)."""
+    workerinput = getattr(config, "workerinput", None)
+    argv = workerinput["mainargv"] if workerinput is not None else config.invocation_params.args
+    return any(str(arg).startswith("--basetemp") for arg in (*argv, *config.getini("addopts")))
+
+
 def test_this_sessions_folders_are_on_the_tmpfs_unless_told_otherwise(
     tmp_path: Path, pytestconfig: pytest.Config
 ) -> None:
-    if pytestconfig.option.basetemp or os.environ.get("ICECOMMIT_TEST_TMPFS", "1") == "0":
+    if os.environ.get("ICECOMMIT_TEST_TMPFS", "1") == "0" or _explicit_basetemp(pytestconfig):
         pytest.skip("this session was told where its folders go")
     if conftest._tmpfs_folder() is None:
         pytest.skip("this machine has no tmpfs with room at /dev/shm")
