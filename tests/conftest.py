@@ -38,19 +38,29 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Free space a tmpfs needs before the tests use it (a container's /dev/shm is often 64 MiB;
 #: a whole run keeps a few hundred MiB, and pytest keeps the last three runs' folders).
 TMPFS_MIN_FREE = 2 * 1024**3
+#: The tmpfs the tests' folders go to where it is there.
+TMPFS = "/dev/shm"
+
+
+def _is_tmpfs(folder: str) -> bool:
+    """Whether ``folder`` is a tmpfs mount point (False where /proc/mounts is not there)."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            return any(line.split()[1:3] == [folder, "tmpfs"] for line in mounts)
+    except OSError:
+        return False
+
+
+def _free_bytes(folder: str) -> int:
+    room = os.statvfs(folder)
+    return room.f_bavail * room.f_frsize
 
 
 def _tmpfs_folder() -> str | None:
     """A writable folder on a tmpfs with room to spare (``/dev/shm`` on Linux), or None."""
-    folder = "/dev/shm"
-    try:
-        with open("/proc/mounts", encoding="utf-8") as mounts:
-            on_tmpfs = any(line.split()[1:3] == [folder, "tmpfs"] for line in mounts)
-        room = os.statvfs(folder)
-    except OSError:
+    if not _is_tmpfs(TMPFS) or not os.access(TMPFS, os.W_OK | os.X_OK):
         return None
-    free = room.f_bavail * room.f_frsize
-    return folder if on_tmpfs and free >= TMPFS_MIN_FREE and os.access(folder, os.W_OK | os.X_OK) else None
+    return TMPFS if _free_bytes(TMPFS) >= TMPFS_MIN_FREE else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -13,13 +13,10 @@ from tests import conftest
 
 
 def test_a_tmpfs_with_room_is_chosen_and_a_small_one_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not Path("/proc/mounts").is_file() or not any(
-        line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in Path("/proc/mounts").read_text().splitlines()
-    ):
-        pytest.skip("this machine has no tmpfs at /dev/shm")
-    real = os.statvfs("/dev/shm")
-    if real.f_bavail * real.f_frsize < conftest.TMPFS_MIN_FREE:
-        pytest.skip("this machine's /dev/shm is smaller than the tests need")
+    if not conftest._is_tmpfs(conftest.TMPFS):
+        pytest.skip(f"this machine has no tmpfs at {conftest.TMPFS}")
+    if conftest._free_bytes(conftest.TMPFS) < conftest.TMPFS_MIN_FREE:
+        pytest.skip(f"this machine's {conftest.TMPFS} is smaller than the tests need")
     assert conftest._tmpfs_folder() == "/dev/shm"
 
     def small(_path: str) -> SimpleNamespace:  # a container's default: 64 MiB
