@@ -63,6 +63,31 @@ def _tmpfs_folder() -> str | None:
     return TMPFS if _free_bytes(TMPFS) >= TMPFS_MIN_FREE else None
 
 
+#: Set to 1 to run the tests marked ``database_independent`` on PostgreSQL too (CI does).
+EVERY_DATABASE = "ICECOMMIT_TEST_EVERY_DATABASE"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the PostgreSQL case of a test marked ``database_independent`` unless
+    ``ICECOMMIT_TEST_EVERY_DATABASE=1``.
+
+    A test runs on both databases where the database can change what it checks: processes
+    or threads racing, a process killed mid-way, the state layer's queries, schema and
+    leases. What lands in the table, how a rollback, expiry or compaction changes it, what a
+    report or an error says, is decided above the database: those tests run on SQLite, and
+    CI runs their PostgreSQL cases in a pass of their own (``.ci/run``)."""
+    if os.environ.get(EVERY_DATABASE) == "1":
+        return
+    kept: list[pytest.Item] = []
+    left_out: list[pytest.Item] = []
+    for item in items:
+        independent = item.get_closest_marker("database_independent") is not None
+        (left_out if independent and item.get_closest_marker("postgres") is not None else kept).append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Probe PostgreSQL once (a few seconds at most); under CI an unreachable server ends
     the run instead of skipping its tests. The session's own database is made by the first

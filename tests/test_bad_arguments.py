@@ -23,6 +23,9 @@ from icecommit.errors import (
 )
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# refused before anything is written
+pytestmark = pytest.mark.database_independent
+
 
 @pytest.mark.parametrize("job_id", ["", "   ", None, 7, "a\nb", "x" * 256])
 def test_a_bad_job_id_is_refused_by_name(sqlite_catalog: SqlCatalog, job_id: object) -> None:

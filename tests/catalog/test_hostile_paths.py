@@ -22,6 +22,9 @@ from icecommit.errors import UnsafeLocationError
 from icecommit.paths import StorageKey, storage_key
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# paths are decided before any database is asked
+pytestmark = pytest.mark.database_independent
+
 OLD = time.time() - 30 * 86400  # older than any sweep's age limit
 
 

@@ -19,6 +19,9 @@ from icecommit.catalog import find_orphans
 from tests.conftest import pg_uri
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# the store under test is S3
+pytestmark = pytest.mark.database_independent
+
 CREDENTIALS = {"s3.access-key-id": "testing", "s3.secret-access-key": "testing", "s3.region": "us-east-1"}
 
 

@@ -82,6 +82,7 @@ def _concurrent_append(catalog: SqlCatalog, name: str) -> Callable[[], None]:
     return append
 
 
+@pytest.mark.database_independent
 def test_prepare_and_commit_make_one_snapshot_with_the_checkpoint_in_its_summary(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
@@ -105,6 +106,7 @@ def test_prepare_and_commit_make_one_snapshot_with_the_checkpoint_in_its_summary
     assert committer.store.get("ingest", committer.table_name, 7).status == "committed"
 
 
+@pytest.mark.database_independent
 def test_the_steps_pass_their_fault_points_in_order_once_each(catalog: SqlCatalog) -> None:
     """The points a crash is injected at (the crash tests and the soak kill processes there)
     are reached by name, in order, once per checkpoint: a point renamed or skipped would
@@ -124,6 +126,7 @@ def test_the_steps_pass_their_fault_points_in_order_once_each(catalog: SqlCatalo
     assert seen == [("after-stage", 3), ("after-prepare", 3), ("before-commit-attempt", 3), ("after-commit", 3)]
 
 
+@pytest.mark.database_independent
 def test_committing_twice_is_a_no_op(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
@@ -139,6 +142,7 @@ def test_committing_twice_is_a_no_op(catalog: SqlCatalog) -> None:
     assert _rows(catalog, table).num_rows == 100
 
 
+@pytest.mark.database_independent
 def test_prepare_twice_with_same_files_is_a_no_op_and_with_other_files_an_error(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
@@ -152,6 +156,7 @@ def test_prepare_twice_with_same_files_is_a_no_op_and_with_other_files_an_error(
     assert _rows(catalog, table).num_rows == 100
 
 
+@pytest.mark.database_independent
 def test_commit_commits_every_prepared_checkpoint_up_to_n_in_order(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest", retry_policy=FAST)
@@ -168,12 +173,14 @@ def test_commit_commits_every_prepared_checkpoint_up_to_n_in_order(catalog: SqlC
     assert _rows(catalog, table).num_rows == 200
 
 
+@pytest.mark.database_independent
 def test_commit_of_an_unknown_checkpoint_is_an_error(catalog: SqlCatalog) -> None:
     committer = ic.GlobalCommitter(catalog, _table(catalog), job_id="ingest")
     with pytest.raises(ic.CheckpointNotFoundError, match="no checkpoint 5"):
         committer.commit(5)
 
 
+@pytest.mark.database_independent
 def test_empty_checkpoint_commits_no_snapshot(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
@@ -235,6 +242,7 @@ def test_bad_results_are_refused_and_change_nothing(
     assert catalog.load_table(".".join(table.name())).current_snapshot() is None
 
 
+@pytest.mark.database_independent
 def test_the_same_task_reported_twice_is_refused(catalog: SqlCatalog) -> None:
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="ingest")
@@ -244,6 +252,7 @@ def test_the_same_task_reported_twice_is_refused(catalog: SqlCatalog) -> None:
         committer.prepare(1, [a, b])
 
 
+@pytest.mark.database_independent
 def test_nulls_in_a_required_column_name_the_column(catalog: SqlCatalog) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string(), nullable=False)])
     table = ic.create_table(catalog, f"{catalog.name}.req", schema)
@@ -320,6 +329,7 @@ def test_a_claim_made_meanwhile_by_the_same_state_database_is_not_made_twice(scr
     assert committer.commit(1).committed and scripted.calls == 2
 
 
+@pytest.mark.database_independent
 def test_a_checkpoints_catalog_round_trips_are_counted(scripted: ScriptedCatalog) -> None:
     """The fixed cost of a checkpoint: prepare reads the table once, and writes to the
     catalog only for the first checkpoint, whose claim records the state database; the
@@ -349,6 +359,7 @@ def test_a_checkpoints_catalog_round_trips_are_counted(scripted: ScriptedCatalog
     assert committer.decide(3).action is Action.ALREADY_IN
 
 
+@pytest.mark.database_independent
 def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatalog) -> None:
     table = _table(scripted)
     name = ".".join(table.name())
@@ -364,6 +375,7 @@ def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatal
     assert _rows(scripted, table).num_rows == 103
 
 
+@pytest.mark.database_independent
 def test_lost_response_is_resolved_by_the_ancestry_and_never_committed_twice(scripted: ScriptedCatalog) -> None:
     table = _table(scripted)
 
@@ -379,6 +391,7 @@ def test_lost_response_is_resolved_by_the_ancestry_and_never_committed_twice(scr
     assert len(scripted.load_table(".".join(table.name())).metadata.snapshots) == 1
 
 
+@pytest.mark.database_independent
 def test_a_commit_that_landed_but_reported_a_conflict_is_not_retried_into_a_duplicate(
     scripted: ScriptedCatalog,
 ) -> None:
@@ -398,6 +411,7 @@ def test_a_commit_that_landed_but_reported_a_conflict_is_not_retried_into_a_dupl
     assert _rows(scripted, table).num_rows == 100
 
 
+@pytest.mark.database_independent
 def test_unknown_outcome_deletes_nothing_and_recover_resolves_it(scripted: ScriptedCatalog, tmp_path: Path) -> None:
     table = _table(scripted)
 
@@ -447,6 +461,7 @@ def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) ->
     assert _rows(catalog, table).num_rows == 20
 
 
+@pytest.mark.database_independent
 def test_committed_checkpoints_lists_each_jobs_snapshots_of_the_branch_newest_first(catalog: SqlCatalog) -> None:
     from icecommit.ancestry import CommittedCheckpoint, checkpoint_of
 
@@ -493,6 +508,7 @@ def test_the_summary_of_a_checkpoint_snapshot_holds_its_facts_and_only_the_optio
     }  # fmt: skip
 
 
+@pytest.mark.database_independent
 def test_the_job_and_its_last_checkpoint_are_read_from_the_branch_asked_for(catalog: SqlCatalog) -> None:
     from icecommit.ancestry import (
         checkpoint_of,
@@ -537,6 +553,7 @@ def test_a_snapshot_with_a_job_id_and_no_checkpoint_id_is_not_a_checkpoint() -> 
     assert checkpoint_of(snapshot(**{"icecommit.job-id": "j", "icecommit.checkpoint-id": "3"})) == ("j", 3)
 
 
+@pytest.mark.database_independent
 def test_a_high_water_mark_property_that_is_not_a_checkpoint_id_is_ignored(catalog: SqlCatalog) -> None:
     from icecommit.ancestry import highest_committed_checkpoint, job_checkpoint_property
 
@@ -552,6 +569,7 @@ def test_a_high_water_mark_property_that_is_not_a_checkpoint_id_is_ignored(catal
         assert highest_committed_checkpoint(edited, "a") == expected, value
 
 
+@pytest.mark.database_independent
 def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlCatalog) -> None:
     from icecommit.ancestry import lineage_complete
 
@@ -572,6 +590,7 @@ def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlC
     assert lineage_complete(expired, "no-such-branch")  # a branch without snapshots lacks nothing
 
 
+@pytest.mark.database_independent
 def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for(catalog: SqlCatalog) -> None:
     from icecommit.ancestry import checkpoint_of, require_branch, table_view
     from icecommit.decision import TableView

@@ -96,6 +96,7 @@ def _facts(error: Any) -> tuple[Any, ...]:
     return (error.job_id, error.checkpoint_id, error.table)
 
 
+@pytest.mark.database_independent
 def test_validate_refuses_what_prepare_would_and_records_nothing(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -159,6 +160,7 @@ def test_validate_checks_the_state_database_the_table_records(
     assert committer.commit(2).committed
 
 
+@pytest.mark.database_independent
 def test_refusals_of_abandon_acknowledge_and_recommit_name_job_checkpoint_and_table(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -246,6 +248,7 @@ def test_a_commit_that_landed_but_was_not_recorded_during_an_abandon_wins(catalo
     ]
 
 
+@pytest.mark.database_independent
 def test_abandon_after_another_tools_rollback_records_the_rollback_first(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -299,6 +302,7 @@ def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded
     assert catalog.load_table(name).scan().to_arrow().num_rows == 20
 
 
+@pytest.mark.database_independent
 def test_decide_answers_for_a_recommit_and_for_another_streaming_query(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -339,6 +343,7 @@ def test_decide_answers_for_a_recommit_and_for_another_streaming_query(catalog: 
     assert ic.GlobalCommitter(catalog, name, job_id="S").decide(1).action is Action.COMMIT  # recovery commits it
 
 
+@pytest.mark.database_independent
 def test_an_out_of_order_checkpoint_on_a_branch_names_that_branchs_highest(catalog: SqlCatalog) -> None:
     """The refusal names the highest checkpoint the committer's branch holds, read from its
     ancestry where another tool garbled the job's property."""
@@ -357,6 +362,7 @@ def test_an_out_of_order_checkpoint_on_a_branch_names_that_branchs_highest(catal
     assert _snapshots(catalog, name) == before and audit.store.get("B", name, 2) is None
 
 
+@pytest.mark.database_independent
 def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     main = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -381,6 +387,7 @@ def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalo
     assert ancestry.branch_head(metadata, "no-such-branch") is None
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize("branch", ["main", "audit"])
 def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_what_landed(
     catalog: SqlCatalog, tmp_path: Any, branch: str
@@ -418,6 +425,7 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
     assert [s.snapshot_id for s in catalog.load_table(name).metadata.snapshots][-1] == second
 
 
+@pytest.mark.database_independent
 def test_checkpoint_zero_offered_again_without_its_state_names_zero_as_the_highest(
     catalog: SqlCatalog, tmp_path: Any
 ) -> None:
@@ -440,6 +448,7 @@ def test_checkpoint_zero_offered_again_without_its_state_names_zero_as_the_highe
     assert (*_facts(raised.value), raised.value.highest_committed) == ("A", 0, name, 0)
 
 
+@pytest.mark.database_independent
 def test_declared_source_counts_keep_their_minute_and_the_rows_without_an_event_time(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -511,6 +520,7 @@ def test_take_over_commits_another_jobs_prepared_checkpoints_as_the_taker_is_con
     assert [s.status for s in store.list(name, job_id="old")] == ["committed"] * 3
 
 
+@pytest.mark.database_independent
 def test_a_checkpoint_in_the_table_without_a_state_row_is_reported_from_its_summary(
     catalog: SqlCatalog, tmp_path: Any
 ) -> None:
@@ -542,6 +552,7 @@ def test_a_checkpoint_in_the_table_without_a_state_row_is_reported_from_its_summ
     assert foreign.snapshot_id == catalog.load_table(name).current_snapshot().snapshot_id  # type: ignore[union-attr]
 
 
+@pytest.mark.database_independent
 def test_recover_commits_this_jobs_prepared_checkpoints_only(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     a = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -559,6 +570,7 @@ def test_recover_commits_this_jobs_prepared_checkpoints_only(catalog: SqlCatalog
     assert a.recover() == []  # nothing left of its own
 
 
+@pytest.mark.database_independent
 def test_abandon_names_a_bad_reason_and_records_who_when_no_one_is_named(
     catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -584,6 +596,7 @@ def test_abandon_names_a_bad_reason_and_records_who_when_no_one_is_named(
     assert committer.acknowledge(2).acknowledged_by == "unknown"
 
 
+@pytest.mark.database_independent
 def test_a_lost_response_on_a_branch_is_resolved_from_that_branchs_ancestry(
     scripted_catalog: ScriptedCatalog,
 ) -> None:
@@ -606,6 +619,7 @@ def test_a_lost_response_on_a_branch_is_resolved_from_that_branchs_ancestry(
     )  # fmt: skip
 
 
+@pytest.mark.database_independent
 def test_a_table_dropped_and_made_again_under_the_same_name_does_not_hold_the_old_tables_checkpoints(
     catalog: SqlCatalog,
 ) -> None:
@@ -623,6 +637,7 @@ def test_a_table_dropped_and_made_again_under_the_same_name_does_not_hold_the_ol
     assert catalog.load_table(name).scan().to_arrow().num_rows == 10
 
 
+@pytest.mark.database_independent
 def test_abandon_refuses_a_committed_checkpoint_whose_snapshot_was_expired_naming_that_snapshot(
     catalog: SqlCatalog,
 ) -> None:
@@ -640,6 +655,7 @@ def test_abandon_refuses_a_committed_checkpoint_whose_snapshot_was_expired_namin
     assert committer.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
 
 
+@pytest.mark.database_independent
 def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_that_branch(
     catalog: SqlCatalog,
 ) -> None:
@@ -659,6 +675,7 @@ def test_files_compacted_on_a_branch_after_their_snapshot_expired_are_traced_on_
     assert rows.num_rows == 21  # checkpoints 1 and 2 once each, and the foreign row of the branch point
 
 
+@pytest.mark.database_independent
 def test_a_streaming_batch_names_its_query_in_the_snapshot(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="S", query_id="query-7")
@@ -669,6 +686,7 @@ def test_a_streaming_batch_names_its_query_in_the_snapshot(catalog: SqlCatalog) 
     assert snapshot.summary.get(ancestry.QUERY_ID) == "query-7"
 
 
+@pytest.mark.database_independent
 def test_a_recommit_below_the_high_water_mark_keeps_it_and_a_commit_restores_the_state_id(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -690,6 +708,7 @@ def test_a_recommit_below_the_high_water_mark_keeps_it_and_a_commit_restores_the
     assert properties[ancestry.job_checkpoint_property("A")] == "4"
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize("expired", [False, True], ids=["rolled-back", "rolled-back-and-expired"])
 def test_a_cached_table_never_decides_a_skip_the_table_as_it_is_now_decides(
     catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, expired: bool
@@ -724,6 +743,7 @@ def test_a_cached_table_never_decides_a_skip_the_table_as_it_is_now_decides(
     assert catalog.load_table(name).scan().to_arrow().num_rows == 10
 
 
+@pytest.mark.database_independent
 def test_the_fault_hook_runs_before_each_commit_attempt(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("before-commit-attempt", 1))
@@ -735,6 +755,7 @@ def test_the_fault_hook_runs_before_each_commit_attempt(catalog: SqlCatalog) -> 
     assert ic.GlobalCommitter(catalog, name, job_id="A").commit(1).status == "committed"
 
 
+@pytest.mark.database_independent
 def test_a_conflict_that_outlasts_the_retries_names_its_checkpoint_and_time(
     scripted_catalog: ScriptedCatalog, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -751,6 +772,7 @@ def test_a_conflict_that_outlasts_the_retries_names_its_checkpoint_and_time(
     assert any(r.getMessage().startswith("commit of checkpoint 3 conflicted (attempt 1)") for r in caplog.records)
 
 
+@pytest.mark.database_independent
 def test_a_checkpoint_that_landed_is_recorded_though_its_spec_was_removed_since(
     catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -775,6 +797,7 @@ def test_a_checkpoint_that_landed_is_recorded_though_its_spec_was_removed_since(
     assert restarted.store.get("A", name, 1).status == "committed"  # type: ignore[union-attr]
 
 
+@pytest.mark.database_independent
 def test_a_retry_that_finds_its_checkpoint_landed_and_rolled_back_meanwhile_refuses_naming_it(
     scripted_catalog: ScriptedCatalog,
 ) -> None:
@@ -803,6 +826,7 @@ def test_a_retry_that_finds_its_checkpoint_landed_and_rolled_back_meanwhile_refu
     assert catalog.load_table(name).scan().to_arrow().num_rows == 1  # the branch point's row only
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize(
     ("change", "says"),
     [
@@ -833,6 +857,7 @@ def test_a_data_file_that_does_not_fit_the_table_is_refused_naming_it(
     assert committer.store.get("A", name, 1) is None and _snapshots(catalog, name) == []
 
 
+@pytest.mark.database_independent
 def test_a_zero_row_data_file_is_committed_beside_the_rows(catalog: SqlCatalog) -> None:
     """Iceberg allows a data file without rows, and another engine's writer can close one
     (a task whose input was empty): it is validated like any other file and committed with
@@ -877,6 +902,7 @@ class _JavaStyleAppend(_FastAppendFiles):
         return list(parent.manifests(io=self._io))
 
 
+@pytest.mark.database_independent
 def test_files_a_manifest_lists_as_deleted_are_not_live_after_the_deleting_snapshot_expired(
     catalog: SqlCatalog,
 ) -> None:
@@ -912,6 +938,7 @@ def test_files_a_manifest_lists_as_deleted_are_not_live_after_the_deleting_snaps
     assert table.scan().to_arrow()["id"].to_pylist() == [77_777]
 
 
+@pytest.mark.database_independent
 def test_the_file_counts_of_a_commit_and_of_a_recovery_that_found_it_landed(catalog: SqlCatalog) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
@@ -932,6 +959,7 @@ def test_the_file_counts_of_a_commit_and_of_a_recovery_that_found_it_landed(cata
     assert (counted.created, counted.committed, counted.skipped, counted.missing) == (files, 0, files, 0)
 
 
+@pytest.mark.database_independent
 def test_a_rollback_between_the_catalogs_commit_and_the_state_update_leaves_it_rolled_back(
     catalog: SqlCatalog,
 ) -> None:
@@ -952,6 +980,7 @@ def test_a_rollback_between_the_catalogs_commit_and_the_state_update_leaves_it_r
     assert racing.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
 
 
+@pytest.mark.database_independent
 def test_a_landed_checkpoint_on_a_branch_whose_snapshot_expired_names_it_from_that_branchs_head(
     catalog: SqlCatalog,
 ) -> None:

@@ -133,6 +133,7 @@ def test_a_naive_instant_is_utc_and_an_aware_one_keeps_its_offset() -> None:
 # -- through the committer, on SQLite and PostgreSQL ----------------------------------------
 
 
+@pytest.mark.database_independent
 def test_watermark_completion_once_and_late_records(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event", "hour(ts)"])
@@ -193,6 +194,7 @@ def test_an_hour_without_rows_is_published_to_the_callback_with_no_records(sqlit
     ]
 
 
+@pytest.mark.database_independent
 def test_lateness_delays_completion(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(
@@ -238,6 +240,7 @@ def test_a_partition_waits_for_every_writer(catalog: SqlCatalog) -> None:
     assert statuses[0].writers == ("fast", "slow")
 
 
+@pytest.mark.database_independent
 def test_a_failed_callback_is_delivered_again_after_the_next_commit(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
@@ -288,6 +291,7 @@ def test_rows_without_event_time_belong_to_no_time_partition(sqlite_catalog: Sql
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (1, 0)}
 
 
+@pytest.mark.database_independent
 def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
@@ -317,6 +321,7 @@ def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(c
     assert (warning.checkpoint_id, warning.severity) == (0, "warning") and "1 row(s)" in warning.message
 
 
+@pytest.mark.database_independent
 def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_time(catalog: SqlCatalog) -> None:
     quiet_name, busy_name = unique_table(), unique_table()
     quiet = ic.create_table(catalog, quiet_name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
@@ -365,6 +370,7 @@ def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_t
     assert state is not None and state.watermark_us == micros(max(own["ts"].to_pylist()))
 
 
+@pytest.mark.database_independent
 def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(
@@ -408,6 +414,7 @@ def _labels(catalog: SqlCatalog, name: str) -> list[str]:
     return sorted(s.label for s in ic.GlobalCommitter(catalog, name, job_id="a").partition_status())
 
 
+@pytest.mark.database_independent
 def test_an_idle_live_writer_stops_holding_partitions_back_and_a_quiet_stream_publishes_its_last_hour(
     catalog: SqlCatalog,
 ) -> None:
@@ -433,6 +440,7 @@ def test_an_idle_live_writer_stops_holding_partitions_back_and_a_quiet_stream_pu
     assert _labels(catalog, name) == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
 
 
+@pytest.mark.database_independent
 def test_a_paused_backfill_and_a_writer_that_never_committed_keep_holding(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
@@ -451,6 +459,7 @@ def test_a_paused_backfill_and_a_writer_that_never_committed_keep_holding(catalo
     assert publish_complete_partitions(catalog, name2, clock=clock) == []  # a typo releases nothing
 
 
+@pytest.mark.database_independent
 def test_the_idle_timeout_can_come_from_the_table_and_publish_needs_a_recorded_policy(
     catalog: SqlCatalog, tmp_path: Path
 ) -> None:
@@ -467,6 +476,7 @@ def test_the_idle_timeout_can_come_from_the_table_and_publish_needs_a_recorded_p
     assert [s.label for s in publish_complete_partitions(catalog, name, clock=clock)] == ["ts_hour=2026-05-01-00"]
 
 
+@pytest.mark.database_independent
 def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(

@@ -29,6 +29,9 @@ from icecommit.state.database import state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# refused before anything is written
+pytestmark = pytest.mark.database_independent
+
 
 def _table(catalog: SqlCatalog) -> str:
     name = f"{catalog.name}.events"

@@ -25,6 +25,9 @@ from icecommit.committer import RetryPolicy
 from icecommit.errors import StagingError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# the incidents are the file store's
+pytestmark = pytest.mark.database_independent
+
 ROWS = 60
 
 

@@ -22,6 +22,9 @@ from tests.cli.runner import invoke
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 from tests.lifecycle.test_lifecycle import Crash, _crash_at
 
+# one process, one step after another; abandon's queries are tested in tests/state
+pytestmark = pytest.mark.database_independent
+
 LONG_AGO = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 

@@ -62,6 +62,7 @@ def table_name(catalog: SqlCatalog) -> str:
     return name
 
 
+@pytest.mark.database_independent
 def test_small_files_become_few_in_one_replace_snapshot_and_reconcile_as_before(
     catalog: SqlCatalog, table_name: str
 ) -> None:
@@ -99,6 +100,7 @@ def test_small_files_become_few_in_one_replace_snapshot_and_reconcile_as_before(
     assert compact(catalog, table_name).groups == ()
 
 
+@pytest.mark.database_independent
 def test_few_small_files_where_and_bad_arguments_leave_the_table_alone(catalog: SqlCatalog, table_name: str) -> None:
     small_checkpoints(catalog, table_name, 3)
     assert plan_compaction(catalog, table_name).groups == ()  # 3 small files per partition, fewer than 5
@@ -136,6 +138,7 @@ def test_an_append_during_compaction_wins_and_the_compaction_still_lands(catalog
     assert ic.reconcile(catalog, table_name).ok
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize("meanwhile", ["rollback", "second-compaction", "position-delete"])
 def test_a_group_whose_input_changed_is_aborted_and_leaves_no_file(
     catalog: SqlCatalog, table_name: str, meanwhile: str
@@ -191,6 +194,7 @@ def _ids(table: Table) -> set[int]:
     return {s.snapshot_id for s in table.snapshots()}
 
 
+@pytest.mark.database_independent
 def test_a_partition_with_delete_files_is_skipped_and_named(catalog: SqlCatalog, table_name: str) -> None:
     table = small_checkpoints(catalog, table_name, 6)
     click = next(f["file_path"] for f in table.inspect.files().to_pylist() if f["partition"]["event"] == "click")
@@ -253,6 +257,7 @@ def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalo
     assert sum(line.readable for line in report.checkpoints) == LIVE_CHECKPOINTS * ROWS
 
 
+@pytest.mark.database_independent
 def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(
     catalog: SqlCatalog, table_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -290,6 +295,7 @@ def _store(catalog: SqlCatalog) -> CompactionStore:
     return CompactionStore(state_engine(state_uri(catalog)))
 
 
+@pytest.mark.database_independent
 def test_rows_are_followed_exactly_through_compactions_whose_snapshots_were_expired(
     catalog: SqlCatalog, table_name: str
 ) -> None:
@@ -322,6 +328,7 @@ def test_rows_are_followed_exactly_through_compactions_whose_snapshots_were_expi
         )
 
 
+@pytest.mark.database_independent
 def test_a_missing_compacted_file_is_named_with_the_checkpoints_whose_rows_it_held(
     catalog: SqlCatalog, table_name: str
 ) -> None:
@@ -345,6 +352,7 @@ def test_a_missing_compacted_file_is_named_with_the_checkpoints_whose_rows_it_he
     assert sum(line.readable for line in deep.checkpoints) == 8 * 60 - victim["record_count"]
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize("failure", ["before-commit", "retries-exhausted", "unreadable-input"])
 def test_a_group_that_fails_leaves_neither_files_nor_lineage(
     catalog: SqlCatalog, table_name: str, failure: str, monkeypatch: pytest.MonkeyPatch

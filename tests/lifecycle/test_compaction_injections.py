@@ -10,6 +10,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from bench.compaction_injections import OPERATIONS, STEPS, run_trial
 
+# one process, one step after another; the compaction tables' queries are tested in tests/state
+pytestmark = pytest.mark.database_independent
+
 SEED = 20261123
 #: Every operation once, each at a different step boundary (all steps covered).
 SLICE = [(STEPS[i % len(STEPS)], operation) for i, operation in enumerate(OPERATIONS)] + [("attempt", "rollback")]

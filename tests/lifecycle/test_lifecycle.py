@@ -21,6 +21,9 @@ from icecommit.compaction import compact
 from icecommit.errors import CheckpointOutOfOrderError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# one process, one step after another; rollback and expiry's queries are tested in tests/state
+pytestmark = pytest.mark.database_independent
+
 FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
 ROWS = 10
 

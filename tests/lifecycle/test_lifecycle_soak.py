@@ -13,6 +13,9 @@ from pyiceberg.catalog.sql import SqlCatalog
 from bench.lifecycle_soak import run_trial
 from tests.conftest import pg_uri
 
+# one process, one step after another; bench/lifecycle_soak.py runs it on PostgreSQL too
+pytestmark = pytest.mark.database_independent
+
 SEED = 20261123
 TRIALS = 6
 

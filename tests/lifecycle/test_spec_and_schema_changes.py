@@ -22,6 +22,9 @@ from icecommit.catalog import apply_rollback, plan_rollback
 from icecommit.errors import PartitionSpecChangedError, SchemaChangedError
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
+# specs and schemas live in the table's metadata
+pytestmark = pytest.mark.database_independent
+
 
 def _prepared(catalog: SqlCatalog, checkpoint_id: int, rows: pa.Table) -> ic.GlobalCommitter:
     committer = ic.GlobalCommitter(catalog, f"{catalog.name}.events", job_id="A")

@@ -23,6 +23,9 @@ from icecommit.manifest_entries import read_entries
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from tests.helpers import DAY0, EVENTS_SCHEMA, compact, delete_positions, events, write_arrow
 
+# manifests are files
+pytestmark = pytest.mark.database_independent
+
 JOB = "ranges"
 #: the module (``icecommit.metrics.reconcile`` as an attribute is the function it exports)
 reconcile_module = importlib.import_module("icecommit.metrics.reconcile")

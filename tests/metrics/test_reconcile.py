@@ -21,6 +21,9 @@ from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.models import MetricRow
 from tests.helpers import DAY0, EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
+# reconciliation's judgement; its queries run on PostgreSQL in the kill, fault and foreign-writer tests
+pytestmark = pytest.mark.database_independent
+
 JOB = "ingest"
 #: The committer's clock: a day after the last event time of ``events`` (three days from DAY0).
 COMMIT_CLOCK = DAY0 + dt.timedelta(days=4)

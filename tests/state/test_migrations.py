@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sqlalchemy import create_engine, select, text
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
 
 from icecommit.errors import StateSchemaError
@@ -166,3 +166,44 @@ def test_a_database_of_a_newer_release_is_refused_and_left_as_it_is(backend: str
             ).scalar_one()
         raw.dispose()
         assert exists == 0
+
+
+def _statements_opening(uri: str) -> list[str]:
+    """The statements on icecommit's tables that opening ``uri`` afresh runs."""
+    seen: list[str] = []
+
+    def note(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "icecommit_" in statement:
+            seen.append(" ".join(statement.split()))
+
+    dispose_state_engines()
+    event.listen(Engine, "before_cursor_execute", note)
+    try:
+        state_engine(uri)
+    finally:
+        event.remove(Engine, "before_cursor_execute", note)
+    return seen
+
+
+def test_a_database_at_this_version_is_opened_with_one_query_and_anything_else_takes_the_full_path(
+    backend: str, tmp_path: Path
+) -> None:
+    for uri in _load(backend, 8, tmp_path):
+        migrating = _statements_opening(uri)
+        assert any(s.startswith("ALTER TABLE") for s in migrating) or backend == "sqlite"
+        assert any(s.startswith("UPDATE icecommit_schema_version") for s in migrating)
+        identity = state_identity(state_engine(uri))
+
+        again = _statements_opening(uri)  # every process but the first: one query, nothing written
+        assert len(again) == 1 and again[0].startswith("SELECT icecommit_schema_version.version")
+        assert state_identity(state_engine(uri)) == identity
+
+        # an identity lost since (or never written): the full path writes one again
+        raw = create_engine(uri)
+        with raw.begin() as conn:
+            conn.execute(text("delete from icecommit_state_identity"))
+        raw.dispose()
+        restoring = _statements_opening(uri)
+        assert any(s.startswith("INSERT INTO icecommit_state_identity") for s in restoring)
+        assert state_identity(state_engine(uri)) not in (None, identity)
+        assert len(_statements_opening(uri)) == 1

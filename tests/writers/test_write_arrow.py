@@ -59,6 +59,7 @@ def test_writers_in_other_processes_feed_one_checkpoint(catalog: SqlCatalog, tab
     assert report.ok and report.checkpoints[0].readable == 1500
 
 
+@pytest.mark.database_independent
 def test_rows_are_fitted_by_name_with_widening_casts_and_nulls_for_missing_optional_columns(
     catalog: SqlCatalog, table_name: str
 ) -> None:
@@ -82,6 +83,7 @@ def test_rows_are_fitted_by_name_with_widening_casts_and_nulls_for_missing_optio
     ]
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize(
     ("rows", "column", "words"),
     [
@@ -108,6 +110,7 @@ def test_rows_that_do_not_fit_are_refused_with_the_column_named_and_nothing_writ
     assert catalog.load_table(table_name).current_snapshot() is None
 
 
+@pytest.mark.database_independent
 def test_a_failure_while_writing_removes_the_files_already_written(catalog: SqlCatalog, table_name: str) -> None:
     table = catalog.load_table(table_name)
 
@@ -127,6 +130,7 @@ def test_a_failure_while_writing_removes_the_files_already_written(catalog: SqlC
     assert result.records == 300_000 and len(data_files(catalog, table_name)) == len(result.data_files) > 4
 
 
+@pytest.mark.database_independent
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
     [
