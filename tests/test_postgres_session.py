@@ -101,3 +101,50 @@ def test_a_database_left_by_a_killed_session_is_dropped_by_the_next(tmp_path: Pa
     finally:
         fresh.drop()
     assert not fresh.exists()
+
+
+class _Item:
+    """What the collection hook reads of a test: its markers."""
+
+    def __init__(self, name: str, *markers: str) -> None:
+        self.name = name
+        self.markers = set(markers)
+
+    def get_closest_marker(self, name: str) -> object | None:
+        return name if name in self.markers else None
+
+
+class _Config:
+    def __init__(self) -> None:
+        self.deselected: list[str] = []
+        self.hook = self
+
+    def pytest_deselected(self, items: list[_Item]) -> None:
+        self.deselected += [item.name for item in items]
+
+
+@pytest.mark.parametrize("every", [None, "0", "1"])
+def test_a_database_independent_tests_postgresql_case_runs_only_when_asked(
+    every: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests import conftest
+
+    if every is None:
+        monkeypatch.delenv(conftest.EVERY_DATABASE, raising=False)
+    else:
+        monkeypatch.setenv(conftest.EVERY_DATABASE, every)
+    items = [
+        _Item("contention[sqlite]"),
+        _Item("contention[postgres]", "postgres"),
+        _Item("report[sqlite]", "database_independent"),
+        _Item("report[postgres]", "database_independent", "postgres"),
+        _Item("pure", "database_independent"),
+    ]
+    config = _Config()
+    conftest.pytest_collection_modifyitems(config, items)  # type: ignore[arg-type]
+    left_out = [] if every == "1" else ["report[postgres]"]
+    assert config.deselected == left_out
+    assert [i.name for i in items] == [
+        n for n in ("contention[sqlite]", "contention[postgres]", "report[sqlite]", "report[postgres]", "pure")
+        if n not in left_out
+    ]  # fmt: skip

@@ -128,17 +128,24 @@ def state_identity(engine: Engine) -> str:
     return identity
 
 
+#: Tries at making the schema. A try fails only on a race lost to another process making
+#: the same thing (a table, the version row, the identity row; or, on SQLite, a lock that
+#: two writers deadlocked on, which one of them wins), so each failure is a step another
+#: process got further: there cannot be more failures than there are things to make.
+SCHEMA_TRIES = len(Base.metadata.tables) + 3
+
+
 def _create_schema(engine: Engine) -> None:
-    if _is_current(engine):
-        return
-    # Several processes may create the schema at once; the loser of a race sees the
-    # winner's tables on its second try.
-    for attempt in range(3):
+    # Several processes may create the schema at once: the loser of a race looks again,
+    # and once one of them has made all of it, the others find it current.
+    for attempt in range(SCHEMA_TRIES):
+        if _is_current(engine):
+            return
         try:
             _create_schema_once(engine)
             return
         except (IntegrityError, ProgrammingError, OperationalError):
-            if attempt == 2:
+            if attempt == SCHEMA_TRIES - 1:
                 raise
 
 

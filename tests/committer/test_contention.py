@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import ExitStack
 
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -35,14 +36,13 @@ def test_eight_processes_commit_every_checkpoint_exactly_once(catalog: SqlCatalo
         partition_by=["event"],
         properties={"icecommit.event-time-column": "ts"},
     )
-    children = [processes.Child(crash_driver.main, _argv(catalog, table, job)) for job in range(JOBS)]
-    try:
+    with ExitStack() as running:  # a failure kills the rest and removes their folders
+        children = [
+            running.enter_context(processes.Child(crash_driver.main, _argv(catalog, table, job))) for job in range(JOBS)
+        ]
         for child in children:
             _, stderr = child.communicate(timeout=600)
             assert child.returncode == 0, stderr[-3000:]
-    finally:
-        for child in children:
-            child.kill()
 
     loaded = catalog.load_table(table)
     ids = Counter(loaded.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from contextlib import ExitStack
 from itertools import pairwise
 from pathlib import Path
 
@@ -48,16 +49,15 @@ def _commands(catalog: SqlCatalog, table: str, barrier: Path) -> dict[str, list[
 def _run_all(commands: dict[str, list[str]]) -> dict[str, str]:
     """Start every driver at once, each a process of its own; each must exit 0. Returns
     each one's stdout."""
-    children = {name: processes.Child(foreign_driver.main, argv) for name, argv in commands.items()}
     outputs: dict[str, str] = {}
-    try:
+    with ExitStack() as running:  # a failure kills the rest and removes their folders
+        children = {
+            name: running.enter_context(processes.Child(foreign_driver.main, argv)) for name, argv in commands.items()
+        }
         for name, child in children.items():
             stdout, stderr = child.communicate(timeout=PROCESS_TIMEOUT_S)
             assert child.returncode == 0, f"{name} exited {child.returncode}:\n{stderr[-3000:]}"
             outputs[name] = stdout
-    finally:
-        for child in children.values():
-            child.kill()
     return outputs
 
 

@@ -12,8 +12,10 @@ this release, and read and written through the state store.
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,14 +23,15 @@ import psycopg
 import pytest
 from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
-from icecommit.errors import StateSchemaError
-from icecommit.state import CheckpointStore, SourceRange, state_engine
+from icecommit.errors import StateDatabaseUnavailableError, StateSchemaError
+from icecommit.state import CheckpointStore, SourceRange, database, state_engine
 from icecommit.state.compactions import CompactionStore
 from icecommit.state.database import dispose_state_engines, state_identity
 from icecommit.state.models import SCHEMA_VERSION, SchemaVersionRow
 from icecommit.state.partitions import PartitionStatusStore
-from tests import postgres
+from tests import postgres, processes
 from tests.conftest import pg_uri
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -40,6 +43,22 @@ EXPECTED = {("A", 1): "committed", ("A", 2): "committed", ("A", 3): "prepared", 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+def _empty_database() -> Iterator[str]:
+    """A PostgreSQL database of its own, empty; yields its URL and drops it after."""
+    pg_uri()  # skips where the server is absent
+    name = f"icecommit_fx_{uuid.uuid4().hex[:8]}"
+    admin = postgres._admin_engine()
+    with admin.connect() as conn:
+        conn.execute(text(f'create database "{name}"'))
+    try:
+        yield make_url(postgres.ADMIN_URI).set(database=name).render_as_string(hide_password=False)
+    finally:
+        dispose_state_engines()
+        with admin.connect() as conn:
+            conn.execute(text(f'drop database if exists "{name}" with (force)'))
+        admin.dispose()
 
 
 def _load(backend: str, version: int, tmp_path: Path) -> Iterator[str]:
@@ -207,3 +226,64 @@ def test_a_database_at_this_version_is_opened_with_one_query_and_anything_else_t
         assert any(s.startswith("INSERT INTO icecommit_state_identity") for s in restoring)
         assert state_identity(state_engine(uri)) not in (None, identity)
         assert len(_statements_opening(uri)) == 1
+
+
+def _open_state(uri: str, start: float) -> None:
+    """A child's target: wait for the common start, open the state database, print its identity."""
+    while time.time() < start:
+        time.sleep(0.001)
+    print(state_identity(state_engine(uri)))
+
+
+def test_processes_making_the_schema_at_once_all_open_it_and_agree_on_its_identity(
+    backend: str, tmp_path: Path
+) -> None:
+    """Every process races to make the tables, the version row and the identity row; each
+    race a process loses sends it to look again, never to a failure."""
+    uris = iter([f"sqlite:///{tmp_path / 'fresh.db'}"]) if backend == "sqlite" else _empty_database()
+    for uri in uris:
+        start = time.time() + 0.5  # after every child has started
+        with ExitStack() as running:
+            children = [running.enter_context(processes.Child(_open_state, uri, start)) for _ in range(6)]
+            outputs = [child.communicate(timeout=120) for child in children]
+        assert [child.returncode for child in children] == [0] * 6, [err[-2000:] for _, err in outputs]
+        identities = {out.strip() for out, _ in outputs}
+        assert len(identities) == 1 and identities == {state_identity(state_engine(uri))}
+
+
+def _losing(monkeypatch: pytest.MonkeyPatch, uri: str, wins_after: int | None) -> list[int]:
+    """Make this process lose every race at making the schema; another process (a second
+    engine here) makes all of it after this one's ``wins_after``-th loss (None: never)."""
+    made = database._create_schema_once
+    losses: list[int] = []
+
+    def lose(engine: Engine) -> None:
+        losses.append(1)
+        if len(losses) == wins_after:
+            other = create_engine(uri)
+            made(other)
+            other.dispose()
+        raise IntegrityError("INSERT INTO icecommit_schema_version", {}, Exception("UNIQUE constraint failed"))
+
+    monkeypatch.setattr(database, "_create_schema_once", lose)
+    return losses
+
+
+def test_a_process_that_loses_race_after_race_opens_the_schema_another_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    losses = _losing(monkeypatch, uri, wins_after=database.SCHEMA_TRIES - 1)
+    engine = state_engine(uri)
+    assert len(losses) == database.SCHEMA_TRIES - 1 and state_identity(engine)
+
+
+def test_a_process_that_never_finds_the_schema_made_gives_up_naming_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    losses = _losing(monkeypatch, uri, wins_after=None)
+    with pytest.raises(StateDatabaseUnavailableError) as raised:
+        state_engine(uri)
+    assert len(losses) == database.SCHEMA_TRIES
+    assert raised.value.uri == uri and isinstance(raised.value.__cause__, IntegrityError)
