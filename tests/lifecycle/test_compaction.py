@@ -222,11 +222,11 @@ def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "does not exist" in missing.stderr
 
 
-LIVE_CHECKPOINTS = 30
+LIVE_CHECKPOINTS = 20
 
 
 def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalog) -> None:
-    """A real second process commits 30 checkpoints into the same partitions while this one
+    """A real second process commits 20 checkpoints into the same partitions while this one
     compacts again and again: every row once, every checkpoint readable."""
     table = f"{catalog.name}.events"
     ic.create_table(

@@ -21,8 +21,8 @@ from tests.helpers import EVENTS_SCHEMA
 from tests.lifecycle import foreign_driver
 from tests.lifecycle.foreign_driver import foreign_rows
 
-CHECKPOINTS = 8
-APPENDS = 8
+CHECKPOINTS = 6
+APPENDS = 6
 #: icecommit jobs and their id offsets: checkpoint c holds c * 1000 + offset .. + ROWS
 JOBS = {"ingest-a": 0, "ingest-b": 100}
 #: foreign writers and their first id: append i holds start + i * 1000 .. + FOREIGN_ROWS
