@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ def pytest_configure(config: pytest.Config) -> None:
     the disk (a killed process's writes stay in the page cache either way), so what is
     checked is the same. ``PYTEST_DEBUG_TEMPROOT`` (pytest's own setting) or ``--basetemp``
     chooses another place; ``ICECOMMIT_TEST_TMPFS=0`` keeps pytest's default."""
+    _cache_bytecode()
     if config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
         return
     if os.environ.get("ICECOMMIT_TEST_TMPFS", "1") == "0":
@@ -33,6 +35,17 @@ def pytest_configure(config: pytest.Config) -> None:
     memory = _tmpfs_folder()
     if memory is not None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = memory  # read when tmp_path's root is first made
+
+
+def _cache_bytecode() -> None:
+    """Let pytest keep the test modules it rewrote for its assertions (and Python its
+    compiled modules) in ``__pycache__``, as it does by default: where the environment
+    turns that off (``PYTHONDONTWRITEBYTECODE=1``, set on this project's machines), every
+    xdist worker parses and rewrites all the test modules again on every run, about 5 s
+    each of a fast suite's two minutes. Workers and the processes the tests start inherit
+    it through the environment."""
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 #: Free space a tmpfs needs before the tests use it (a container's /dev/shm is often 64 MiB;

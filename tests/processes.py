@@ -37,6 +37,7 @@ CONTEXT.set_forkserver_preload(
         "pyiceberg.catalog.sql",
         "pyiceberg.io.pyarrow",
         "sqlalchemy.dialects.postgresql.psycopg",
+        "psycopg",  # the dialect imports its driver on first use: 0.2 s in every child on PostgreSQL
         "tests.committer.crash_driver",
     ]
 )

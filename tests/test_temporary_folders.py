@@ -44,3 +44,13 @@ def test_this_sessions_folders_are_on_the_tmpfs_unless_told_otherwise(
     root = os.environ.get("PYTEST_DEBUG_TEMPROOT")
     assert root is not None  # ours (/dev/shm), or the one the caller chose
     assert tmp_path.resolve().is_relative_to(Path(root).resolve())
+
+
+def test_the_rewritten_test_modules_are_kept_for_the_next_run() -> None:
+    """Bytecode (and pytest's rewritten test modules) is written whatever the environment
+    said, in this process and in the ones it starts; this module's own rewrite is there."""
+    import sys
+
+    assert sys.dont_write_bytecode is False and "PYTHONDONTWRITEBYTECODE" not in os.environ
+    cached = list((Path(__file__).parent / "__pycache__").glob("test_temporary_folders.*-pytest-*.pyc"))
+    assert cached, "pytest did not keep its rewrite of this module"
