@@ -29,6 +29,18 @@ ROOT = Path(__file__).resolve().parents[1]
 _LINE = re.compile(r"^\s+(?P<name>\S+): (?P<status>.+)$")
 
 
+LAST_RUN = "## The last run"
+
+
+def _kept_preface() -> list[str]:
+    """The title and what people wrote above the last run's heading, kept as it is: the report
+    replaces only what follows it."""
+    report = ROOT / "MUTATION.md"
+    text = report.read_text() if report.exists() else ""
+    head = text.split(f"\n{LAST_RUN}\n", 1)[0] if f"\n{LAST_RUN}\n" in text else "# Mutation score\n"
+    return [*head.rstrip("\n").split("\n"), "", LAST_RUN, ""]
+
+
 def _mutmut(*args: str) -> str:
     done = subprocess.run([str(ROOT / ".venv" / "bin" / "mutmut"), *args], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
@@ -78,8 +90,7 @@ def main() -> None:
     pinned = set(json.loads(pinned_file.read_text())) if pinned_file.exists() else set()
     pinned &= {n for n in survivors if n in equivalent}
     lines = [
-        "# Mutation score",
-        "",
+        *_kept_preface(),
         f"`scripts/mutation.sh`, run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({psutil.cpu_count()} cores)" + (f", {args.seconds // 60} min {args.seconds % 60} s" if args.seconds else "")
         + ". mutmut mutates the modules in `[tool.mutmut]` of `pyproject.toml`; a mutant that fails the type "
