@@ -61,7 +61,9 @@ class MaintenancePolicy:
         max_bytes_per_commit: input bytes per compaction commit group (bounds how long
             one group, which always finishes once started, can take).
         expire_older_than: expire snapshots older than this (None: no expiry).
-        retain_last: snapshots of the main branch that expiry always keeps.
+        retain_last: the newest snapshots of each branch that expiry always keeps (None: the
+            table's ``history.expire.min-snapshots-to-keep``, else 1; a branch's own
+            setting wins, as in Iceberg).
         budget: the most one run may take; compaction starts no group after it, and expiry
             is skipped once it is spent.
         every: run after every ``every``-th checkpoint (checkpoint ids divisible by it).
@@ -74,7 +76,7 @@ class MaintenancePolicy:
     target_file_size: int | None = None
     max_bytes_per_commit: int = 1024**3
     expire_older_than: timedelta | None = None
-    retain_last: int = 1
+    retain_last: int | None = None
     budget: timedelta = timedelta(seconds=60)
     every: int = 1
     lease: timedelta = timedelta(minutes=10)
@@ -89,11 +91,14 @@ class MaintenancePolicy:
         checked_file_size(self.target_file_size)
         for argument, value in (
             ("max_bytes_per_commit", self.max_bytes_per_commit),
-            ("retain_last", self.retain_last),
             ("every", self.every),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(argument, value, "a whole number of at least 1")
+        if self.retain_last is not None and (
+            isinstance(self.retain_last, bool) or not isinstance(self.retain_last, int) or self.retain_last < 1
+        ):
+            raise InvalidArgumentError("retain_last", self.retain_last, "a whole number of at least 1, or None")
         if self.expire_older_than is not None and (
             not isinstance(self.expire_older_than, timedelta) or self.expire_older_than < timedelta(0)
         ):

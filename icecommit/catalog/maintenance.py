@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
+from pyiceberg.table.metadata import TableMetadata
 
 from icecommit import ancestry
 from icecommit.catalog.storage import (
@@ -33,8 +34,35 @@ from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SNAPSHOT_AGE = timedelta(days=5)  # Iceberg's history.expire.max-snapshot-age-ms
+#: Iceberg's defaults for ``history.expire.max-snapshot-age-ms`` and
+#: ``history.expire.min-snapshots-to-keep``: where neither the branch, the call nor the table
+#: says otherwise, a branch keeps its head and every snapshot younger than five days
+DEFAULT_SNAPSHOT_AGE = timedelta(milliseconds=TableProperties.MAX_SNAPSHOT_AGE_MS_DEFAULT)
+DEFAULT_SNAPSHOTS_TO_KEEP = TableProperties.MIN_SNAPSHOTS_TO_KEEP_DEFAULT
 DEFAULT_ORPHAN_AGE = timedelta(days=3)  # Iceberg's remove_orphan_files
+
+
+@dataclass(frozen=True)
+class BranchRetention:
+    """What expiry keeps of one branch: its newest ``min_snapshots_to_keep`` snapshots and
+    every one of its snapshots younger than ``max_snapshot_age_ms``."""
+
+    branch: str
+    min_snapshots_to_keep: int
+    max_snapshot_age_ms: int
+    #: where the rules came from: ``branch`` (set on the branch itself, which wins, as in
+    #: Iceberg), ``argument`` (the call's ``older_than`` / ``retain_last``), ``table`` (the
+    #: table's ``history.expire.*`` properties) or ``default`` (Iceberg's: 1 and 5 days); one
+    #: word per rule, age first
+    source: str
+
+
+@dataclass(frozen=True)
+class RefHead:
+    """A branch or tag and the snapshot it pointed at when the expiry was planned."""
+
+    name: str
+    snapshot_id: int
 
 
 @dataclass(frozen=True)
@@ -42,8 +70,7 @@ class ExpirePlan:
     """Snapshots to expire, the ones kept on purpose, and the files only they referenced."""
 
     table: str
-    #: The branch head when planned; applying refuses if it moved (a rollback or a commit
-    #: in between could have put a planned snapshot back on the branch).
+    #: The main branch's head when planned (None: no snapshot yet).
     current_snapshot_id: int | None
     expired_snapshot_ids: tuple[int, ...]
     #: (job, checkpoint) of expiring snapshots that a rollback had already taken off the
@@ -52,6 +79,12 @@ class ExpirePlan:
     files_to_delete: tuple[str, ...]
     applied: bool = False
     deleted_files: int = 0
+    #: the rules each branch was kept by
+    retention: tuple[BranchRetention, ...] = ()
+    #: every branch and tag when planned; applying refuses if any moved, appeared or went (a
+    #: rollback, a commit or a new tag in between could make a planned snapshot one that the
+    #: rules keep)
+    refs: tuple[RefHead, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,34 +110,61 @@ def plan_expire(
     catalog: Catalog,
     table: Table | str,
     *,
-    older_than: timedelta = DEFAULT_SNAPSHOT_AGE,
-    retain_last: int = 1,
+    older_than: timedelta | None = None,
+    retain_last: int | None = None,
     now: datetime | None = None,
 ) -> ExpirePlan:
     """Which snapshots expire and which files go with them; changes nothing.
 
-    Kept: snapshots younger than ``older_than``, the newest ``retain_last`` of the main
-    branch, and every branch and tag head. No snapshot is kept for a job's sake: the
-    committer finds what a job committed in the table property every commit sets
-    (``icecommit.job.<job>.checkpoint``), which expiry does not touch, so a retired job
-    pins nothing.
+    Kept, by Apache Iceberg's rules: every branch and tag head; on every branch, its newest
+    ``min-snapshots-to-keep`` snapshots and those younger than its ``max-snapshot-age``; and
+    any other snapshot (on no branch) younger than the default age. A branch's own settings
+    (on its ref) win; otherwise ``older_than`` and ``retain_last`` where given, else the
+    table's ``history.expire.max-snapshot-age-ms`` and ``history.expire.min-snapshots-to-keep``,
+    else five days and one. Unlike Iceberg, no branch or tag is ever removed (its
+    ``max-ref-age-ms`` is not applied). No snapshot is kept for a job's sake: the committer
+    finds what a job committed in the table property every commit sets
+    (``icecommit.job.<job>.checkpoint``), which expiry does not touch, so a retired job pins
+    nothing.
+
+    Raises:
+        InvalidArgumentError: ``older_than`` is not a duration of zero or more, or
+            ``retain_last`` is not a whole number of at least 1.
+        TableSpecError: a ``history.expire.*`` property of the table is not a whole number
+            in range (named, with its value); nothing is planned.
     """
-    if retain_last < 1:
+    if retain_last is not None and (
+        isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1
+    ):
         raise InvalidArgumentError("retain_last", retain_last, "a whole number of at least 1")
     name = table_name(table)
     loaded = resolve_table(catalog, table)
     table_state(catalog, loaded)  # the table's own state database, or refuse before planning
     now = now or datetime.now(timezone.utc)
-    cutoff_ms = int(_before(now, older_than).timestamp() * 1000)
-    lineage = list(ancestry.branch_ancestry(loaded.metadata))
-    keep = {s.snapshot_id for s in lineage[:retain_last]}
-    keep |= {ref.snapshot_id for ref in loaded.metadata.refs.values()}
-    expired = [s for s in loaded.metadata.snapshots if s.snapshot_id not in keep and s.timestamp_ms < cutoff_ms]
+    if older_than is not None:
+        _before(now, older_than)  # refuses a bad age before anything else is read
+    metadata = loaded.metadata
+    retention = _retention(name, metadata, older_than, retain_last)
+    now_ms = int(now.timestamp() * 1000)
+    keep = {ref.snapshot_id for ref in metadata.refs.values()}
+    branches = [rule.branch for rule in retention]
+    for rule in retention:
+        cutoff_ms = now_ms - rule.max_snapshot_age_ms
+        for number, snapshot in enumerate(ancestry.branch_ancestry(metadata, rule.branch)):
+            if number < rule.min_snapshots_to_keep or snapshot.timestamp_ms >= cutoff_ms:
+                keep.add(snapshot.snapshot_id)
+    every_lineage = [s for ref in branches for s in ancestry.branch_ancestry(metadata, ref)]
+    on_branch = {s.snapshot_id for s in every_lineage}
+    default_cutoff_ms = now_ms - _default_age_ms(name, metadata, older_than)
+    expired = [
+        s
+        for s in metadata.snapshots
+        if s.snapshot_id not in keep
+        # on a branch: its rules decided; on none (a rollback took it off): the default age
+        and (s.snapshot_id in on_branch or s.timestamp_ms < default_cutoff_ms)
+    ]
     # a checkpoint is taken off by a rollback only when no branch holds it: one committed to
     # another branch than main is on that branch's ancestry, not rolled back
-    branches = [ref for ref, target in loaded.metadata.refs.items() if target.snapshot_ref_type == "branch"]
-    every_lineage = [s for ref in branches for s in ancestry.branch_ancestry(loaded.metadata, ref)]
-    on_branch = {s.snapshot_id for s in every_lineage}
     landed = {key for s in every_lineage if (key := ancestry.checkpoint_of(s)) is not None}
     rolled_back = tuple(
         key
@@ -133,7 +193,75 @@ def plan_expire(
         expired_snapshot_ids=tuple(s.snapshot_id for s in expired),
         rolled_back_checkpoints=rolled_back,
         files_to_delete=tuple(doomed),
+        retention=retention,
+        refs=_ref_heads(metadata),
     )
+
+
+def _ref_heads(metadata: TableMetadata) -> tuple[RefHead, ...]:
+    return tuple(RefHead(name, metadata.refs[name].snapshot_id) for name in sorted(metadata.refs))
+
+
+def _table_setting(table: str, metadata: TableMetadata, key: str, least: int) -> int | None:
+    """A whole-number ``history.expire.*`` property of the table (None: not set).
+
+    Raises:
+        TableSpecError: set, but not a whole number of at least ``least``.
+    """
+    raw = metadata.properties.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise TableSpecError(
+            table, f"table property {key} is {raw!r}, not a whole number of at least {least}; nothing was expired"
+        )
+    return value
+
+
+def _default_age_ms(table: str, metadata: TableMetadata, older_than: timedelta | None) -> int:
+    if older_than is not None:
+        return older_than // timedelta(milliseconds=1)
+    age = _table_setting(table, metadata, TableProperties.MAX_SNAPSHOT_AGE_MS, 0)
+    return age if age is not None else DEFAULT_SNAPSHOT_AGE // timedelta(milliseconds=1)
+
+
+def _retention(
+    table: str, metadata: TableMetadata, older_than: timedelta | None, retain_last: int | None
+) -> tuple[BranchRetention, ...]:
+    """Each branch's rules: its own where set, else the call's, else the table's, else Iceberg's."""
+    table_age = _table_setting(table, metadata, TableProperties.MAX_SNAPSHOT_AGE_MS, 0)
+    table_keep = _table_setting(table, metadata, TableProperties.MIN_SNAPSHOTS_TO_KEEP, 1)
+    if older_than is not None:
+        age, age_source = older_than // timedelta(milliseconds=1), "argument"
+    elif table_age is not None:
+        age, age_source = table_age, "table"
+    else:
+        age, age_source = DEFAULT_SNAPSHOT_AGE // timedelta(milliseconds=1), "default"
+    if retain_last is not None:
+        keep, keep_source = retain_last, "argument"
+    elif table_keep is not None:
+        keep, keep_source = table_keep, "table"
+    else:
+        keep, keep_source = DEFAULT_SNAPSHOTS_TO_KEEP, "default"
+    rules = []
+    for name, ref in sorted(metadata.refs.items()):
+        if ref.snapshot_ref_type != "branch":
+            continue
+        own_age, own_keep = ref.max_snapshot_age_ms, ref.min_snapshots_to_keep
+        rules.append(
+            BranchRetention(
+                branch=name,
+                min_snapshots_to_keep=own_keep if own_keep is not None else keep,
+                max_snapshot_age_ms=own_age if own_age is not None else age,
+                source=f"{'branch' if own_age is not None else age_source} "
+                f"{'branch' if own_keep is not None else keep_source}",
+            )
+        )
+    return tuple(rules)
 
 
 def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
@@ -152,7 +280,9 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     loaded = catalog.load_table(plan.table)
     store = table_state(catalog, loaded)
     head = loaded.metadata.refs.get("main")
-    if (head.snapshot_id if head is not None else None) != plan.current_snapshot_id:
+    if (head.snapshot_id if head is not None else None) != plan.current_snapshot_id or (
+        plan.refs and _ref_heads(loaded.metadata) != plan.refs
+    ):
         raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]

@@ -557,14 +557,29 @@ def rollback(
 
 @cli.command()
 @click.argument("table")
-@click.option("--older-than", type=DURATION, default="5d", show_default=True, help="Expire snapshots older than this.")
-@click.option("--retain-last", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--older-than",
+    type=DURATION,
+    default=None,
+    help="Expire snapshots older than this [default: the table's history.expire.max-snapshot-age-ms, else 5d].",
+)
+@click.option(
+    "--retain-last",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Keep the newest N snapshots of every branch "
+    "[default: the table's history.expire.min-snapshots-to-keep, else 1].",
+)
 @click.option(
     "--dry-run/--no-dry-run", default=True, show_default=True, help="List only (the default); --no-dry-run acts."
 )
 @click.pass_obj
-def expire(ctx: Context, table: str, older_than: timedelta, retain_last: int, dry_run: bool) -> None:
+def expire(ctx: Context, table: str, older_than: timedelta | None, retain_last: int | None, dry_run: bool) -> None:
     """Expire old snapshots and delete the files only they referenced (dry run by default).
+
+    Keeps what Apache Iceberg keeps: every branch and tag head, and on every branch its
+    newest --retain-last snapshots and those younger than --older-than. A branch's own
+    retention (min-snapshots-to-keep, max-snapshot-age-ms on its ref) wins over both.
 
     No snapshot is kept for a job's sake: what each job committed is in a table property
     that expiry does not touch. Checkpoints that a rollback had taken off the branch are

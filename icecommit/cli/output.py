@@ -26,6 +26,7 @@ from icecommit.demo.report import DemoReport
 from icecommit.metrics.report_model import ReconciliationReport
 from icecommit.state.checkpoints import CheckpointState
 from icecommit.state.partitions import PartitionStatus
+from icecommit.timeparse import format_duration
 
 if TYPE_CHECKING:
     from icecommit.compaction import CompactionPlan
@@ -363,6 +364,15 @@ class TextOutput:
             highlight=False,
             soft_wrap=True,
         )
+        for rule in plan.retention:
+            age_from, count_from = rule.source.split()
+            self.console.print(
+                f"  branch {rule.branch} keeps its newest {rule.min_snapshots_to_keep} snapshot(s) ({count_from}) "
+                f"and those younger than {format_duration(timedelta(milliseconds=rule.max_snapshot_age_ms))} "
+                f"({age_from})",
+                highlight=False,
+                soft_wrap=True,
+            )
         for job, checkpoint_id in plan.rolled_back_checkpoints:
             self.console.print(
                 f"  checkpoint {checkpoint_id} of job {job}: rolled back earlier; recorded as rolled back",
