@@ -55,7 +55,7 @@ from icecommit.errors import CommitConflictError, CommitStateUnknownError, Inval
 from icecommit.identifiers import checked_file_size, table_name
 from icecommit.lineage import COMPACTION_ID_PROPERTY, path_key
 from icecommit.loading import load_table
-from icecommit.state.compactions import CompactionStore
+from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import to_data_file
 from icecommit.writers.arrow import fitted, write_with
@@ -296,7 +296,9 @@ def compact(
         raise InvalidArgumentError("spark", type(spark).__name__, "a SparkSession, or None to rewrite in this process")
     if dry_run or not plan.groups:
         return replace(plan, applied=not dry_run)
-    store = CompactionStore(table_state(catalog, load_table(catalog, plan.table)).engine)
+    loaded = load_table(catalog, plan.table)
+    store = CompactionStore(table_state(catalog, loaded).engine)
+    resolve_landed_groups(store, plan.table, loaded)
     done = []
     started = time.monotonic()
     for group in plan.groups:

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 
 from icecommit import ancestry
 from icecommit.paths import UnsupportedPathError, storage_key
@@ -83,11 +84,22 @@ class Fate:
             self.held[path] = self.held.get(path, Fraction(0)) + rows * share
 
 
+def landed_compactions(metadata: TableMetadata) -> dict[str, int]:
+    """Compaction group id to the snapshot carrying it, for every snapshot of the table's
+    metadata (on a branch or not) that an icecommit compaction committed."""
+    return {
+        group: snapshot.snapshot_id
+        for snapshot in metadata.snapshots
+        if snapshot.summary is not None and (group := snapshot.summary.get(COMPACTION_ID_PROPERTY)) is not None
+    }
+
+
 def trace_fates(
     files: Iterable[tuple[str, int]],
     live: Mapping[str, int],
     removals: Iterable[Removal],
     rewritten: Mapping[str, list[tuple[str, int]]] | None = None,
+    by_group: Mapping[str, Mapping[str, list[tuple[str, int]]]] | None = None,
 ) -> Fate:
     """The fate of the rows of ``files`` ((path key, records) pairs): readable where the
     file is live (``live``: path key to records), else followed through what took it out.
@@ -96,12 +108,19 @@ def trace_fates(
     files holding its rows, with how many, from the state) is followed first, whether or
     not its snapshot is still retained; another engine's rewrite, an overwrite or a delete
     through the retained snapshot that removed the file, a conserving replace's added
-    files sharing its rows in proportion to their records."""
+    files sharing its rows in proportion to their records.
+
+    Where the retained snapshot that removed a file carries a compaction group's id, that
+    group's own lineage (``by_group``: group id to input path key to outputs, from the
+    same state as ``rewritten``) is followed, not whichever group ``rewritten`` prefers
+    for the file: two groups can list one input (one rolled back or crashed, then
+    another), and the snapshot says which one took it out."""
     lineage = rewritten or {}
     out_records: dict[str, int] = {}
-    for outputs in lineage.values():
-        for output, n in outputs:
-            out_records[output] = out_records.get(output, 0) + n
+    for source in by_group.values() if by_group else (lineage,):
+        for outputs in source.values():
+            for output, n in outputs:
+                out_records[output] = out_records.get(output, 0) + n
     by_path: dict[str, Removal] = {}
     for removal in removals:
         for path, _ in removal.removed:
@@ -113,13 +132,18 @@ def trace_fates(
             return memo[path]
         fate = Fate()
         removal = by_path.get(path)
+        outputs = None  # the exact lineage to follow, if one applies
+        if removal is not None and removal.compaction_id is not None and by_group and removal.compaction_id in by_group:
+            outputs = by_group[removal.compaction_id].get(path)
+        elif removal is None or removal.compaction_id is not None:
+            outputs = lineage.get(path)
         if path in live:
             fate.readable = Fraction(records)
             fate.held[path] = Fraction(records)
         elif path in seen:
             fate.untraceable = Fraction(records)
-        elif path in lineage and (removal is None or removal.compaction_id is not None):
-            for output, n in lineage[path]:  # exactly these rows of it went to that file
+        elif outputs is not None:
+            for output, n in outputs:  # exactly these rows of it went to that file
                 fate.add(fate_of(output, out_records[output], seen | {path}), Fraction(n, out_records[output]))
             fate.compacted = fate.readable
         elif removal is None:
@@ -175,4 +199,4 @@ def rounded(value: Fraction) -> int:
     return (value.numerator * 2 + value.denominator) // (2 * value.denominator)
 
 
-__all__ = ["Fate", "Removal", "path_key", "removals_of", "rounded", "trace_fates"]
+__all__ = ["Fate", "Removal", "landed_compactions", "path_key", "removals_of", "rounded", "trace_fates"]

@@ -30,6 +30,7 @@ from icecommit.catalog.storage import (
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, TableSpecError
 from icecommit.identifiers import checked_duration, table_name
+from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 
 logger = logging.getLogger(__name__)
@@ -293,6 +294,8 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
         and (key := ancestry.checkpoint_of(snapshot)) is not None
     }
     if ids:
+        # a compaction that died after its swap: recorded while its snapshot still says so
+        resolve_landed_groups(CompactionStore(store.engine), plan.table, loaded)
         loaded.maintenance.expire_snapshots().by_ids(ids).commit()
     if plan.rolled_back_checkpoints:
         # after the expiry landed: until then the snapshots themselves show the rollback

@@ -351,8 +351,9 @@ def reconcile(
     off_branch = frozenset(
         key for snapshot_id, key in snapshot_keys.items() if snapshot_id in snapshots and key not in in_ancestry
     )
-    rewritten = CompactionStore(engine).lineage(name)
-    fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten)
+    compactions = CompactionStore(engine)
+    rewritten = compactions.lineage(name)
+    fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten, compactions.group_lineage(name))
     gone = _gone(snapshots, states, live, snapshot_keys, fates)
     facts = Facts(
         table=name,
@@ -392,6 +393,7 @@ def _fates(
     off_branch: frozenset[Key],
     branch: str,
     rewritten: Lineage,
+    by_group: Mapping[str, Lineage],
 ) -> dict[Key, Fate]:
     """Where the rows of each committed checkpoint that has fewer rows in its own live
     files than it committed went: its files (from its staged manifest) followed through
@@ -425,7 +427,7 @@ def _fates(
             logger.warning("cannot follow checkpoint %d of job %s: %r", state.checkpoint_id, state.job_id, e)
             continue
         fates[(state.job_id, state.checkpoint_id)] = trace_fates(
-            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals, rewritten
+            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals, rewritten, by_group
         )
     return fates
 

@@ -11,16 +11,21 @@ Paths are stored as the caller gives them (callers store path keys: one spelling
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from pyiceberg.table import Table
 from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.orm import Session
 
+from icecommit.lineage import landed_compactions
 from icecommit.state.checkpoints import utc_now
 from icecommit.state.models import CompactionRow, RewrittenRowsRow
+
+logger = logging.getLogger(__name__)
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -126,10 +131,49 @@ class CompactionStore:
                 for r in rows
             ]
 
+    def resolve_landed(self, table_name: str, landed: Mapping[str, int]) -> list[str]:
+        """Mark committed every group of the table still ``prepared`` whose snapshot the
+        table shows (``landed``: compaction id to the snapshot carrying it): its process
+        died, or lost the state database, after the swap and before it could say so. The
+        ids marked."""
+        with Session(self._engine) as session, session.begin():
+            prepared = session.scalars(
+                select(CompactionRow.compaction_id).where(
+                    CompactionRow.table_name == table_name, CompactionRow.status == PREPARED
+                )
+            ).all()
+            marked = sorted(group for group in prepared if group in landed)
+            for group in marked:
+                session.execute(
+                    update(CompactionRow)
+                    .where(CompactionRow.compaction_id == group, CompactionRow.status == PREPARED)
+                    .values(status=COMMITTED, snapshot_id=landed[group], finished_at=self._clock())
+                )
+        return marked
+
+    def group_lineage(self, table_name: str) -> dict[str, dict[str, list[tuple[str, int]]]]:
+        """Each group's own lineage (group id to input path to the outputs holding its rows),
+        aborted groups left out: what a snapshot carrying a group's id did to its inputs."""
+        by_group: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+        for input_path, output_path, records, group, _, _ in self._lineage_rows(table_name):
+            by_group[group][input_path].append((output_path, records))
+        return {group: dict(inputs) for group, inputs in by_group.items()}
+
     def lineage(self, table_name: str) -> dict[str, list[tuple[str, int]]]:
         """Where each rewritten input file's rows went. An input that several groups list
-        (a group that crashed before it was marked, then a later one) takes a committed
-        group's lineage, else the latest prepared one's."""
+        (a group that crashed, or was rolled back, then a later one) takes the latest
+        committed group's lineage, else the latest prepared one's (:func:`resolve_landed_groups`
+        records a group that landed unrecorded before its snapshot can be expired)."""
+        by_input: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
+        rank: dict[str, tuple[bool, datetime, str]] = {}
+        for input_path, output_path, records, group, status, prepared_at in self._lineage_rows(table_name):
+            by_input[input_path][group].append((output_path, records))
+            rank[group] = (status == COMMITTED, prepared_at, group)
+        return {path: groups[max(groups, key=lambda g: rank[g])] for path, groups in by_input.items()}
+
+    def _lineage_rows(self, table_name: str) -> list[tuple[str, str, int, str, str, datetime]]:
+        """(input, output, rows, group, status, prepared at) of every group not aborted, in
+        the order they were written."""
         query = (
             select(
                 RewrittenRowsRow.input_path,
@@ -143,13 +187,25 @@ class CompactionStore:
             .where(RewrittenRowsRow.table_name == table_name, CompactionRow.status != ABORTED)
             .order_by(RewrittenRowsRow.id)  # an input's runs in the order they were written
         )
-        by_group: dict[str, dict[str, list[tuple[str, int]]]] = defaultdict(lambda: defaultdict(list))
-        rank: dict[str, tuple[bool, datetime, str]] = {}
         with Session(self._engine) as session:
-            for input_path, output_path, records, group, status, prepared_at in session.execute(query):
-                by_group[input_path][group].append((output_path, int(records)))
-                rank[group] = (status == COMMITTED, prepared_at, group)
-        return {path: groups[max(groups, key=lambda g: rank[g])] for path, groups in by_group.items()}
+            return [(i, o, int(n), g, st, at) for i, o, n, g, st, at in session.execute(query)]
 
 
-__all__ = ["ABORTED", "COMMITTED", "PREPARED", "CompactionRecord", "CompactionStore", "Lineage"]
+def resolve_landed_groups(store: CompactionStore, table_name: str, table: Table) -> None:
+    """Record as committed the groups still ``prepared`` whose snapshot the table shows (a
+    compaction that died after its swap): reconciliation then prefers their lineage over
+    an older group's that listed the same files, also after their snapshots are expired."""
+    marked = store.resolve_landed(table_name, landed_compactions(table.metadata))
+    if marked:
+        logger.warning("compaction group(s) %s of %s landed but were not recorded: recorded now", marked, table_name)
+
+
+__all__ = [
+    "ABORTED",
+    "COMMITTED",
+    "PREPARED",
+    "CompactionRecord",
+    "CompactionStore",
+    "Lineage",
+    "resolve_landed_groups",
+]
