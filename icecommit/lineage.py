@@ -85,11 +85,14 @@ class Fate:
 
 
 def landed_compactions(metadata: TableMetadata) -> dict[str, int]:
-    """Compaction group id to the snapshot carrying it, for every snapshot of the table's
-    metadata (on a branch or not) that an icecommit compaction committed."""
+    """Compaction group id to the snapshot carrying it, for the snapshots on a branch of the
+    table that an icecommit compaction committed (one rolled back off every branch is left
+    out: its lineage no longer says where rows are)."""
+    branches = [name for name, ref in metadata.refs.items() if ref.snapshot_ref_type == "branch"]
     return {
         group: snapshot.snapshot_id
-        for snapshot in metadata.snapshots
+        for branch in branches
+        for snapshot in ancestry.branch_ancestry(metadata, branch)
         if snapshot.summary is not None and (group := snapshot.summary.get(COMPACTION_ID_PROPERTY)) is not None
     }
 
@@ -114,7 +117,9 @@ def trace_fates(
     group's own lineage (``by_group``: group id to input path key to outputs, from the
     same state as ``rewritten``) is followed, not whichever group ``rewritten`` prefers
     for the file: two groups can list one input (one rolled back or crashed, then
-    another), and the snapshot says which one took it out."""
+    another), and the snapshot says which one took it out. A group that ``by_group`` does
+    not know, or whose lineage does not list the file, is followed through the snapshot's
+    own files, as another engine's rewrite."""
     lineage = rewritten or {}
     out_records: dict[str, int] = {}
     for source in by_group.values() if by_group else (lineage,):
@@ -133,8 +138,10 @@ def trace_fates(
         fate = Fate()
         removal = by_path.get(path)
         outputs = None  # the exact lineage to follow, if one applies
-        if removal is not None and removal.compaction_id is not None and by_group and removal.compaction_id in by_group:
-            outputs = by_group[removal.compaction_id].get(path)
+        if removal is not None and removal.compaction_id is not None and by_group is not None:
+            # that group's own (none where the state does not know it, or it did not list
+            # this file: then the snapshot's own files, as for another engine's rewrite)
+            outputs = by_group.get(removal.compaction_id, {}).get(path)
         elif removal is None or removal.compaction_id is not None:
             outputs = lineage.get(path)
         if path in live:

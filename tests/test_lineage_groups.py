@@ -25,9 +25,12 @@ def test_the_group_the_removing_snapshot_names_is_followed() -> None:
     assert (blind.readable, blind.untraceable) == (0, 10)
 
 
-def test_a_group_the_state_does_not_know_falls_back_to_the_preferred_lineage() -> None:
-    fate = trace_fates([("a", 10)], {"r1": 10}, _removal("lost"), PREFERRED, GROUPS)
-    assert (fate.readable, fate.held) == (10, {"r1": 10})
+def test_a_group_the_state_does_not_know_is_followed_through_its_snapshot() -> None:
+    # not through the preferred lineage, which is another group's: the snapshot's own files
+    fate = trace_fates([("a", 10)], LIVE, _removal("lost"), PREFERRED, GROUPS)
+    assert (fate.readable, fate.untraceable, fate.held) == (10, 0, {"t1": 6, "t2": 4})
+    # a caller without the groups follows the preferred lineage, as before they were kept
+    assert trace_fates([("a", 10)], {"r1": 10}, _removal("lost"), PREFERRED).held == {"r1": 10}
 
 
 def test_a_known_group_that_does_not_list_the_file_is_followed_through_its_snapshot() -> None:

@@ -152,8 +152,9 @@ def plan_expire(
     for rule in retention:
         cutoff_ms = now_ms - rule.max_snapshot_age_ms
         for number, snapshot in enumerate(ancestry.branch_ancestry(metadata, rule.branch)):
-            if number < rule.min_snapshots_to_keep or snapshot.timestamp_ms >= cutoff_ms:
-                keep.add(snapshot.snapshot_id)
+            if number >= rule.min_snapshots_to_keep and snapshot.timestamp_ms < cutoff_ms:
+                break  # as Iceberg: older ancestors go too, whatever their (skewed) clocks say
+            keep.add(snapshot.snapshot_id)
     every_lineage = [s for ref in branches for s in ancestry.branch_ancestry(metadata, ref)]
     on_branch = {s.snapshot_id for s in every_lineage}
     default_cutoff_ms = now_ms - _default_age_ms(name, metadata, older_than)

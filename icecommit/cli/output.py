@@ -171,6 +171,15 @@ class JsonOutput:
         self._emit({"error": message, "exit_code": code})
 
 
+def _age(milliseconds: int) -> str:
+    """An age in milliseconds as a duration (``30d``); one too long for a timedelta (Long.MAX
+    is a common way to say "forever") in milliseconds."""
+    try:
+        return format_duration(timedelta(milliseconds=milliseconds))
+    except OverflowError:
+        return f"{milliseconds:,} ms"
+
+
 def _time(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
 
@@ -368,7 +377,7 @@ class TextOutput:
             age_from, count_from = rule.source.split()
             self.console.print(
                 f"  branch {rule.branch} keeps its newest {rule.min_snapshots_to_keep} snapshot(s) ({count_from}) "
-                f"and those younger than {format_duration(timedelta(milliseconds=rule.max_snapshot_age_ms))} "
+                f"and those younger than {_age(rule.max_snapshot_age_ms)} "
                 f"({age_from})",
                 highlight=False,
                 soft_wrap=True,

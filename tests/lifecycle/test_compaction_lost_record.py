@@ -91,3 +91,19 @@ def test_the_next_compaction_records_the_group_that_landed(
     assert [(g.status, g.snapshot_id) for g in groups[1:2]] == [("committed", landed.snapshot_id)]
     assert [g.status for g in groups] == ["committed"] * 3
     assert _readable(catalog, name) == [("job", c, 60) for c in range(16)]
+
+
+def test_a_group_rolled_back_off_every_branch_stays_unrecorded(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its snapshot is still in the metadata, but on no branch: its lineage no longer says
+    where rows are, so it is not recorded as committed (a committed group's lineage wins)."""
+    name, store = _died_after_the_swap(catalog, monkeypatch)
+    table = catalog.load_table(name)
+    head = table.current_snapshot()
+    assert head is not None and head.parent_snapshot_id is not None
+    table.manage_snapshots().rollback_to_snapshot(head.parent_snapshot_id).commit()  # another tool, again
+    small_checkpoints(catalog, name, 8, first=8)
+    assert compact(catalog, name).committed == 1
+    assert [g.status for g in store.groups(name)] == ["committed", "prepared", "committed"]
+    assert _readable(catalog, name) == [("job", c, 60) for c in range(16)]

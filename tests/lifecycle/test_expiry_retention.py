@@ -10,6 +10,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pyiceberg.table.snapshots
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
@@ -51,6 +52,18 @@ def _later(days: float) -> datetime:
     return datetime.now(timezone.utc) + timedelta(days=days)
 
 
+def _where(catalog: SqlCatalog) -> tuple[str, ...]:
+    """The command's options that reach the test's catalog."""
+    return (
+        "--catalog",
+        catalog.name,
+        "--uri",
+        catalog.properties["uri"],
+        "--warehouse",
+        catalog.properties["warehouse"],
+    )
+
+
 def _files(table: Table, snapshot_id: int) -> set[str]:
     return {task.file.file_path for task in table.scan(snapshot_id=snapshot_id).plan_files()}
 
@@ -81,27 +94,28 @@ def test_the_tables_history_properties_are_the_default(catalog: SqlCatalog) -> N
 
 
 def test_a_branchs_own_retention_keeps_its_ancestors_and_their_files(catalog: SqlCatalog) -> None:
-    first, second, third, fourth = _land(catalog, 4)
+    first, second, third, fourth, fifth = _land(catalog, 5)
     table = _table(catalog)
-    # an audit branch at the second snapshot that keeps ten snapshots, and a tag on the first
-    table.manage_snapshots().create_branch(second, "audit", min_snapshots_to_keep=10).commit()
+    # an audit branch at the third snapshot that keeps two, and a tag on the first
+    table.manage_snapshots().create_branch(third, "audit", min_snapshots_to_keep=2).commit()
     table.manage_snapshots().create_tag(first, "v1").commit()
     needed = _files(_table(catalog), second)
 
     plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1, now=_later(6))
-    # main keeps its head only; audit keeps its head and first (its ancestor) by its own count
-    assert plan.expired_snapshot_ids == (third,)
+    # main keeps its head only; audit its head and its parent (its own count, not the call's
+    # one); the tag its snapshot
+    assert plan.expired_snapshot_ids == (fourth,)
     assert plan.retention == (
-        BranchRetention("audit", 10, 0, "argument branch"),
+        BranchRetention("audit", 2, 0, "argument branch"),
         BranchRetention("main", 1, 0, "argument argument"),
     )
     assert not needed & set(plan.files_to_delete)
     apply_expire(catalog, plan)
     after = _table(catalog)
-    assert {s.snapshot_id for s in after.metadata.snapshots} == {first, second, fourth}
+    assert {s.snapshot_id for s in after.metadata.snapshots} == {first, second, third, fifth}
     assert after.scan(snapshot_id=second).to_arrow().num_rows == 20  # time travel on the branch
     assert after.scan(snapshot_id=first).to_arrow().num_rows == 10  # and to the tag
-    assert after.scan().to_arrow().num_rows == 40
+    assert after.scan().to_arrow().num_rows == 50
 
 
 def test_a_branchs_own_age_wins_over_the_calls(catalog: SqlCatalog) -> None:
@@ -164,14 +178,7 @@ def test_the_command_says_by_which_rules_each_branch_is_kept(catalog: SqlCatalog
     with _table(catalog).transaction() as tx:
         tx.set_properties({"history.expire.max-snapshot-age-ms": str(30 * DAY_MS)})
     _table(catalog).manage_snapshots().create_tag(first, "v1").commit()
-    where = (
-        "--catalog",
-        catalog.name,
-        "--uri",
-        catalog.properties["uri"],
-        "--warehouse",
-        catalog.properties["warehouse"],
-    )
+    where = _where(catalog)
     table = f"{catalog.name}.events"
 
     text = invoke(tmp_path, *where, "expire", table)
@@ -188,3 +195,37 @@ def test_the_command_says_by_which_rules_each_branch_is_kept(catalog: SqlCatalog
         {"name": "main", "snapshot_id": second, "snapshot_id_str": str(second)},
         {"name": "v1", "snapshot_id": first, "snapshot_id_str": str(first)},
     ]
+
+
+def test_a_branchs_walk_stops_at_its_first_ancestor_past_both_rules(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers whose clocks disagree: a parent stamped later than its child. As in Iceberg,
+    the walk back from the head stops at the first snapshot past the count and the age, so
+    the parent behind it expires too, instead of being kept with its child expired (it would
+    then hang off no branch, and its checkpoint would read as rolled back)."""
+    now = datetime.now(timezone.utc)
+    stamps = iter([now - timedelta(days=1), now - timedelta(days=10), now])  # the middle one's clock is slow
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            return next(stamps).timestamp()
+
+    with monkeypatch.context() as patched:
+        patched.setattr(pyiceberg.table.snapshots, "time", Clock)
+        parent, child, _ = _land(catalog, 3)
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(days=5), retain_last=1, now=now)
+    assert sorted(plan.expired_snapshot_ids) == sorted((parent, child))
+    assert plan.rolled_back_checkpoints == ()  # both were on the branch
+
+
+def test_an_age_too_long_for_a_duration_is_shown_in_milliseconds(catalog: SqlCatalog, tmp_path: Path) -> None:
+    _land(catalog, 1)
+    forever = str(2**63 - 1)  # Long.MAX: "never expire by age"
+    with _table(catalog).transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": forever})
+    where = _where(catalog)
+    text = invoke(tmp_path, *where, "expire", f"{catalog.name}.events")
+    assert text.returncode == 0, text.stderr
+    assert f"those younger than {int(forever):,} ms (table)" in text.stdout
