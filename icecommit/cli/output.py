@@ -80,6 +80,8 @@ def _with_id_strings(data: dict[str, Any]) -> dict[str, Any]:
     for key in list(data):
         if (key in _ID_KEYS or key.endswith("_snapshot_id")) and isinstance(data[key], int):
             data[f"{key}_str"] = str(data[key])
+        elif key.endswith("_snapshot_ids") and isinstance(data[key], list):  # expired, hidden
+            data[f"{key}_str"] = [str(i) for i in data[key]]
     return data
 
 

@@ -229,3 +229,17 @@ def test_an_age_too_long_for_a_duration_is_shown_in_milliseconds(catalog: SqlCat
     text = invoke(tmp_path, *where, "expire", f"{catalog.name}.events")
     assert text.returncode == 0, text.stderr
     assert f"those younger than {int(forever):,} ms (table)" in text.stdout
+
+
+def test_json_gives_every_listed_snapshot_id_as_a_string_too(catalog: SqlCatalog, tmp_path: Path) -> None:
+    """jq 1.6 and JavaScript round numbers above 2**53: lists of ids come as strings as well."""
+    first, second = _land(catalog, 2)
+    table = f"{catalog.name}.events"
+    expire = json.loads(
+        invoke(tmp_path, *_where(catalog), "--output", "json", "expire", table, "--older-than", "0s").stdout
+    )
+    assert expire["expired_snapshot_ids"] == [first] and expire["expired_snapshot_ids_str"] == [str(first)]
+    rollback = invoke(tmp_path, *_where(catalog), "--output", "json", "rollback", table, "--to-snapshot", str(first),
+                      "--dry-run")  # fmt: skip
+    document = json.loads(rollback.stdout)
+    assert document["hidden_snapshot_ids"] == [second] and document["hidden_snapshot_ids_str"] == [str(second)]
