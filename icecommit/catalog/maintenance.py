@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_SNAPSHOT_AGE = timedelta(milliseconds=TableProperties.MAX_SNAPSHOT_AGE_MS_DEFAULT)
 DEFAULT_SNAPSHOTS_TO_KEEP = TableProperties.MIN_SNAPSHOTS_TO_KEEP_DEFAULT
 DEFAULT_ORPHAN_AGE = timedelta(days=3)  # Iceberg's remove_orphan_files
+#: Iceberg's switch for deleting a table's files (default true); pyiceberg has no constant
+GC_ENABLED = "gc.enabled"
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def plan_expire(
         InvalidArgumentError: ``older_than`` is not a duration of zero or more, or
             ``retain_last`` is not a whole number of at least 1.
         TableSpecError: a ``history.expire.*`` property of the table is not a whole number
-            in range (named, with its value); nothing is planned.
+            in range (named, with its value), or the table's ``gc.enabled`` is not
+            ``true`` (as Iceberg, which refuses then); nothing is planned.
     """
     if retain_last is not None and (
         isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1
@@ -140,6 +143,7 @@ def plan_expire(
         raise InvalidArgumentError("retain_last", retain_last, "a whole number of at least 1")
     name = table_name(table)
     loaded = resolve_table(catalog, table)
+    _refuse_without_gc(name, loaded.metadata, "expire snapshots")
     table_state(catalog, loaded)  # the table's own state database, or refuse before planning
     now = now or datetime.now(timezone.utc)
     if older_than is not None:
@@ -198,6 +202,22 @@ def plan_expire(
         retention=retention,
         refs=_ref_heads(metadata),
     )
+
+
+def _refuse_without_gc(table: str, metadata: TableMetadata, action: str) -> None:
+    """Refuse, as Iceberg does, where the table says ``gc.enabled`` is not ``true`` (its files
+    may be shared with another table, in another catalog: a snapshot of a table, Nessie).
+
+    Raises:
+        TableSpecError: gc is disabled; names the property and its value.
+    """
+    value = metadata.properties.get(GC_ENABLED)
+    if value is not None and value.strip().lower() != "true":
+        raise TableSpecError(
+            table,
+            f"cannot {action}: table property gc.enabled is {value!r} (its files may be shared with another "
+            "table; deleting them could corrupt it); nothing was changed",
+        )
 
 
 def _ref_heads(metadata: TableMetadata) -> tuple[RefHead, ...]:
@@ -333,9 +353,13 @@ def find_orphans(
             nothing is deleted.
         StateDatabaseError: the table's state database cannot be reached or is not the
             one opened (its prepared checkpoints would look like orphans); nothing is deleted.
+        TableSpecError: ``delete`` where the table's ``gc.enabled`` is not ``true`` (as
+            Iceberg); listing alone is allowed.
     """
     name = table_name(table)
     loaded = resolve_table(catalog, table)
+    if delete:  # listing deletes nothing
+        _refuse_without_gc(name, loaded.metadata, "delete orphan files")
     table_state(catalog, loaded)  # the table's own state database, or refuse before listing
     now = now or datetime.now(timezone.utc)
     limit = _before(now, older_than)

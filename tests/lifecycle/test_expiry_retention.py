@@ -16,7 +16,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, plan_expire
+from icecommit.catalog import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.maintenance import BranchRetention
 from icecommit.committer import RetryPolicy
 from icecommit.errors import InvalidArgumentError
@@ -243,3 +243,25 @@ def test_json_gives_every_listed_snapshot_id_as_a_string_too(catalog: SqlCatalog
                       "--dry-run")  # fmt: skip
     document = json.loads(rollback.stdout)
     assert document["hidden_snapshot_ids"] == [second] and document["hidden_snapshot_ids_str"] == [str(second)]
+
+
+@pytest.mark.parametrize("value", ["false", "False", "no"])
+def test_a_table_whose_gc_is_disabled_is_neither_expired_nor_swept(
+    catalog: SqlCatalog, tmp_path: Path, value: str
+) -> None:
+    """As Iceberg: its files may be another table's too (a snapshot of a table, Nessie)."""
+    ids = _land(catalog, 3)
+    table = f"{catalog.name}.events"
+    with _table(catalog).transaction() as tx:
+        tx.set_properties({"gc.enabled": value})
+    with pytest.raises(ic.TableSpecError, match=f"cannot expire snapshots: table property gc.enabled is '{value}'"):
+        plan_expire(catalog, table, older_than=timedelta(0), now=_later(1))
+    assert find_orphans(catalog, table, older_than=timedelta(0)).orphans == ()  # listing deletes nothing
+    with pytest.raises(ic.TableSpecError, match=r"cannot delete orphan files: table property gc\.enabled"):
+        find_orphans(catalog, table, older_than=timedelta(0), delete=True)
+    refused = invoke(tmp_path, *_where(catalog), "expire", table, "--older-than", "0s", "--no-dry-run")
+    assert refused.returncode == 2 and "gc.enabled" in refused.stderr and "nothing was changed" in refused.stderr
+    assert [s.snapshot_id for s in _table(catalog).metadata.snapshots] == ids
+    with _table(catalog).transaction() as tx:
+        tx.set_properties({"gc.enabled": "TRUE"})
+    assert len(plan_expire(catalog, table, older_than=timedelta(0), now=_later(1)).expired_snapshot_ids) == 2
