@@ -53,3 +53,13 @@ def test_each_output_shares_its_rows_among_every_input_of_its_group() -> None:
     assert (both.readable, both.held) == (10, {"t1": 10})
     only_a = trace_fates([("a", 6)], {"t1": 10}, removal, preferred, groups)
     assert (only_a.readable, only_a.held) == (6, {"t1": 6})
+
+
+def test_the_named_groups_lineage_is_exact_where_the_snapshots_shares_would_not_be() -> None:
+    # T rewrote a (10 rows) and b (10) into t1 (all of a, 2 of b) and t2 (8 of b): the
+    # snapshot alone would share each input's rows among t1 and t2 in proportion
+    groups = {"T": {"a": [("t1", 10)], "b": [("t1", 2), ("t2", 8)]}}
+    removal = [Removal(7, "replace", removed=(("a", 10), ("b", 10)), added=(("t1", 12), ("t2", 8)), compaction_id="T")]
+    fate = trace_fates([("a", 10)], {"t1": 12, "t2": 8}, removal, {}, groups)
+    assert fate.held == {"t1": 10}
+    assert trace_fates([("a", 10)], {"t1": 12, "t2": 8}, removal, {}, {}).held == {"t1": 6, "t2": 4}

@@ -14,6 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import icecommit as ic
 from icecommit.catalog import apply_expire, plan_expire
 from icecommit.compaction import compact
+from icecommit.lineage import landed_compactions
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests.conftest import unique_table
@@ -107,3 +108,33 @@ def test_a_group_rolled_back_off_every_branch_stays_unrecorded(
     assert compact(catalog, name).committed == 1
     assert [g.status for g in store.groups(name)] == ["committed", "prepared", "committed"]
     assert _readable(catalog, name) == [("job", c, 60) for c in range(16)]
+
+
+def test_a_group_that_landed_on_another_branch_is_recorded_too(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = unique_table()
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"],
+                    properties={"write.target-file-size-bytes": str(TARGET)})  # fmt: skip
+    head = small_checkpoints(catalog, name, 8).current_snapshot()
+    assert head is not None
+    catalog.load_table(name).manage_snapshots().create_branch(head.snapshot_id, "audit").commit()
+
+    def died(self: CompactionStore, compaction_id: str, snapshot_id: int) -> None:
+        raise Died(f"after the swap of {compaction_id}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(CompactionStore, "committed", died)
+        with pytest.raises(Died):
+            compact(catalog, name, branch="audit")
+    audit = catalog.load_table(name).metadata.refs["audit"].snapshot_id
+    store = CompactionStore(state_engine(state_uri(catalog)))
+    (group,) = store.groups(name)
+    assert landed_compactions(catalog.load_table(name).metadata) == {group.compaction_id: audit}
+    small_checkpoints(catalog, name, 8, first=8)  # main's own small files
+    main = compact(catalog, name)
+    assert main.committed == 1
+    assert [(g.status, g.snapshot_id) for g in store.groups(name)] == [
+        ("committed", audit),
+        ("committed", main.groups[0].snapshot_id),
+    ]
