@@ -52,7 +52,7 @@ from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
 from icecommit.datafiles import DataFileRecord
 from icecommit.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
-from icecommit.identifiers import checked_file_size, table_name
+from icecommit.identifiers import checked_count, checked_file_size, table_name
 from icecommit.lineage import COMPACTION_ID_PROPERTY, path_key
 from icecommit.loading import load_table
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
@@ -191,9 +191,8 @@ def plan_compaction(
     """
     name = table_name(table)
     target = checked_file_size(target_file_size)
-    for argument, value in (("min_input_files", min_input_files), ("max_bytes_per_commit", max_bytes_per_commit)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidArgumentError(argument, value, "a whole number of at least 1")
+    checked_count(min_input_files, "min_input_files")
+    checked_count(max_bytes_per_commit, "max_bytes_per_commit")
     loaded = load_table(catalog, table)
     require_branch(loaded.metadata, branch)
     target = target or _target(loaded)

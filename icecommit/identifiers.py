@@ -58,6 +58,19 @@ def checked_duration(value: object, argument: str, *, positive: bool = False) ->
     return value
 
 
+def checked_count(value: object, argument: str, *, optional: bool = False) -> int | None:
+    """A count given as a whole number of at least 1 (or None, where ``optional``).
+
+    Raises:
+        InvalidArgumentError: anything else (zero, a bool, a float, a string).
+    """
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(argument, value, "a whole number of at least 1" + (", or None" if optional else ""))
+    return value
+
+
 def checked_file_size(value: object, argument: str = "target_file_size") -> int | None:
     """A target file size in bytes, or None for the table's ``write.target-file-size-bytes``.
 

@@ -39,7 +39,7 @@ from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, Ye
 from icecommit.catalog.maintenance import apply_expire, plan_expire
 from icecommit.compaction import DEFAULT_MIN_INPUT_FILES, CompactionPlan, PartitionGroup, StepHook, compact
 from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import checked_file_size, table_name
+from icecommit.identifiers import checked_count, checked_file_size, table_name
 from icecommit.loading import load_table
 from icecommit.state.checkpoints import utc_now
 from icecommit.state.identity import table_state
@@ -89,16 +89,9 @@ class MaintenancePolicy:
         ):
             raise InvalidArgumentError("compact_min_files", self.compact_min_files, "a whole number >= 1, or None")
         checked_file_size(self.target_file_size)
-        for argument, value in (
-            ("max_bytes_per_commit", self.max_bytes_per_commit),
-            ("every", self.every),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgumentError(argument, value, "a whole number of at least 1")
-        if self.retain_last is not None and (
-            isinstance(self.retain_last, bool) or not isinstance(self.retain_last, int) or self.retain_last < 1
-        ):
-            raise InvalidArgumentError("retain_last", self.retain_last, "a whole number of at least 1, or None")
+        checked_count(self.max_bytes_per_commit, "max_bytes_per_commit")
+        checked_count(self.every, "every")
+        checked_count(self.retain_last, "retain_last", optional=True)
         if self.expire_older_than is not None and (
             not isinstance(self.expire_older_than, timedelta) or self.expire_older_than < timedelta(0)
         ):

@@ -29,7 +29,7 @@ from icecommit.catalog.storage import (
 )
 from icecommit.catalog.tables import resolve_table
 from icecommit.errors import InvalidArgumentError, TableSpecError
-from icecommit.identifiers import checked_duration, table_name
+from icecommit.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 
@@ -137,10 +137,7 @@ def plan_expire(
             in range (named, with its value), or the table's ``gc.enabled`` is not
             ``true`` (as Iceberg, which refuses then); nothing is planned.
     """
-    if retain_last is not None and (
-        isinstance(retain_last, bool) or not isinstance(retain_last, int) or retain_last < 1
-    ):
-        raise InvalidArgumentError("retain_last", retain_last, "a whole number of at least 1")
+    checked_count(retain_last, "retain_last", optional=True)
     name = table_name(table)
     loaded = resolve_table(catalog, table)
     _refuse_without_gc(name, loaded.metadata, "expire snapshots")
@@ -149,7 +146,8 @@ def plan_expire(
     if older_than is not None:
         _before(now, older_than)  # refuses a bad age before anything else is read
     metadata = loaded.metadata
-    retention = _retention(name, metadata, older_than, retain_last)
+    default = _default_rule(name, metadata, older_than, retain_last)
+    retention = _retention(metadata, default)
     now_ms = int(now.timestamp() * 1000)
     keep = {ref.snapshot_id for ref in metadata.refs.values()}
     branches = [rule.branch for rule in retention]
@@ -161,7 +159,7 @@ def plan_expire(
             keep.add(snapshot.snapshot_id)
     every_lineage = [s for ref in branches for s in ancestry.branch_ancestry(metadata, ref)]
     on_branch = {s.snapshot_id for s in every_lineage}
-    default_cutoff_ms = now_ms - _default_age_ms(name, metadata, older_than)
+    default_cutoff_ms = now_ms - default.max_snapshot_age_ms
     expired = [
         s
         for s in metadata.snapshots
@@ -244,17 +242,11 @@ def _table_setting(table: str, metadata: TableMetadata, key: str, least: int) ->
     return value
 
 
-def _default_age_ms(table: str, metadata: TableMetadata, older_than: timedelta | None) -> int:
-    if older_than is not None:
-        return older_than // timedelta(milliseconds=1)
-    age = _table_setting(table, metadata, TableProperties.MAX_SNAPSHOT_AGE_MS, 0)
-    return age if age is not None else DEFAULT_SNAPSHOT_AGE // timedelta(milliseconds=1)
-
-
-def _retention(
+def _default_rule(
     table: str, metadata: TableMetadata, older_than: timedelta | None, retain_last: int | None
-) -> tuple[BranchRetention, ...]:
-    """Each branch's rules: its own where set, else the call's, else the table's, else Iceberg's."""
+) -> BranchRetention:
+    """The rules of a branch that sets none of its own (``branch`` left empty), and the age
+    after which a snapshot on no branch goes: the call's, else the table's, else Iceberg's."""
     table_age = _table_setting(table, metadata, TableProperties.MAX_SNAPSHOT_AGE_MS, 0)
     table_keep = _table_setting(table, metadata, TableProperties.MIN_SNAPSHOTS_TO_KEEP, 1)
     if older_than is not None:
@@ -269,6 +261,12 @@ def _retention(
         keep, keep_source = table_keep, "table"
     else:
         keep, keep_source = DEFAULT_SNAPSHOTS_TO_KEEP, "default"
+    return BranchRetention("", keep, age, f"{age_source} {keep_source}")
+
+
+def _retention(metadata: TableMetadata, default: BranchRetention) -> tuple[BranchRetention, ...]:
+    """Each branch's rules: its own where set on its ref (as in Iceberg), else ``default``'s."""
+    age_source, keep_source = default.source.split()
     rules = []
     for name, ref in sorted(metadata.refs.items()):
         if ref.snapshot_ref_type != "branch":
@@ -277,8 +275,8 @@ def _retention(
         rules.append(
             BranchRetention(
                 branch=name,
-                min_snapshots_to_keep=own_keep if own_keep is not None else keep,
-                max_snapshot_age_ms=own_age if own_age is not None else age,
+                min_snapshots_to_keep=own_keep if own_keep is not None else default.min_snapshots_to_keep,
+                max_snapshot_age_ms=own_age if own_age is not None else default.max_snapshot_age_ms,
                 source=f"{'branch' if own_age is not None else age_source} "
                 f"{'branch' if own_keep is not None else keep_source}",
             )
@@ -301,10 +299,7 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """
     loaded = catalog.load_table(plan.table)
     store = table_state(catalog, loaded)
-    head = loaded.metadata.refs.get("main")
-    if (head.snapshot_id if head is not None else None) != plan.current_snapshot_id or (
-        plan.refs and _ref_heads(loaded.metadata) != plan.refs
-    ):
+    if _ref_heads(loaded.metadata) != plan.refs:  # main's head among them
         raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]
