@@ -27,7 +27,7 @@ from icecommit.catalog.storage import (
     refuse_shared_location,
     union_of_snapshots,
 )
-from icecommit.catalog.tables import resolve_table
+from icecommit.catalog.tables import planned_change, resolve_table
 from icecommit.errors import InvalidArgumentError, TableSpecError
 from icecommit.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
@@ -293,7 +293,8 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     expiry; if that commit fails, nothing is deleted.
 
     Raises:
-        TableSpecError: the branch moved since the plan was made.
+        TableSpecError: a branch or tag moved since the plan was made, or another commit
+            landed during the expiry's own; nothing was expired or deleted.
         StateDatabaseError: the table's state database cannot be reached or is not the
             one opened; nothing was expired.
     """
@@ -312,7 +313,8 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     if ids:
         # a compaction that died after its swap: recorded while its snapshot still says so
         resolve_landed_groups(CompactionStore(store.engine), plan.table, loaded)
-        loaded.maintenance.expire_snapshots().by_ids(ids).commit()
+        with planned_change(plan.table, "expiry"):
+            loaded.maintenance.expire_snapshots().by_ids(ids).commit()
     if plan.rolled_back_checkpoints:
         # after the expiry landed: until then the snapshots themselves show the rollback
         store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints, snapshots=removed)

@@ -16,7 +16,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit import ancestry
-from icecommit.catalog.tables import resolve_table
+from icecommit.catalog.tables import planned_change, resolve_table
 from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
 from icecommit.eventtime import event_time_column
 from icecommit.identifiers import checked_checkpoint_id, checked_instant, table_name
@@ -228,7 +228,8 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     rollback (and ``expire`` records before it removes them).
 
     Raises:
-        TableSpecError: the table changed since the plan was made.
+        TableSpecError: the table changed since the plan was made (also where another
+            commit lands between that check and the rollback's own); nothing was rolled back.
     """
     loaded = catalog.load_table(plan.table)
     current = loaded.current_snapshot()
@@ -236,10 +237,11 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
     store = table_state(catalog, loaded)  # where the rollback is recorded, checked before it is made
     manage = loaded.manage_snapshots()
-    if plan.is_ancestor:
-        manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
-    else:
-        manage.set_current_snapshot(plan.target_snapshot_id).commit()
+    with planned_change(plan.table, "rollback"):
+        if plan.is_ancestor:
+            manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
+        else:
+            manage.set_current_snapshot(plan.target_snapshot_id).commit()
     # what an earlier rollback killed between its swap and this step (or another tool's
     # rollback) left recorded as committed while its snapshot is off the branch: recorded
     # now, so running a rollback again finishes what a crashed one began

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pyiceberg.table.snapshots
 import pytest
@@ -16,7 +17,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, find_orphans, plan_expire
+from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.catalog.maintenance import BranchRetention
 from icecommit.committer import RetryPolicy
 from icecommit.errors import InvalidArgumentError
@@ -265,3 +266,45 @@ def test_a_table_whose_gc_is_disabled_is_neither_expired_nor_swept(
     with _table(catalog).transaction() as tx:
         tx.set_properties({"gc.enabled": "TRUE"})
     assert len(plan_expire(catalog, table, older_than=timedelta(0), now=_later(1)).expired_snapshot_ids) == 2
+
+
+def _another_commit_lands_first(catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next catalog commit loses its compare-and-swap: another process commits after it
+    read the table's current metadata and before it swaps (a real conflict, made once)."""
+    original = SqlCatalog._update_and_stage_table
+    raced = []
+
+    def racing(self: SqlCatalog, current: Any, *args: Any, **kwargs: Any) -> Any:
+        if not raced:
+            raced.append(True)
+            with _table(catalog).transaction() as tx:
+                tx.set_properties({"owner": "another process"})
+        return original(self, current, *args, **kwargs)
+
+    monkeypatch.setattr(SqlCatalog, "_update_and_stage_table", racing)
+
+
+def test_an_expiry_whose_commit_loses_to_another_is_refused_and_deletes_nothing(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = _land(catalog, 3)
+    plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1, now=_later(1))
+    assert plan.files_to_delete
+    _another_commit_lands_first(catalog, monkeypatch)
+    with pytest.raises(ic.TableSpecError, match=r"changed since the expiry was planned \(another commit landed"):
+        apply_expire(catalog, plan)
+    assert [s.snapshot_id for s in _table(catalog).metadata.snapshots] == ids
+    assert all(Path(p.removeprefix("file:")).exists() for p in plan.files_to_delete)
+
+
+def test_a_rollback_whose_commit_loses_to_another_is_refused(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, _, third = _land(catalog, 3)
+    plan = plan_rollback(catalog, f"{catalog.name}.events", to_snapshot=first)
+    _another_commit_lands_first(catalog, monkeypatch)
+    with pytest.raises(ic.TableSpecError, match=r"changed since the rollback was planned \(another commit landed"):
+        apply_rollback(catalog, plan)
+    assert _table(catalog).current_snapshot().snapshot_id == third  # type: ignore[union-attr]
+    committer = ic.GlobalCommitter(catalog, f"{catalog.name}.events", job_id="job")
+    assert [committer.store.get("job", committer.table_name, c).status for c in (2, 3)] == ["committed"] * 2  # type: ignore[union-attr]
