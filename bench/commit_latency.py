@@ -32,7 +32,7 @@ from pyiceberg.table.locations import load_location_provider
 
 import icecommit as ic
 from bench.databases import PG_URI, postgres_available
-from icecommit.catalog import apply_expire, plan_expire
+from icecommit.maintenance import apply_expire, plan_expire
 from icecommit.state.database import dispose_state_engines
 from icecommit.writers.files import TaskFileWriter
 from tests.helpers import EVENTS_SCHEMA, events

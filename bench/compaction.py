@@ -57,7 +57,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.compaction import compact
+from icecommit.maintenance.compaction import compact
 from icecommit.state.manifests import to_data_file
 from icecommit.writers import local_session
 from tests import java_iceberg

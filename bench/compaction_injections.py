@@ -46,8 +46,8 @@ import psutil
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
-from icecommit.compaction import CommitGroup, compact
+from icecommit.maintenance import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
+from icecommit.maintenance.compaction import CommitGroup, compact
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow

@@ -43,7 +43,7 @@ from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.ancestry import find_checkpoint
+from icecommit.core.ancestry import find_checkpoint
 from icecommit.writers import local_session
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -53,10 +53,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 import icecommit as ic
-from icecommit import ancestry
-from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.committer import RetryPolicy
 from icecommit.committer.committer import FAULT_POINTS
+from icecommit.core import ancestry
+from icecommit.maintenance import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.manifests import staged_spec_id

@@ -262,7 +262,7 @@ def jvm_parquet(
     from pyspark.sql import functions as F
 
     from icecommit.committer import GlobalCommitter
-    from icecommit.datafiles import DataFileRecord, WriteResult
+    from icecommit.core.datafiles import DataFileRecord, WriteResult
 
     table = catalog.load_table(name)
     schema = table.schema()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from icecommit.catalog import connect, create_table, publish_complete_partitions
+from icecommit.catalog import connect, create_table
 from icecommit.catalog.eventtime import EventTimeVersion, scan_at_event_time, snapshot_at_event_time
 from icecommit.committer import (
     CommitResult,
@@ -13,9 +13,10 @@ from icecommit.committer import (
     PartitionCompleteness,
     RetryPolicy,
     RoutedCommitResult,
+    publish_complete_partitions,
 )
-from icecommit.datafiles import DataFileRecord, WriteResult
-from icecommit.errors import (
+from icecommit.core.datafiles import DataFileRecord, WriteResult
+from icecommit.core.errors import (
     CheckpointNotFoundError,
     CheckpointRolledBackError,
     CommitConflictError,
@@ -31,10 +32,10 @@ from icecommit.errors import (
 from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 
 if TYPE_CHECKING:
-    from icecommit.compaction import compact, plan_compaction
+    from icecommit.maintenance.compaction import compact, plan_compaction
+    from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
     from icecommit.pipeline import write
     from icecommit.streaming import streaming_sink
-    from icecommit.upkeep import MaintenancePolicy, MaintenanceRun, maintain
 
 __version__ = "0.1.0"
 
@@ -44,11 +45,11 @@ _SPARK_NAMES = {
     "write": "icecommit.pipeline",
     "streaming_sink": "icecommit.streaming",
     # compaction runs in the local process, but its writer lives beside the Spark tasks'
-    "compact": "icecommit.compaction",
-    "plan_compaction": "icecommit.compaction",
-    "MaintenancePolicy": "icecommit.upkeep",
-    "MaintenanceRun": "icecommit.upkeep",
-    "maintain": "icecommit.upkeep",
+    "compact": "icecommit.maintenance.compaction",
+    "plan_compaction": "icecommit.maintenance.compaction",
+    "MaintenancePolicy": "icecommit.maintenance.policy",
+    "MaintenanceRun": "icecommit.maintenance.policy",
+    "maintain": "icecommit.maintenance.policy",
 }
 
 

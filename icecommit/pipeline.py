@@ -17,19 +17,19 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.connect import connect
+from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.committer.results import CommitResult, RoutedCommitResult
-from icecommit.datafiles import WriteResult
-from icecommit.decision import Action
-from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
-from icecommit.identifiers import checked_checkpoint_id, checked_file_size, checked_job_id, table_name
-from icecommit.loading import load_table
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.decision import Action
+from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
+from icecommit.core.identifiers import checked_checkpoint_id, checked_file_size, checked_job_id, table_name
+from icecommit.core.tableprops import check_table_properties
+from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
-from icecommit.tableprops import check_table_properties
-from icecommit.upkeep import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
@@ -183,7 +183,7 @@ def write(
             :class:`~icecommit.committer.PartitionCompleteness`).
         query_id: the streaming query whose batch this is (the streaming sink passes
             Spark's ``query.id``): a batch id the job committed under another query is
-            refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
+            refused with :class:`~icecommit.core.errors.StreamingQueryMismatchError`.
         store: icecommit's state (the checkpoint table); defaults to the catalog's
             database or ``ICECOMMIT_METRICS_URI``.
         distribution: ``"none"``, ``"hash"`` or ``"bin-pack"``: how rows reach the writer
@@ -191,7 +191,7 @@ def write(
             None takes the table's ``write.distribution-mode``, else ``hash`` for a
             partitioned table (as Iceberg's Spark writer) and ``none`` otherwise.
         maintenance: compaction and expiry to run after the commit, by one process per
-            table at a time (see :mod:`icecommit.upkeep`); a failure there is logged and
+            table at a time (see :mod:`icecommit.maintenance.policy`); a failure there is logged and
             never undoes or fails the commit.
 
     Returns:

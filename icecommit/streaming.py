@@ -17,16 +17,15 @@ from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
 from icecommit.catalog.connect import connect
-from icecommit.catalog.inspect import publish_complete_partitions
-from icecommit.committer.completion import PartitionCompleteness
+from icecommit.catalog.loading import load_table
+from icecommit.committer.completion import PartitionCompleteness, publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
-from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import checked_file_size, checked_job_id, table_name
-from icecommit.loading import load_table
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.identifiers import checked_file_size, checked_job_id, table_name
+from icecommit.maintenance.policy import MaintenancePolicy
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
-from icecommit.upkeep import MaintenancePolicy
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from pyiceberg.table import Table
 
 from icecommit import writers
-from icecommit.datafiles import WriteResult
+from icecommit.core.datafiles import WriteResult
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Summary

@@ -12,6 +12,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 
 import icecommit as ic
+import icecommit.maintenance
 from icecommit.catalog.inspect import wait_for_partition
 from icecommit.committer import RetryPolicy
 from icecommit.errors import (
@@ -150,7 +151,7 @@ def test_a_branch_the_table_does_not_have_is_refused_and_nothing_lands_on_no_bra
     if branch:
         assert "main" in refused.value.accepted and "create a new branch first" in refused.value.accepted
         with pytest.raises(InvalidArgumentError):
-            ic.catalog.plan_rollback(catalog, name, to_snapshot=before.current_snapshot_id, branch=branch)  # type: ignore[arg-type]
+            ic.maintenance.plan_rollback(catalog, name, to_snapshot=before.current_snapshot_id, branch=branch)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError):
             ic.reconcile(catalog, name, branch=branch)  # type: ignore[arg-type]
     after = catalog.load_table(name).metadata
@@ -183,7 +184,7 @@ def test_a_table_that_is_not_namespace_dot_name_is_refused_by_name(sqlite_catalo
     for call in (
         lambda: ic.catalog.list_snapshots(sqlite_catalog, table),  # type: ignore[arg-type]
         lambda: ic.GlobalCommitter(sqlite_catalog, table, job_id="j"),  # type: ignore[arg-type]
-        lambda: ic.catalog.find_orphans(sqlite_catalog, table),  # type: ignore[arg-type]
+        lambda: ic.maintenance.find_orphans(sqlite_catalog, table),  # type: ignore[arg-type]
     ):
         with pytest.raises(InvalidArgumentError) as refused:
             call()
@@ -196,8 +197,8 @@ def test_an_age_that_is_negative_or_not_a_duration_is_refused_before_anything_is
 ) -> None:
     ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
     for call in (
-        lambda: ic.catalog.find_orphans(sqlite_catalog, "ns.events", older_than=older_than, delete=True),  # type: ignore[arg-type]
-        lambda: ic.catalog.plan_expire(sqlite_catalog, "ns.events", older_than=older_than),  # type: ignore[arg-type]
+        lambda: ic.maintenance.find_orphans(sqlite_catalog, "ns.events", older_than=older_than, delete=True),  # type: ignore[arg-type]
+        lambda: ic.maintenance.plan_expire(sqlite_catalog, "ns.events", older_than=older_than),  # type: ignore[arg-type]
     ):
         with pytest.raises(InvalidArgumentError) as refused:
             call()
@@ -205,7 +206,7 @@ def test_an_age_that_is_negative_or_not_a_duration_is_refused_before_anything_is
 
 
 def test_a_duration_too_long_to_hold_and_a_missing_database_driver_are_named() -> None:
-    from icecommit.timeparse import parse_duration
+    from icecommit.core.timeparse import parse_duration
 
     with pytest.raises(ValueError, match="longer than any duration"):
         parse_duration("99999999999d")
@@ -220,7 +221,7 @@ def test_a_missing_table_is_an_icecommit_error_that_names_what_the_namespace_hol
         lambda: ic.catalog.list_snapshots(sqlite_catalog, "ns.evnets"),
         lambda: ic.GlobalCommitter(sqlite_catalog, "ns.evnets", job_id="j").last_committed_checkpoint(),
         lambda: ic.reconcile(sqlite_catalog, "ns.evnets"),
-        lambda: ic.catalog.find_orphans(sqlite_catalog, "ns.evnets"),
+        lambda: ic.maintenance.find_orphans(sqlite_catalog, "ns.evnets"),
     ):
         with pytest.raises(TableNotFoundError) as missing:
             call()
@@ -237,10 +238,10 @@ def test_wrong_types_are_named_by_the_parameter_not_met_deep_inside(sqlite_catal
     table = ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
     committer = ic.GlobalCommitter(sqlite_catalog, "ns.events", job_id="j")
     cases = [
-        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_timestamp="2026-01-01"), "to_timestamp"),
-        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_event_time=0), "to_event_time"),
-        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_snapshot="123"), "to_snapshot"),
-        (lambda: ic.catalog.plan_rollback(sqlite_catalog, "ns.events", to_checkpoint=-1, job_id="j"), "to_checkpoint"),
+        (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_timestamp="2026-01-01"), "to_timestamp"),
+        (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_event_time=0), "to_event_time"),
+        (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_snapshot="123"), "to_snapshot"),
+        (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_checkpoint=-1, job_id="j"), "to_checkpoint"),
         (lambda: ic.snapshot_at_event_time(sqlite_catalog, "ns.events", "2026-01-01"), "event_time"),
         (lambda: ic.reconcile(sqlite_catalog, "ns.events", since="yesterday"), "since"),
         (lambda: wait_for_partition(sqlite_catalog, "ns.events", "ts_hour=2026-05-01-13", timeout="1s"), "timeout"),

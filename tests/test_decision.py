@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from icecommit.decision import Action, StateView, TableView, decide
+from icecommit.core.decision import Action, StateView, TableView, decide
 
 IN = TableView(landed_snapshot_id=11, highest_committed=7)
 OFF = TableView(off_branch_snapshot_id=12, highest_committed=7)

@@ -1,4 +1,6 @@
-"""The dependency direction of STYLE.md, checked on the import graph."""
+"""The layers of ARCHITECTURE.md, checked on the import graph: each layer imports only
+from the layers below it (and itself), nothing imports upward, no two packages import
+each other, and the sizes the architecture promises hold."""
 
 from __future__ import annotations
 
@@ -9,88 +11,202 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "icecommit"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "icecommit"
+
+#: Lowest first. A module may import its own layer and the layers before it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("core", ("icecommit.core",)),
+    ("state", ("icecommit.state",)),
+    ("catalog", ("icecommit.catalog",)),
+    ("writers", ("icecommit.writers",)),
+    ("committer", ("icecommit.committer",)),
+    ("maintenance", ("icecommit.maintenance",)),
+    ("metrics", ("icecommit.metrics",)),
+    ("pipeline", ("icecommit.options", "icecommit.pipeline", "icecommit.streaming")),
+    ("demo", ("icecommit.demo",)),
+    ("cli", ("icecommit.cli",)),
+]
+#: Facades that only re-export (judged by what they re-export, not as a layer).
+FACADES = {"icecommit", "icecommit.errors"}
 
 
-def _module_file(module: str) -> Path | None:
-    parts = module.split(".")
-    if parts[0] != "icecommit":
-        return None
-    base = PACKAGE.joinpath(*parts[1:])
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    return None
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of a tree but those under ``if TYPE_CHECKING:`` (never run)."""
+    found: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def _imports(path: Path) -> set[str]:
+    """The icecommit modules a file imports when it runs, at module level or inside functions."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+    known = _modules()
+    return {n for n in names if n in known}
 
 
-def reachable(start: str) -> set[str]:
-    """Every module imported, directly or through icecommit modules, from ``start``
-    (package ``__init__`` files of icecommit itself included, the top-level one not)."""
+def layer_of(module: str) -> int | None:
+    for index, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return index
+    return None
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    loose = [m for m in _modules() if m not in FACADES and layer_of(m) is None]
+    assert loose == []
+
+
+@pytest.mark.parametrize("layer", [name for name, _ in LAYERS])
+def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    index = [name for name, _ in LAYERS].index(layer)
+    upward = sorted(
+        f"{module} imports {imported} ({LAYERS[layer_of(imported) or 0][0]})"
+        for module, path in _modules().items()
+        if layer_of(module) == index
+        for imported in _imports(path)
+        if imported not in FACADES and (layer_of(imported) or 0) > index
+    )
+    assert upward == []
+
+
+def test_no_layer_imports_the_public_facades() -> None:
+    # icecommit and icecommit.errors re-export for users; the package itself names the
+    # module that defines a thing, so a facade can never hide an upward import
+    through = sorted(
+        f"{module} imports {imported}"
+        for module, path in _modules().items()
+        if module not in FACADES
+        for imported in _imports(path)
+        if imported in FACADES
+    )
+    assert through == []
+
+
+def test_no_two_modules_import_each_other_in_a_circle() -> None:
+    graph = {m: {i for i in _imports(p) if i not in FACADES} for m, p in _modules().items() if m not in FACADES}
+    # a module's package __init__ is run before it: a package that imports its own module
+    # is not a circle
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if node.startswith(nxt + ".") or nxt.startswith(node + "."):
+                continue
+            if state.get(nxt) == 1:
+                cycles.append([*trail[trail.index(nxt) :], nxt] if nxt in trail else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, [*trail, nxt])
+        state[node] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_at_most_eight_loose_modules_and_none_over_700_lines() -> None:
+    loose = [p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"]
+    assert len(loose) <= 8, loose
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 700}
+    assert long == {}
+
+
+def test_the_committer_class_stays_under_450_lines() -> None:
+    tree = ast.parse((PACKAGE / "committer" / "committer.py").read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GlobalCommitter"]
+    assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 <= 450
+
+
+def test_no_file_of_the_project_cites_a_document_outside_it() -> None:
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    outside = []
+    for name in tracked.split():
+        path = ROOT / name
+        if path.suffix not in {".py", ".md", ".sh", ".toml", ".ipynb"} or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if name == "tests/test_layers.py":
+            continue
+        if "../" + "shared/" in text:
+            outside.append(f"{name}: a shared folder outside the repository")
+        for document in ("DESIGN", "STYLE", "API"):
+            document += ".md"
+            if document in text and not (ROOT / document).is_file():
+                outside.append(f"{name}: {document}")
+    assert outside == []
+
+
+def _reachable(start: str) -> set[str]:
+    """Every module (and third-party package) imported at module level, directly or
+    through icecommit modules, from ``start``."""
     seen: set[str] = set()
-    stack = [start]
     external: set[str] = set()
+    stack = [start]
+    modules = _modules()
     while stack:
         module = stack.pop()
         if module in seen:
             continue
         seen.add(module)
-        # the top-level facade re-exports everything (Spark lazily); layers are judged
-        # by their own imports, and the runtime test below covers the facade
-        path = _module_file(module) if module != "icecommit" else None
+        path = modules.get(module) if module != "icecommit" else None
         if path is None:
-            if module != "icecommit" and not module.startswith("icecommit."):
-                external.add(module.split(".")[0])
             continue
         parts = module.split(".")
-        for depth in range(2, len(parts)):
-            stack.append(".".join(parts[:depth]))
-        stack.extend(_imports(path))
-    return external | {m for m in seen if m.startswith("icecommit")}
+        stack.extend(".".join(parts[:depth]) for depth in range(2, len(parts)))
+        tree = ast.parse(path.read_text())
+        for node in tree.body:  # module level only: a lazy import inside a function is allowed
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    (stack if alias.name.startswith("icecommit") else external.add)(alias.name)  # type: ignore[operator]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.module.startswith("icecommit"):
+                    stack.append(node.module)
+                    stack.extend(f"{node.module}.{a.name}" for a in node.names)
+                else:
+                    external.add(node.module.split(".")[0])
+    return external | seen
 
 
-@pytest.mark.parametrize("package", ["icecommit.committer", "icecommit.metrics", "icecommit.catalog"])
-def test_committer_metrics_and_catalog_never_import_spark(package: str) -> None:
-    assert "pyspark" not in reachable(package)
-
-
-def test_writers_know_nothing_of_the_committer() -> None:
-    assert not any(m.startswith("icecommit.committer") for m in reachable("icecommit.writers"))
-
-
-def test_metrics_do_not_commit_data() -> None:
-    assert not any(m.startswith(("icecommit.committer", "icecommit.writers")) for m in reachable("icecommit.metrics"))
-
-
-def test_the_state_layer_imports_nothing_above_it() -> None:
-    above = ("icecommit.committer", "icecommit.catalog", "icecommit.metrics", "icecommit.writers", "icecommit.cli")
-    reached = reachable("icecommit.state")
-    assert not any(m.startswith(above) for m in reached), sorted(m for m in reached if m.startswith(above))
-    assert "pyspark" not in reached
-
-
-def test_the_committer_does_not_import_the_catalog_operations() -> None:
-    # catalog/ (rollback, expire, orphans) sits above the committer; the committer reaches
-    # the state it shares with them through icecommit.state
-    assert not any(m.startswith("icecommit.catalog") for m in reachable("icecommit.committer"))
+@pytest.mark.parametrize(
+    "package", ["icecommit.core", "icecommit.state", "icecommit.catalog", "icecommit.committer", "icecommit.metrics"]
+)
+def test_the_driver_side_layers_never_import_spark(package: str) -> None:
+    assert "pyspark" not in _reachable(package)
 
 
 def test_the_walk_does_see_spark_where_it_is_used() -> None:
-    assert "pyspark" in reachable("icecommit.writers")
+    assert "pyspark" in _reachable("icecommit.writers")
 
 
-def test_importing_icecommit_and_the_committer_does_not_load_spark() -> None:
-    code = "import sys, icecommit, icecommit.committer, icecommit.metrics; print('pyspark' in sys.modules)"
+def test_importing_icecommit_and_its_driver_side_packages_does_not_load_spark() -> None:
+    code = (
+        "import sys, icecommit, icecommit.committer, icecommit.metrics, icecommit.maintenance, icecommit.catalog; "
+        "print('pyspark' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -4,7 +4,7 @@ the one followed."""
 
 from __future__ import annotations
 
-from icecommit.lineage import Removal, trace_fates
+from icecommit.core.lineage import Removal, trace_fates
 
 #: a: 10 rows; group R (recorded committed, since rolled back) wrote them to r1; group T (which
 #: landed, not yet recorded) to t1 and t2. The store prefers R's lineage for a.

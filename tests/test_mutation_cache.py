@@ -16,7 +16,7 @@ from bench.mutation_cache import BASELINE, RUN_START, STATS, invalidate, killers
 
 #: a method's mangled name, as mutmut spells it
 COMMIT = "icecommit.committer.committer.xǁGlobalCommitterǁcommit"
-DECIDE = "icecommit.decision.x_decide"
+DECIDE = "icecommit.core.decision.x_decide"
 
 
 def _project(root: Path) -> Path:

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from icecommit.ancestry import job_checkpoint_property, recorded_highest_checkpoints
-from icecommit.completeness import TimePartition, from_micros, marker_path, micros, partition_value
-from icecommit.decision import Action, StateView, TableView, decide
-from icecommit.lineage import Removal, trace_fates
-from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
-from icecommit.timeparse import format_duration, parse_duration, parse_instant
+from icecommit.core.ancestry import job_checkpoint_property, recorded_highest_checkpoints
+from icecommit.core.completeness import TimePartition, from_micros, marker_path, micros, partition_value
+from icecommit.core.decision import Action, StateView, TableView, decide
+from icecommit.core.lineage import Removal, trace_fates
+from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
+from icecommit.core.timeparse import format_duration, parse_duration, parse_instant
 
 settings.register_profile("ci", derandomize=True, database=None, max_examples=150, deadline=None)
 settings.register_profile(
@@ -447,7 +447,7 @@ HOUR = 3_600_000_000
 
 
 def test_a_writer_holds_partitions_back_until_it_has_committed_both_a_watermark_and_a_time() -> None:
-    from icecommit.completeness import WriterMark, closing
+    from icecommit.core.completeness import WriterMark, closing
 
     field_ = TimePartition("ts_hour", 0, "hour", "ts")
     for marks in ({"a": WriterMark(None, 5 * HOUR)}, {"a": WriterMark(5 * HOUR, None)}, {}):
@@ -467,7 +467,7 @@ def test_a_writer_holds_partitions_back_until_it_has_committed_both_a_watermark_
 
 
 def test_records_per_partition_adds_up_per_value_and_leaves_out_null_ones() -> None:
-    from icecommit.completeness import records_per_partition
+    from icecommit.core.completeness import records_per_partition
 
     field_ = TimePartition("ts_hour", 1, "hour", "ts")
     files = [(("a", 5), 10), (("b", 5), 3), (("a", 6), 7), (("a", None), 100), (("b", 6), 1)]

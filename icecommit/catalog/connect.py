@@ -12,8 +12,8 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.errors import CatalogUnavailableError, InvalidArgumentError
-from icecommit.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
+from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
+from icecommit.core.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
 from icecommit.state.database import briefly, shown_uri
 
 logger = logging.getLogger(__name__)

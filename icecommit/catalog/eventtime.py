@@ -16,13 +16,12 @@ from datetime import datetime, timezone
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import DataScan, Table
 
-from icecommit import ancestry
-from icecommit.catalog.rollback import newest_without_data_after
 from icecommit.catalog.tables import resolve_table
-from icecommit.completeness import micros, time_partition
-from icecommit.errors import CompletenessNotReachedError, InvalidArgumentError, SnapshotNotFoundError
-from icecommit.eventtime import event_time_column
-from icecommit.identifiers import checked_instant, table_name
+from icecommit.core import ancestry
+from icecommit.core.completeness import micros, time_partition
+from icecommit.core.errors import CompletenessNotReachedError, InvalidArgumentError, SnapshotNotFoundError
+from icecommit.core.eventtime import event_time_column
+from icecommit.core.identifiers import checked_instant, table_name
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatusStore
 
@@ -67,7 +66,7 @@ def snapshot_at_event_time(
     name = table_name(table)
     when = event_time if event_time.tzinfo is not None else event_time.replace(tzinfo=timezone.utc)
     if not complete:
-        snapshot = newest_without_data_after(loaded, name, when, branch)
+        snapshot = ancestry.newest_without_data_after(loaded.metadata, name, when, branch)
         return EventTimeVersion(name, when, False, snapshot.snapshot_id, _at(snapshot.timestamp_ms))
     field = time_partition(loaded.metadata)
     if field is None:

@@ -10,16 +10,14 @@ from datetime import datetime, timedelta, timezone
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
-from icecommit import ancestry
 from icecommit.catalog.tables import resolve_table
-from icecommit.committer.completion import write_markers
-from icecommit.completeness import marker_path, partition_value, time_partition
-from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import checked_duration, table_name
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, SourceRange, utc_now
+from icecommit.core import ancestry
+from icecommit.core.completeness import partition_value, time_partition
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.identifiers import checked_duration, table_name
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.tableprops import partition_marker
 
 
 @dataclass(frozen=True)
@@ -219,42 +217,3 @@ def wait_for_partition(
         if left <= 0:
             return None
         sleep(min(poll.total_seconds(), left))
-
-
-def publish_complete_partitions(
-    catalog: Catalog, table: Table | str, *, clock: Callable[[], datetime] | None = None
-) -> list[PartitionStatus]:
-    """Publish the time partitions that the table's recorded completeness policy (writers,
-    lateness, idle timeout; recorded by the committers that use it) deems complete now, as
-    a committer does after each commit; returns those published by this call. For a
-    scheduler: an idle writer's partitions need no commit to be published. Completion
-    callbacks are delivered by the next commit of a committer that has one. Where the
-    table asks for markers (``icecommit.partition-marker``), every published partition
-    whose marker is missing gets it.
-
-    Raises:
-        NoSuchTableError: the table does not exist.
-        InvalidArgumentError: the table has no time partition, or no committer has recorded
-            a completeness policy for it yet.
-    """
-    loaded = resolve_table(catalog, table)
-    name = table_name(table)
-    field = time_partition(loaded.metadata)
-    if field is None:
-        raise InvalidArgumentError("table", name, "a table partitioned by a time transform of its event-time column")
-    store = PartitionStatusStore(state_engine(state_uri(catalog)), clock=clock or utc_now)
-    policy = store.policy(name)
-    if policy is None:
-        raise InvalidArgumentError(
-            "table", name, "a table whose committers have recorded a completeness policy (none has committed yet)"
-        )
-    writers, lateness, idle = policy
-    published = store.publish(
-        name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish"
-    )
-    if partition_marker(loaded.metadata.properties):  # those of this call, and any a failure left out
-        missing = [
-            s for s in store.statuses(name) if not loaded.io.new_input(marker_path(loaded.metadata, s.label)).exists()
-        ]
-        write_markers(loaded, missing)
-    return published

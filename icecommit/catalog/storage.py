@@ -2,7 +2,7 @@
 prepared checkpoint) references, every table's location, and the listing of a table's
 location through the table's own FileIO.
 
-Paths are compared as :class:`icecommit.paths.StorageKey` values, never as strings, so
+Paths are compared as :class:`icecommit.core.paths.StorageKey` values, never as strings, so
 ``file:/x`` (Java Iceberg), ``file:///x`` (pyiceberg) and ``/x`` are one file, and
 percent-escapes are never decoded into path segments.
 """
@@ -20,9 +20,9 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
-from icecommit.completeness import marker_path
-from icecommit.errors import UnsafeLocationError
-from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
+from icecommit.core.completeness import marker_path
+from icecommit.core.errors import UnsafeLocationError
+from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import ABANDONED, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -27,10 +26,9 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.types import IcebergType, ListType, MapType, StructType
 
+from icecommit.catalog.loading import load_table
 from icecommit.catalog.storage import catalog_tables, keys_of
-from icecommit.committer.attempt import is_commit_conflict
-from icecommit.errors import InvalidArgumentError, SchemaMismatchError, TableSpecError, UnsafeLocationError
-from icecommit.loading import load_table
+from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError, TableSpecError, UnsafeLocationError
 from icecommit.state.database import briefly
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
@@ -290,21 +288,3 @@ def check_own_location(catalog: Catalog, name: str, location: str) -> None:
 def resolve_table(catalog: Catalog, table: Table | str) -> Table:
     """A pyiceberg Table from a Table or a name; a Table is reloaded from ``catalog``."""
     return load_table(catalog, table)
-
-
-@contextmanager
-def planned_change(table: str, operation: str) -> Iterator[None]:
-    """Around the catalog commit of an applied plan (a rollback, an expiry): a commit that
-    lost to another one made meanwhile means the plan may no longer hold.
-
-    Raises:
-        TableSpecError: the commit lost (nothing of it landed); plan again.
-    """
-    try:
-        yield
-    except Exception as e:
-        if is_commit_conflict(e):
-            raise TableSpecError(
-                table, f"changed since the {operation} was planned (another commit landed meanwhile); plan again"
-            ) from e
-        raise

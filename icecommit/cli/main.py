@@ -22,37 +22,53 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from icecommit.catalog.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.catalog.connect import connect
 from icecommit.catalog.eventtime import EventTimeVersion, snapshot_at_event_time
 from icecommit.catalog.inspect import (
     list_checkpoints,
     list_snapshots,
     partition_status,
-    publish_complete_partitions,
     wait_for_partition,
 )
-from icecommit.catalog.maintenance import apply_expire, find_orphans, plan_expire
-from icecommit.catalog.rollback import apply_rollback, plan_rollback
 from icecommit.cli.output import JsonOutput, Output, TextOutput
+from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
-from icecommit.errors import (
-    CommitStateUnknownError,
+from icecommit.core.errors import (
+    CheckpointRefusedError,
+    CommitOutcomeError,
     CompletenessNotReachedError,
+    EnvironmentFailureError,
     IcecommitError,
     InvalidArgumentError,
+    InvalidInputError,
     NotAnAncestorError,
     SnapshotNotFoundError,
     TableSpecError,
+    family_of,
 )
+from icecommit.core.settings import icecommit_home
+from icecommit.core.timeparse import format_duration, parse_duration, parse_instant
+from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint
+from icecommit.maintenance.expire import apply_expire, plan_expire
+from icecommit.maintenance.orphans import find_orphans
+from icecommit.maintenance.rollback import apply_rollback, plan_rollback
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.metrics.runs import changes_since, history_points, last_run
-from icecommit.settings import icecommit_home
 from icecommit.state import dispose_state_engines, state_engine, state_uri
-from icecommit.timeparse import format_duration, parse_duration, parse_instant
 
-EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_UNKNOWN = 0, 1, 2, 3
+#: The exit codes (the help's epilog and the README list them): 0 success, 1 the command ran
+#: and found a problem, 2 usage or input (invalid input, or a checkpoint the decision
+#: refused), 3 commit outcome (unknown: run recover; conflict: retry later), 4 environment
+#: (the catalog, the state database or storage failed: an operator acts).
+EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_OUTCOME, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
+EXIT_UNKNOWN = EXIT_OUTCOME
+_EXIT_OF_FAMILY: dict[type[IcecommitError], int] = {
+    InvalidInputError: EXIT_USAGE,
+    CheckpointRefusedError: EXIT_USAGE,
+    CommitOutcomeError: EXIT_OUTCOME,
+    EnvironmentFailureError: EXIT_ENVIRONMENT,
+}
 
 
 @dataclass
@@ -84,21 +100,23 @@ class Context:
         dispose_state_engines()
 
 
-#: Errors that mean the command was asked something it cannot do: exit 2.
-_USAGE_ERRORS = (NoSuchTableError, NoSuchNamespaceError, IcecommitError, ValueError, OSError)
+#: Errors from outside icecommit that mean the command was asked something it cannot do
+#: (a table or namespace pyiceberg does not know, a value or file it cannot use): exit 2.
+_USAGE_ERRORS = (NoSuchTableError, NoSuchNamespaceError, ValueError, OSError)
 
 
 def _run(ctx: Context, action: Callable[[], None]) -> None:
     """Run a command body, mapping every error to one line on stderr and the documented
-    exit code (the one place that does): 3 for an unknown commit outcome, 2 for a usage or
-    input error (a catalog, table, job or file that cannot be used), 1 for anything else.
-    The traceback only with ``--debug``."""
+    exit code (the one place that does), by the error's family (:data:`_EXIT_OF_FAMILY`); 2
+    for another usage or input error (a table, value or file that cannot be used), 1 for
+    anything else. The traceback only with ``--debug``."""
     try:
         action()
     except click.ClickException:
         raise  # click prints its own usage errors
-    except CommitStateUnknownError as e:
-        _fail(ctx, e, EXIT_UNKNOWN)
+    except IcecommitError as e:
+        family = family_of(e)
+        _fail(ctx, e, _EXIT_OF_FAMILY[family] if family is not None else EXIT_USAGE)
     except _USAGE_ERRORS as e:
         _fail(ctx, e, EXIT_USAGE)
     except Exception as e:  # never a bare traceback: say what failed, and how to see more
@@ -153,6 +171,14 @@ def cli(
     Example:
       icecommit demo --rows 100000
       icecommit --output json snapshots demo.clickstream
+
+    \b
+    Exit codes:
+      0  success
+      1  the command ran and found a problem (a reconciliation mismatch)
+      2  usage or input (a bad argument, an unknown table, a refused checkpoint)
+      3  commit outcome (unknown: run recover; lost to concurrent commits: retry later)
+      4  environment (catalog, state database or storage failed: an operator acts)
     """
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
@@ -650,7 +676,7 @@ def compact(
     """
 
     def action() -> None:
-        from icecommit.compaction import compact as run_compaction  # loads the writers (and pyspark)
+        from icecommit.maintenance.compaction import compact as run_compaction  # loads the writers (and pyspark)
 
         plan = run_compaction(
             ctx.catalog(), table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,

@@ -20,16 +20,17 @@ from rich.table import Table
 
 from icecommit.catalog.eventtime import EventTimeVersion
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
-from icecommit.catalog.maintenance import ExpirePlan, OrphanSweep
-from icecommit.catalog.rollback import RollbackPlan
+from icecommit.core.timeparse import format_duration
 from icecommit.demo.report import DemoReport
+from icecommit.maintenance.expire import ExpirePlan
+from icecommit.maintenance.orphans import OrphanSweep
+from icecommit.maintenance.rollback import RollbackPlan
 from icecommit.metrics.report_model import ReconciliationReport
 from icecommit.state.checkpoints import CheckpointState
 from icecommit.state.partitions import PartitionStatus
-from icecommit.timeparse import format_duration
 
 if TYPE_CHECKING:
-    from icecommit.compaction import CompactionPlan
+    from icecommit.maintenance.compaction import CompactionPlan
 
 
 class Output(Protocol):

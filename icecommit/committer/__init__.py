@@ -1,10 +1,10 @@
 """The global committer: validate, stage, and commit checkpoints exactly once."""
 
-from icecommit.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
 from icecommit.committer.committer import FAULT_POINTS, GlobalCommitter
-from icecommit.committer.completion import PartitionCompleteness
+from icecommit.committer.completion import PartitionCompleteness, publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.committer.retry import RetryPolicy
+from icecommit.core.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
 
 __all__ = [
     "FAULT_POINTS",
@@ -16,4 +16,5 @@ __all__ = [
     "committed_checkpoints",
     "find_checkpoint",
     "last_committed_checkpoint",
+    "publish_complete_partitions",
 ]

@@ -22,7 +22,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
-from icecommit import ancestry
+from icecommit.catalog.loading import load_table
 from icecommit.committer.attempt import append_once
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.recording import CheckpointRecorder
@@ -30,10 +30,11 @@ from icecommit.committer.results import CommitResult, CommitStatus, result_from_
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
 from icecommit.committer.samples import capped_watermark, max_of, minute_start, prepare_samples, routed_watermark
 from icecommit.committer.validation import require_files_present, size_mismatches, validate_results
-from icecommit.completeness import micros
-from icecommit.datafiles import WriteResult
-from icecommit.decision import Action, Decision, StateView, TableView, decide
-from icecommit.errors import (
+from icecommit.core import ancestry
+from icecommit.core.completeness import micros
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.decision import Action, Decision, StateView, TableView, decide
+from icecommit.core.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
     CheckpointOutOfOrderError,
@@ -50,9 +51,9 @@ from icecommit.errors import (
     StreamingQueryMismatchError,
     ValidationError,
 )
-from icecommit.identifiers import checked_checkpoint_id, checked_job_id, table_name
-from icecommit.lineage import path_key, removals_of, trace_fates
-from icecommit.loading import load_table
+from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.core.lineage import path_key, removals_of, trace_fates
+from icecommit.core.tableprops import check_table_properties, future_skew
 from icecommit.state.checkpoints import (
     ABANDONED,
     COMMITTED,
@@ -68,7 +69,6 @@ from icecommit.state.database import state_engine, state_errors, state_uri
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.tableprops import check_table_properties, future_skew
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class GlobalCommitter:
         query_id: the Spark streaming query whose batches this committer commits (the
             streaming sink passes ``query.id``); recorded with each checkpoint, and a batch
             id the job committed under another query is refused
-            (:class:`~icecommit.errors.StreamingQueryMismatchError`).
+            (:class:`~icecommit.core.errors.StreamingQueryMismatchError`).
     """
 
     def __init__(
@@ -368,7 +368,7 @@ class GlobalCommitter:
 
     def decide(self, checkpoint_id: int, *, recommit: bool = False, table: Table | None = None) -> Decision:
         """What the committer would do with ``checkpoint_id`` now (see
-        :func:`icecommit.decision.decide`); reads the state and the table, changes nothing.
+        :func:`icecommit.core.decision.decide`); reads the state and the table, changes nothing.
 
         ``table``: the table as the caller has just loaded it (saves a second load on a
         path that needs it anyway); None loads it.

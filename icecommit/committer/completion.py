@@ -1,6 +1,6 @@
 """Publishing complete time partitions after commits, and delivering their callbacks.
 
-The decision is :func:`icecommit.completeness.newly_complete`; the record of it is the
+The decision is :func:`icecommit.core.completeness.newly_complete`; the record of it is the
 partition-status table. A status row is inserted once. The callback is delivered after the
 row exists and marked delivered when it returns, so a crash in between re-delivers it at
 the next commit: the callback is at least once across crashes and once otherwise, and it
@@ -12,17 +12,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.completeness import lateness, marker_path, records_per_partition, time_partition
-from icecommit.datafiles import DataFileRecord
-from icecommit.errors import InvalidArgumentError
+from icecommit.catalog.tables import resolve_table
+from icecommit.core.completeness import lateness, marker_path, records_per_partition, time_partition
+from icecommit.core.datafiles import DataFileRecord
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.identifiers import table_name
+from icecommit.core.tableprops import idle_timeout, partition_marker
+from icecommit.state.checkpoints import utc_now
+from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.tableprops import idle_timeout, partition_marker
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ class PartitionCompleteness:
         idle_timeout: a writer that has committed nothing for longer than this no longer
             holds partitions back, if it was live (its watermark near the clock when it last
             committed); None takes the table's ``icecommit.writer-idle-timeout`` property
-            (no idleness when unset). See :func:`icecommit.completeness.closing`.
+            (no idleness when unset). See :func:`icecommit.core.completeness.closing`.
     """
 
     writers: tuple[str, ...] | None = None
@@ -177,3 +182,42 @@ def write_markers(table: Table, statuses: Sequence[PartitionStatus]) -> int:
         written += 1
         logger.info("wrote the marker of partition %s: %s", status.label, path)
     return written
+
+
+def publish_complete_partitions(
+    catalog: Catalog, table: Table | str, *, clock: Callable[[], datetime] | None = None
+) -> list[PartitionStatus]:
+    """Publish the time partitions that the table's recorded completeness policy (writers,
+    lateness, idle timeout; recorded by the committers that use it) deems complete now, as
+    a committer does after each commit; returns those published by this call. For a
+    scheduler: an idle writer's partitions need no commit to be published. Completion
+    callbacks are delivered by the next commit of a committer that has one. Where the
+    table asks for markers (``icecommit.partition-marker``), every published partition
+    whose marker is missing gets it.
+
+    Raises:
+        NoSuchTableError: the table does not exist.
+        InvalidArgumentError: the table has no time partition, or no committer has recorded
+            a completeness policy for it yet.
+    """
+    loaded = resolve_table(catalog, table)
+    name = table_name(table)
+    field = time_partition(loaded.metadata)
+    if field is None:
+        raise InvalidArgumentError("table", name, "a table partitioned by a time transform of its event-time column")
+    store = PartitionStatusStore(state_engine(state_uri(catalog)), clock=clock or utc_now)
+    policy = store.policy(name)
+    if policy is None:
+        raise InvalidArgumentError(
+            "table", name, "a table whose committers have recorded a completeness policy (none has committed yet)"
+        )
+    writers, lateness, idle = policy
+    published = store.publish(
+        name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish"
+    )
+    if partition_marker(loaded.metadata.properties):  # those of this call, and any a failure left out
+        missing = [
+            s for s in store.statuses(name) if not loaded.io.new_input(marker_path(loaded.metadata, s.label)).exists()
+        ]
+        write_markers(loaded, missing)
+    return published

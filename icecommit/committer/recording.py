@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from pyiceberg.table.metadata import TableMetadata
 
-from icecommit import ancestry
+from icecommit.core import ancestry
 from icecommit.state.checkpoints import (
     ROLLED_BACK,
     STAGE_COMMITTED,

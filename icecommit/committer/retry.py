@@ -18,11 +18,11 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from icecommit.committer.attempt import is_commit_conflict
+from icecommit.core.conflicts import is_commit_conflict
 
 __all__ = ["Retried", "RetryPolicy", "is_commit_conflict", "run_with_retries"]
-from icecommit.errors import InvalidArgumentError
-from icecommit.tableprops import whole_number
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.tableprops import whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +73,13 @@ class RetryPolicy:
     def retrying(
         self,
         *,
-        checkpoint_id: int | None,
+        checkpoint_id: int | None = None,
+        label: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> Retrying:
-        """A tenacity ``Retrying`` for one checkpoint's commit (or, with None, a commit of
-        table properties); every retry is logged."""
-        what = f"checkpoint {checkpoint_id}" if checkpoint_id is not None else "table properties"
+        """A tenacity ``Retrying`` for one operation's commit, named by ``label`` (else by
+        its checkpoint, or as a commit of table properties); every retry is logged."""
+        what = label or (f"checkpoint {checkpoint_id}" if checkpoint_id is not None else "table properties")
 
         def before_sleep(state: RetryCallState) -> None:
             wait = state.next_action.sleep if state.next_action else 0.0
@@ -117,15 +118,17 @@ def run_with_retries(
     policy: RetryPolicy,
     attempt: Callable[[int], T],
     *,
-    checkpoint_id: int | None,
+    checkpoint_id: int | None = None,
+    label: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Retried[T]:
     """The commit retry loop: call ``attempt(0)``, and ``attempt(1)``, ``attempt(2)``...
     after each commit conflict (:func:`is_commit_conflict`), waiting as the policy says,
     until an attempt returns or the policy gives up. Any other error propagates at once;
     so does the last conflict once the policy stops. ``attempt`` gets the number of
-    retries before it (0 for the first), so that a retry can start from a fresh table."""
-    for number, call in enumerate(policy.retrying(checkpoint_id=checkpoint_id, sleep=sleep)):
+    retries before it (0 for the first), so that a retry can start from a fresh table.
+    The loop of :func:`icecommit.committer.protocol.run`, which every commit uses."""
+    for number, call in enumerate(policy.retrying(checkpoint_id=checkpoint_id, label=label, sleep=sleep)):
         with call:
             value = attempt(number)
         outcome = call.retry_state.outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
-from icecommit.datafiles import WindowCount, WriteResult
+from icecommit.core.datafiles import WindowCount, WriteResult
 from icecommit.state.checkpoints import SOURCE, WRITTEN, MetricSample
 
 

@@ -11,8 +11,8 @@ from pyiceberg.io import FileIO
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import NestedField, StructType
 
-from icecommit.datafiles import DataFileRecord, WriteResult
-from icecommit.errors import DataFileMissingError, InvalidArgumentError, SchemaMismatchError, ValidationError
+from icecommit.core.datafiles import DataFileRecord, WriteResult
+from icecommit.core.errors import DataFileMissingError, InvalidArgumentError, SchemaMismatchError, ValidationError
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pyiceberg.catalog import Catalog
 from icecommit.catalog.inspect import list_snapshots
 from icecommit.catalog.tables import create_table
 from icecommit.committer.results import CommitResult
+from icecommit.core.eventtime import EVENT_TIME_PROPERTY
+from icecommit.core.tableprops import LATENESS_PROPERTY
 from icecommit.demo.clickstream import DEMO_PARTITION_BY, SCHEMA, clickstream
 from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
-from icecommit.eventtime import EVENT_TIME_PROPERTY
 from icecommit.pipeline import write
 from icecommit.state.database import shown_uri
-from icecommit.tableprops import LATENESS_PROPERTY
 from icecommit.writers.session import local_session
 
 #: Called with (checkpoint id, phase, result or None); phases: start, done.

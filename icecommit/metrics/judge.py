@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from itertools import accumulate
 
-from icecommit.lineage import Fate, path_key, rounded
+from icecommit.core.lineage import Fate, path_key, rounded
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,

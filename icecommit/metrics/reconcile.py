@@ -26,19 +26,19 @@ from pyiceberg.table.snapshots import Snapshot
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
-from icecommit import ancestry
-from icecommit.errors import InvalidRangeError, JobNotFoundError
-from icecommit.eventtime import event_time_column
-from icecommit.identifiers import checked_instant, table_name
-from icecommit.lineage import Fate, path_key, removals_of, trace_fates
-from icecommit.loading import load_table
-from icecommit.manifest_entries import read_entries
+from icecommit.catalog.loading import load_table
+from icecommit.core import ancestry
+from icecommit.core.errors import InvalidRangeError, JobNotFoundError
+from icecommit.core.eventtime import event_time_column
+from icecommit.core.identifiers import checked_instant, table_name
+from icecommit.core.lineage import Fate, path_key, removals_of, trace_fates
+from icecommit.core.manifest_entries import read_entries
+from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Window, judge
 from icecommit.metrics.report_model import (
     ReconciliationReport,
     Thresholds,
 )
-from icecommit.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import (
     QUERY_INPUT_KEPT,
     QUERY_INPUT_ROUTED,

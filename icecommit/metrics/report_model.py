@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from icecommit.errors import InvalidArgumentError
+from icecommit.core.errors import InvalidArgumentError
 from icecommit.metrics import render
 
 SCHEMA_VERSION = 2

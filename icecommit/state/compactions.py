@@ -21,7 +21,7 @@ from pyiceberg.table import Table
 from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.orm import Session
 
-from icecommit.lineage import landed_compactions
+from icecommit.core.lineage import landed_compactions
 from icecommit.state.checkpoints import utc_now
 from icecommit.state.models import CompactionRow, RewrittenRowsRow
 

@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from icecommit.errors import StateDatabaseUnavailableError, StateSchemaError
-from icecommit.settings import ENV_METRICS_URI, icecommit_home
+from icecommit.core.errors import StateDatabaseUnavailableError, StateSchemaError
+from icecommit.core.settings import ENV_METRICS_URI, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
 _engines: dict[str, Engine] = {}

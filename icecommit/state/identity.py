@@ -16,7 +16,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from sqlalchemy import Engine
 
-from icecommit.errors import StateDatabaseMismatchError
+from icecommit.core.errors import StateDatabaseMismatchError
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.database import shown_uri, state_engine, state_identity, state_uri
 

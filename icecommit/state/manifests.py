@@ -20,7 +20,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
-from icecommit.datafiles import DataFileRecord
+from icecommit.core.datafiles import DataFileRecord
 
 #: The snapshot id stamped on staged entries; they are read back as data files only.
 STAGED_SNAPSHOT_ID = 0

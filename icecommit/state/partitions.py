@@ -17,7 +17,7 @@ from sqlalchemy import ColumnElement, Engine, and_, case, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.completeness import TimePartition, WriterMark, closing, from_micros, micros, newly_complete
+from icecommit.core.completeness import TimePartition, WriterMark, closing, from_micros, micros, newly_complete
 from icecommit.state.checkpoints import COMMITTED, as_utc, utc_now
 from icecommit.state.models import CheckpointPartitionRow, CheckpointRow, CompletenessPolicyRow, PartitionStatusRow
 

@@ -1,6 +1,6 @@
 """Writers: Spark tasks that turn a DataFrame into Iceberg data files."""
 
-from icecommit.datafiles import DataFileRecord, WriteResult
+from icecommit.core.datafiles import DataFileRecord, WriteResult
 from icecommit.writers.arrow import write_arrow
 from icecommit.writers.files import TaskFileWriter
 from icecommit.writers.session import local_session

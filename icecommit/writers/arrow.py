@@ -1,5 +1,5 @@
 """A task's step, from any Python process: Arrow record batches in, Iceberg data files and a
-:class:`~icecommit.datafiles.WriteResult` out.
+:class:`~icecommit.core.datafiles.WriteResult` out.
 
 :func:`write_arrow` is what every Spark task of :class:`~icecommit.writers.SparkWriter`
 does with its rows, offered to any other Python process (another engine's workers, a
@@ -27,9 +27,9 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.locations import load_location_provider
 
-from icecommit.datafiles import WriteResult
-from icecommit.errors import InvalidArgumentError, SchemaMismatchError
-from icecommit.identifiers import checked_file_size
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
+from icecommit.core.identifiers import checked_file_size
 from icecommit.writers.files import TaskFileWriter
 
 #: What ``write_arrow`` takes as rows.

@@ -51,8 +51,8 @@ from pyiceberg.types import (
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from icecommit.errors import InvalidArgumentError
-from icecommit.tableprops import DISTRIBUTION_PROPERTY, distribution_property
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.tableprops import DISTRIBUTION_PROPERTY, distribution_property
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Nothing here knows about Spark: a :class:`TaskFileWriter` takes Arrow record batches that
 already have the table's columns, partitions them with the table's spec, writes Parquet
 with Iceberg field ids, rolls files at the target size, and returns a
-:class:`~icecommit.datafiles.WriteResult`. It never lists or deletes a directory; the only
+:class:`~icecommit.core.datafiles.WriteResult`. It never lists or deletes a directory; the only
 files it touches are the ones it creates, under names no other attempt can produce.
 """
 
@@ -38,15 +38,15 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyiceberg.types import DoubleType, FloatType, IcebergType, ListType, MapType, NestedField, StructType
 
-from icecommit.datafiles import (
+from icecommit.core.datafiles import (
     DataFileRecord,
     PartitionValue,
     RequiredNullViolation,
     WindowCount,
     WriteResult,
 )
-from icecommit.eventtime import event_time_field_id
-from icecommit.tableprops import whole_number
+from icecommit.core.eventtime import event_time_field_id
+from icecommit.core.tableprops import whole_number
 from icecommit.writers.partitions import partition_columns, to_partition_value
 from icecommit.writers.windows import minute_counts
 

@@ -2,7 +2,7 @@
 
 One Spark job reads the source once. Every task splits its Arrow batches by the routing
 column and feeds one :class:`~icecommit.writers.files.TaskFileWriter` per target table, so
-each table gets the same kind of :class:`~icecommit.datafiles.WriteResult` a plain
+each table gets the same kind of :class:`~icecommit.core.datafiles.WriteResult` a plain
 :class:`~icecommit.writers.spark.SparkWriter` would give it. Rows whose routing value maps
 to no table go to the dead-letter table when there is one, and are otherwise counted (with
 a few sample values) so the driver can refuse the checkpoint: a row never vanishes.
@@ -22,9 +22,9 @@ from pyiceberg.table import Table
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from icecommit.datafiles import WriteResult
-from icecommit.errors import InvalidArgumentError, SchemaMismatchError
-from icecommit.identifiers import checked_file_size
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
+from icecommit.core.identifiers import checked_file_size
 from icecommit.writers.distribution import (
     advisory_bytes,
     bin_packing,

@@ -34,7 +34,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from icecommit.errors import SchemaMismatchError
+from icecommit.core.errors import SchemaMismatchError
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType)
 

@@ -2,7 +2,7 @@
 
 Each task receives its rows as Arrow batches (``mapInArrow``), writes them with a
 :class:`~icecommit.writers.files.TaskFileWriter`, and returns one row holding its
-:class:`~icecommit.datafiles.WriteResult` as JSON. The driver collects those rows; Spark
+:class:`~icecommit.core.datafiles.WriteResult` as JSON. The driver collects those rows; Spark
 returns the output of exactly one successful attempt per task, so the files of failed or
 retried attempts never reach the committer (they stay on storage as orphans for the
 sweeper, never referenced by the table).
@@ -22,8 +22,8 @@ from pyiceberg.table.metadata import TableMetadataUtil
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
-from icecommit.datafiles import WriteResult
-from icecommit.identifiers import checked_file_size
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.identifiers import checked_file_size
 from icecommit.writers.arrow import write_with
 from icecommit.writers.distribution import (
     advisory_bytes,

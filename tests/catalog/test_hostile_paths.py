@@ -16,10 +16,10 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, find_orphans, plan_expire
 from icecommit.catalog.tables import to_iceberg_schema
+from icecommit.core.paths import StorageKey, storage_key
 from icecommit.errors import UnsafeLocationError
-from icecommit.paths import StorageKey, storage_key
+from icecommit.maintenance import apply_expire, find_orphans, plan_expire
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # paths are decided before any database is asked

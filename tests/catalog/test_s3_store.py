@@ -15,7 +15,7 @@ from moto.server import ThreadedMotoServer
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import find_orphans
+from icecommit.maintenance import find_orphans
 from tests.conftest import pg_uri
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 

@@ -43,8 +43,10 @@ def home(tmp_path: Path) -> Path:
     return home
 
 
-def _one_line(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+def _one_line(result: subprocess.CompletedProcess[str], code: int = 2) -> str:
+    """The one line of a refused command, which exits ``code`` (2 usage or input, 4 an
+    environment failure such as a catalog that cannot be opened)."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr and result.stderr.strip().count("\n") == 0, result.stderr
     return result.stderr
 
@@ -52,7 +54,7 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
 def test_a_missing_catalog_is_named_and_not_created(tmp_path: Path, command: list[str]) -> None:
     home = tmp_path / "nowhere"
-    message = _one_line(invoke(home, *command))
+    message = _one_line(invoke(home, *command), code=4)
     assert f"sqlite:///{home / 'catalog.db'}" in message and "does not exist (nothing was created)" in message
     assert not home.exists()  # not the folder, not the database file
 
@@ -60,7 +62,7 @@ def test_a_missing_catalog_is_named_and_not_created(tmp_path: Path, command: lis
 def test_a_database_without_a_catalog_is_refused_and_left_empty(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     sqlite3.connect(empty).close()
-    message = _one_line(invoke(tmp_path, "--uri", f"sqlite:///{empty}", "snapshots", TABLE))
+    message = _one_line(invoke(tmp_path, "--uri", f"sqlite:///{empty}", "snapshots", TABLE), code=4)
     assert "holds no Iceberg catalog" in message
     with sqlite3.connect(empty) as conn:
         assert conn.execute("select count(*) from sqlite_master").fetchone() == (0,)
@@ -68,7 +70,7 @@ def test_a_database_without_a_catalog_is_refused_and_left_empty(tmp_path: Path) 
 
 def test_an_unreachable_catalog_server_is_named_without_its_password(tmp_path: Path) -> None:
     uri = "postgresql+psycopg://alice:s3cret@127.0.0.1:9/lake?connect_timeout=2"
-    message = _one_line(invoke(tmp_path, "--uri", uri, "checkpoints", TABLE))
+    message = _one_line(invoke(tmp_path, "--uri", uri, "checkpoints", TABLE), code=4)
     assert "127.0.0.1:9/lake" in message and "cannot be opened" in message
     assert "s3cret" not in message and "***" in message
 
@@ -127,5 +129,5 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path: Path) -> None
         [sys.executable, "-m", "icecommit.cli", "--uri", "postgresql+psycopg://u:pw@127.0.0.1:9/x?connect_timeout=2",
          "snapshots", TABLE], env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.returncode == 4 and done.stdout == "" and "Traceback" not in done.stderr  # environment
     assert done.stderr.strip().count("\n") == 0 and "127.0.0.1:9/x" in done.stderr and "pw" not in done.stderr

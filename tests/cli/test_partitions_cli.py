@@ -15,7 +15,7 @@ from pyiceberg.table import Table
 import icecommit as ic
 from icecommit.catalog import partition_status
 from icecommit.catalog.inspect import wait_for_partition
-from icecommit.completeness import TimePartition, partition_value
+from icecommit.core.completeness import TimePartition, partition_value
 from icecommit.errors import InvalidArgumentError
 from tests import processes
 from tests.cli.runner import invoke

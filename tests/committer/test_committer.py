@@ -14,10 +14,10 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit import ancestry
 from icecommit.committer import RetryPolicy, committed_checkpoints
-from icecommit.datafiles import WriteResult
-from icecommit.decision import Action
+from icecommit.core import ancestry
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.decision import Action
 from icecommit.state.database import state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY, state_properties
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
@@ -463,7 +463,7 @@ def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) ->
 
 @pytest.mark.database_independent
 def test_committed_checkpoints_lists_each_jobs_snapshots_of_the_branch_newest_first(catalog: SqlCatalog) -> None:
-    from icecommit.ancestry import CommittedCheckpoint, checkpoint_of
+    from icecommit.core.ancestry import CommittedCheckpoint, checkpoint_of
 
     table = _table(catalog)
     a = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
@@ -492,7 +492,7 @@ def test_committed_checkpoints_lists_each_jobs_snapshots_of_the_branch_newest_fi
 
 
 def test_the_summary_of_a_checkpoint_snapshot_holds_its_facts_and_only_the_optional_ones_it_has() -> None:
-    from icecommit.ancestry import snapshot_summary
+    from icecommit.core.ancestry import snapshot_summary
 
     assert snapshot_summary(job_id="j", checkpoint_id=3, records=10, files=2, bytes_=512) == {
         "icecommit.job-id": "j", "icecommit.checkpoint-id": "3", "icecommit.records": "10", "icecommit.files": "2",
@@ -510,7 +510,7 @@ def test_the_summary_of_a_checkpoint_snapshot_holds_its_facts_and_only_the_optio
 
 @pytest.mark.database_independent
 def test_the_job_and_its_last_checkpoint_are_read_from_the_branch_asked_for(catalog: SqlCatalog) -> None:
-    from icecommit.ancestry import (
+    from icecommit.core.ancestry import (
         checkpoint_of,
         find_checkpoint,
         highest_committed_checkpoint,
@@ -542,7 +542,7 @@ def test_the_job_and_its_last_checkpoint_are_read_from_the_branch_asked_for(cata
 def test_a_snapshot_with_a_job_id_and_no_checkpoint_id_is_not_a_checkpoint() -> None:
     from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 
-    from icecommit.ancestry import checkpoint_of
+    from icecommit.core.ancestry import checkpoint_of
 
     def snapshot(**summary: str) -> Snapshot:
         return Snapshot(snapshot_id=1, sequence_number=1, timestamp_ms=0, manifest_list="m",
@@ -555,7 +555,7 @@ def test_a_snapshot_with_a_job_id_and_no_checkpoint_id_is_not_a_checkpoint() -> 
 
 @pytest.mark.database_independent
 def test_a_high_water_mark_property_that_is_not_a_checkpoint_id_is_ignored(catalog: SqlCatalog) -> None:
-    from icecommit.ancestry import highest_committed_checkpoint, job_checkpoint_property
+    from icecommit.core.ancestry import highest_committed_checkpoint, job_checkpoint_property
 
     table = _table(catalog)
     committer = ic.GlobalCommitter(catalog, table, job_id="a", retry_policy=FAST)
@@ -571,7 +571,7 @@ def test_a_high_water_mark_property_that_is_not_a_checkpoint_id_is_ignored(catal
 
 @pytest.mark.database_independent
 def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlCatalog) -> None:
-    from icecommit.ancestry import lineage_complete
+    from icecommit.core.ancestry import lineage_complete
 
     table = _table(catalog)
     assert lineage_complete(table.metadata)  # no snapshot yet: nothing can be missing
@@ -592,8 +592,8 @@ def test_a_lineage_is_complete_until_its_first_snapshot_is_expired(catalog: SqlC
 
 @pytest.mark.database_independent
 def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for(catalog: SqlCatalog) -> None:
-    from icecommit.ancestry import checkpoint_of, require_branch, table_view
-    from icecommit.decision import TableView
+    from icecommit.core.ancestry import checkpoint_of, require_branch, table_view
+    from icecommit.core.decision import TableView
     from icecommit.errors import InvalidArgumentError
 
     table = _table(catalog)

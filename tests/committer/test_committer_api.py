@@ -25,12 +25,11 @@ from sqlalchemy.orm import Session
 
 import icecommit as ic
 import icecommit.committer.committer as committer_module
-from icecommit import ancestry
-from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.committer import PartitionCompleteness, RetryPolicy
-from icecommit.compaction import compact
-from icecommit.datafiles import RequiredNullViolation
-from icecommit.decision import Action
+from icecommit.core import ancestry
+from icecommit.core.datafiles import RequiredNullViolation
+from icecommit.core.decision import Action
+from icecommit.core.lineage import path_key
 from icecommit.errors import (
     CheckpointCommittedError,
     CheckpointNotFoundError,
@@ -42,7 +41,8 @@ from icecommit.errors import (
     StateDatabaseUnavailableError,
     StreamingQueryMismatchError,
 )
-from icecommit.lineage import path_key
+from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
+from icecommit.maintenance.compaction import compact
 from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import shown_uri, state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY

@@ -13,10 +13,9 @@ from pyiceberg.table import Table
 from sqlalchemy import text
 
 import icecommit as ic
-from icecommit.ancestry import LATE_RECORDS, WATERMARK, find_checkpoint
-from icecommit.catalog import publish_complete_partitions
-from icecommit.committer import PartitionCompleteness
-from icecommit.completeness import (
+from icecommit.committer import PartitionCompleteness, publish_complete_partitions
+from icecommit.core.ancestry import LATE_RECORDS, WATERMARK, find_checkpoint
+from icecommit.core.completeness import (
     TimePartition,
     micros,
     newly_complete,
@@ -499,7 +498,7 @@ def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(cata
     stray.write_bytes(b"")
     assert publish_complete_partitions(catalog, name) == []
     assert (data / "ts_hour=2026-05-01-01" / "_SUCCESS").exists()
-    sweep = ic.catalog.find_orphans(
+    sweep = ic.maintenance.find_orphans(
         catalog, name, older_than=timedelta(0), now=dt.datetime.now(dt.timezone.utc) + timedelta(minutes=1)
     )
     assert [Path(o.path).relative_to(data).as_posix() for o in sweep.orphans] == ["ts_hour=2026-05-01-02/_SUCCESS"]

@@ -19,9 +19,9 @@ from sqlalchemy.exc import OperationalError
 
 import icecommit as ic
 import icecommit.committer.committer as committer_module
-from icecommit.catalog import apply_expire, find_orphans, plan_expire
 from icecommit.committer import RetryPolicy
 from icecommit.errors import StagingError, StateDatabaseUnavailableError
+from icecommit.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.state import CheckpointStore
 from icecommit.state.database import shown_uri
 from tests.committer.test_committer import ScriptedCatalog

@@ -9,8 +9,8 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException
 from sqlalchemy.exc import OperationalError
 
-from icecommit.committer.attempt import AttemptNotSentError
 from icecommit.committer.retry import RetryPolicy, run_with_retries
+from icecommit.core.conflicts import AttemptNotSentError
 
 FAST = RetryPolicy(max_attempts=4, min_wait_s=0.01, max_wait_s=0.02)
 

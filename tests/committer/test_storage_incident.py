@@ -1,4 +1,4 @@
-"""The storage incident of DESIGN.md as a test.
+"""The storage incident of the design notes (ARCHITECTURE.md, "Why file state") as a test.
 
 Storage that delays, duplicates and replays deletes, and that times out on operations it
 did perform. The write and commit path issues no deletes and lists no directory, so

@@ -13,8 +13,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import create_engine, inspect, text
 
 import icecommit as ic
-from icecommit.catalog import find_orphans
 from icecommit.errors import CheckpointCommittedError, InvalidArgumentError
+from icecommit.maintenance import find_orphans
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.models import SCHEMA_VERSION

@@ -18,9 +18,10 @@ from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 import icecommit as ic
+import icecommit.maintenance
 from icecommit.committer.retry import RetryPolicy
-from icecommit.compaction import CommitGroup, compact, plan_compaction
 from icecommit.errors import CommitConflictError, InvalidArgumentError
+from icecommit.maintenance.compaction import CommitGroup, compact, plan_compaction
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests import processes
@@ -148,8 +149,8 @@ def test_a_group_whose_input_changed_is_aborted_and_leaves_no_file(
 
     def interfere(group: CommitGroup) -> None:
         if meanwhile == "rollback":
-            ic.catalog.apply_rollback(
-                catalog, ic.catalog.plan_rollback(catalog, table_name, to_snapshot=first_snapshot)
+            ic.maintenance.apply_rollback(
+                catalog, ic.maintenance.plan_rollback(catalog, table_name, to_snapshot=first_snapshot)
             )
         elif meanwhile == "second-compaction":
             assert compact(catalog, table_name).committed == 1
@@ -288,7 +289,7 @@ def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(
 
 def _expire_all_but_head(catalog: SqlCatalog, name: str) -> None:
     later = datetime.now(timezone.utc) + timedelta(hours=1)
-    ic.catalog.apply_expire(catalog, ic.catalog.plan_expire(catalog, name, older_than=timedelta(0), now=later))
+    ic.maintenance.apply_expire(catalog, ic.maintenance.plan_expire(catalog, name, older_than=timedelta(0), now=later))
 
 
 def _store(catalog: SqlCatalog) -> CompactionStore:

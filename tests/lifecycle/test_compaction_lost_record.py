@@ -12,9 +12,9 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, plan_expire
-from icecommit.compaction import compact
-from icecommit.lineage import landed_compactions
+from icecommit.core.lineage import landed_compactions
+from icecommit.maintenance import apply_expire, plan_expire
+from icecommit.maintenance.compaction import compact
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests.conftest import unique_table

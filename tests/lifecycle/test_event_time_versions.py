@@ -86,7 +86,7 @@ def test_snapshots_at_event_time_shows_both_versions(tmp_path: Path) -> None:
 
 
 def test_a_rollback_by_event_time_says_how_many_rows_up_to_t_its_target_lacks(catalog: SqlCatalog) -> None:
-    from icecommit.catalog import plan_rollback
+    from icecommit.maintenance import plan_rollback
 
     name, snapshots = _table(catalog)
     plan = plan_rollback(catalog, name, to_event_time=T0 + timedelta(minutes=30))

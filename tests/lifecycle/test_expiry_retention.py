@@ -17,10 +17,10 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
-from icecommit.catalog.maintenance import BranchRetention
 from icecommit.committer import RetryPolicy
 from icecommit.errors import InvalidArgumentError
+from icecommit.maintenance import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
+from icecommit.maintenance.expire import BranchRetention
 from tests.cli.runner import invoke
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.ancestry import branch_ancestry, checkpoint_of, committed_checkpoints
+from icecommit.core.ancestry import branch_ancestry, checkpoint_of, committed_checkpoints
 from tests import processes
 from tests.committer.crash_driver import ROWS, checkpoint_rows
 from tests.helpers import EVENTS_SCHEMA

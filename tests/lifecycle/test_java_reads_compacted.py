@@ -24,7 +24,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.compaction import compact
+from icecommit.maintenance.compaction import compact
 from tests import java_iceberg
 from tests.conftest import unique_table
 from tests.helpers import DAY0, EVENTS_SCHEMA, assert_same_rows, events, write_arrow

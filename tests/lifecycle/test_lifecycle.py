@@ -14,11 +14,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit import ancestry
-from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.committer import RetryPolicy
-from icecommit.compaction import compact
+from icecommit.core import ancestry
 from icecommit.errors import CheckpointOutOfOrderError
+from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
+from icecommit.maintenance.compaction import compact
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # one process, one step after another; rollback and expiry's queries are tested in tests/state

@@ -16,8 +16,8 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.errors import CheckpointRolledBackError
+from icecommit.maintenance import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from tests import processes
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -66,7 +66,7 @@ def test_a_rollback_killed_between_the_swap_and_the_state(catalog: SqlCatalog) -
         catalog,
         f"""
         import icecommit.state.checkpoints as checkpoints
-        from icecommit.catalog import apply_rollback, plan_rollback
+        from icecommit.maintenance import apply_rollback, plan_rollback
         checkpoints.CheckpointStore.mark_rolled_back = die  # the swap landed; the state is not told
         apply_rollback(catalog, plan_rollback(catalog, "{catalog.name}.kills", to_checkpoint=1, job_id="{JOB}"))
     """,
@@ -104,7 +104,7 @@ def test_an_orphan_sweep_killed_after_its_first_deletion(catalog: SqlCatalog) ->
     _killed(
         catalog,
         f"""
-        import icecommit.catalog.maintenance as maintenance
+        import icecommit.maintenance.orphans as maintenance
         listed = maintenance.list_location
         def list_location(*args, **kwargs):
             filesystem, stored = listed(*args, **kwargs)
@@ -150,7 +150,7 @@ def test_an_expiry_killed_after_its_first_file_deletion(catalog: SqlCatalog) -> 
         catalog,
         f"""
         from pyiceberg.io.pyarrow import PyArrowFileIO
-        from icecommit.catalog import apply_expire, plan_expire
+        from icecommit.maintenance import apply_expire, plan_expire
         original = PyArrowFileIO.delete
         def delete(self, location):
             original(self, location)

@@ -12,12 +12,12 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import find_orphans
 from icecommit.committer import PartitionCompleteness
 from icecommit.errors import InvalidArgumentError
+from icecommit.maintenance import find_orphans
+from icecommit.maintenance.policy import MaintenancePolicy, maintain
 from icecommit.state import state_engine, state_uri
 from icecommit.state.leases import LeaseStore
-from icecommit.upkeep import MaintenancePolicy, maintain
 from tests import processes
 from tests.committer.test_completeness import at, commit
 from tests.conftest import unique_table
@@ -163,7 +163,7 @@ KILLED_HOLDER = """
 import os, signal, sys
 from datetime import timedelta
 from pyiceberg.catalog.sql import SqlCatalog
-from icecommit.upkeep import MaintenancePolicy, maintain
+from icecommit.maintenance.policy import MaintenancePolicy, maintain
 
 catalog = SqlCatalog(sys.argv[1], uri=sys.argv[2], warehouse=sys.argv[3])
 

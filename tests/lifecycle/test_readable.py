@@ -13,7 +13,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, find_orphans, plan_expire
+from icecommit.maintenance import apply_expire, find_orphans, plan_expire
 from tests.helpers import EVENTS_SCHEMA, compact, delete_positions, events, write_arrow
 
 # readable counts are read from the table's files

@@ -18,8 +18,8 @@ from pyiceberg.transforms import HourTransform
 from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
-from icecommit.catalog import apply_rollback, plan_rollback
 from icecommit.errors import PartitionSpecChangedError, SchemaChangedError
+from icecommit.maintenance import apply_rollback, plan_rollback
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # specs and schemas live in the table's metadata

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from typing import Any
 
-from icecommit.lineage import Fate, path_key
+from icecommit.core.lineage import Fate, path_key
 from icecommit.metrics import Thresholds
 from icecommit.metrics.judge import Facts, LiveDeleteFile, LiveFile, judge
 from icecommit.metrics.report_model import CheckpointLine, CommitHealth, Lag, PartitionLine, Problem, WindowLine

@@ -15,8 +15,8 @@ from pyiceberg.table import Table
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-from icecommit.catalog import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.errors import InvalidRangeError
+from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.models import MetricRow
 from tests.helpers import DAY0, EVENTS_SCHEMA, DistinctMillis, events, write_arrow

@@ -19,7 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog import apply_rollback, plan_rollback
+from icecommit.maintenance import apply_rollback, plan_rollback
 from icecommit.metrics.runs import history_points, record_run
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from tests.helpers import DAY0, EVENTS_SCHEMA, events, write_arrow

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyiceberg.catalog.sql import SqlCatalog
 
-from icecommit.compaction import _Abort, _rewritten
+from icecommit.maintenance.compaction import _Abort, _rewritten
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests.conftest import unique_table

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 import icecommit.state.partitions as partitions_module
-from icecommit.completeness import TimePartition, from_micros, micros
+from icecommit.core.completeness import TimePartition, from_micros, micros
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.checkpoints import PublishCounters
 from icecommit.state.models import CompletenessPolicyRow, PartitionStatusRow

@@ -10,9 +10,9 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.catalog import apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.catalog.tables import to_iceberg_schema
 from icecommit.errors import StateDatabaseMismatchError, StateDatabaseUnavailableError
+from icecommit.maintenance import apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines, state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY, STATE_URI_PROPERTY
@@ -120,13 +120,13 @@ def test_another_state_database_is_refused_by_every_command_that_relies_on_it(
     assert _files(catalog) >= files  # nothing deleted (prepare 4 wrote its data file before refusing)
     assert CheckpointStore(state_engine(state_uri(catalog))).list(name) == []  # nothing recorded here
 
-    # the CLI says the same in one line, exit 2
+    # the CLI says the same in one line, exit 4 (an environment failure: an operator acts)
     home = tmp_path / "home"
     uri = str(catalog.properties["uri"])
     warehouse = str(catalog.properties["warehouse"])
     for command in (["orphans", name, "--older-than", "0s", "--delete"], ["expire", name, "--older-than", "0s"]):
         result = invoke(home, "--catalog", catalog.name, "--uri", uri, "--warehouse", warehouse, *command)
-        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.returncode == 4, result.stdout + result.stderr
         assert "keeps its checkpoints in state database" in result.stderr and "Traceback" not in result.stderr
     assert _files(catalog) >= files
 

@@ -13,7 +13,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.datafiles import WriteResult
+from icecommit.core.datafiles import WriteResult
 from icecommit.writers.files import DICTIONARY_MIN_ROWS, dictionary_columns
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from icecommit.errors import ValidationError
+from icecommit.core.errors import ValidationError
 
 #: A partition value in Iceberg's internal representation.
 PartitionValue = Any

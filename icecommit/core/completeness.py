@@ -20,9 +20,9 @@ from datetime import datetime, timedelta, timezone
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
 
-from icecommit.eventtime import event_time_field_id
-from icecommit.tableprops import LATENESS_PROPERTY
-from icecommit.timeparse import parse_duration
+from icecommit.core.eventtime import event_time_field_id
+from icecommit.core.tableprops import LATENESS_PROPERTY
+from icecommit.core.timeparse import parse_duration
 
 _HOUR_US = 3_600_000_000
 _DAY_US = 24 * _HOUR_US

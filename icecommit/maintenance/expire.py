@@ -1,4 +1,4 @@
-"""Snapshot expiry with file cleanup, and the orphan-file sweep.
+"""Snapshot expiry with file cleanup.
 
 pyiceberg expires snapshots but deletes no file; Iceberg's ``remove_orphan_files`` has no
 pyiceberg counterpart. Both live here, both plan before acting, and both keep every file
@@ -16,20 +16,19 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table, TableProperties
 from pyiceberg.table.metadata import TableMetadata
 
-from icecommit import ancestry
+from icecommit.catalog.loading import load_table
 from icecommit.catalog.storage import (
     checkpoint_files,
     footprint_of_others,
     keys_of,
-    list_location,
-    referenced_files,
-    refuse_foreign_stores,
     refuse_shared_location,
     union_of_snapshots,
 )
-from icecommit.catalog.tables import planned_change, resolve_table
-from icecommit.errors import InvalidArgumentError, TableSpecError
-from icecommit.identifiers import checked_count, checked_duration, table_name
+from icecommit.catalog.tables import resolve_table
+from icecommit.committer import protocol
+from icecommit.core import ancestry
+from icecommit.core.errors import InvalidArgumentError, TableSpecError
+from icecommit.core.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 
@@ -40,7 +39,6 @@ logger = logging.getLogger(__name__)
 #: says otherwise, a branch keeps its head and every snapshot younger than five days
 DEFAULT_SNAPSHOT_AGE = timedelta(milliseconds=TableProperties.MAX_SNAPSHOT_AGE_MS_DEFAULT)
 DEFAULT_SNAPSHOTS_TO_KEEP = TableProperties.MIN_SNAPSHOTS_TO_KEEP_DEFAULT
-DEFAULT_ORPHAN_AGE = timedelta(days=3)  # Iceberg's remove_orphan_files
 #: Iceberg's switch for deleting a table's files (default true); pyiceberg has no constant
 GC_ENABLED = "gc.enabled"
 
@@ -90,25 +88,6 @@ class ExpirePlan:
     refs: tuple[RefHead, ...] = ()
 
 
-@dataclass(frozen=True)
-class OrphanFile:
-    """A file under the table's location that nothing references."""
-
-    path: str
-    size: int
-    modified: datetime
-
-
-@dataclass(frozen=True)
-class OrphanSweep:
-    """What the sweep found, and what it deleted."""
-
-    table: str
-    older_than: datetime
-    orphans: tuple[OrphanFile, ...]
-    deleted: bool = False
-
-
 def plan_expire(
     catalog: Catalog,
     table: Table | str,
@@ -140,11 +119,11 @@ def plan_expire(
     checked_count(retain_last, "retain_last", optional=True)
     name = table_name(table)
     loaded = resolve_table(catalog, table)
-    _refuse_without_gc(name, loaded.metadata, "expire snapshots")
+    refuse_without_gc(name, loaded.metadata, "expire snapshots")
     table_state(catalog, loaded)  # the table's own state database, or refuse before planning
     now = now or datetime.now(timezone.utc)
     if older_than is not None:
-        _before(now, older_than)  # refuses a bad age before anything else is read
+        age_limit(now, older_than)  # refuses a bad age before anything else is read
     metadata = loaded.metadata
     default = _default_rule(name, metadata, older_than, retain_last)
     retention = _retention(metadata, default)
@@ -202,7 +181,7 @@ def plan_expire(
     )
 
 
-def _refuse_without_gc(table: str, metadata: TableMetadata, action: str) -> None:
+def refuse_without_gc(table: str, metadata: TableMetadata, action: str) -> None:
     """Refuse, as Iceberg does, where the table says ``gc.enabled`` is not ``true`` (its files
     may be shared with another table, in another catalog: a snapshot of a table, Nessie).
 
@@ -284,6 +263,31 @@ def _retention(metadata: TableMetadata, default: BranchRetention) -> tuple[Branc
     return tuple(rules)
 
 
+class _Expiry(protocol.Operation):
+    """Removing the planned snapshots: one compare-and-swap; a conflict means the plan may
+    no longer hold (refused: plan again)."""
+
+    conflict = "refuse"
+    kind = "expiry"
+    remedy = "nothing was deleted; look at the table's snapshots and plan the expiry again"
+
+    def __init__(self, table: str, snapshot_ids: list[int]) -> None:
+        self.table_name = table
+        self.snapshot_ids = snapshot_ids
+
+    @property
+    def label(self) -> str:
+        return f"expiry of {len(self.snapshot_ids)} snapshot(s) of {self.table_name}"
+
+    def apply(self, table: Table) -> protocol.Applied:
+        table.maintenance.expire_snapshots().by_ids(self.snapshot_ids).commit()
+        return protocol.Applied(None, None)
+
+    def find(self, table: Table) -> protocol.Found | None:
+        present = {s.snapshot_id for s in table.metadata.snapshots}
+        return protocol.Found(None) if present.isdisjoint(self.snapshot_ids) else None
+
+
 def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """Expire the plan's snapshots, then delete the files only they referenced.
 
@@ -293,8 +297,10 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     expiry; if that commit fails, nothing is deleted.
 
     Raises:
-        TableSpecError: a branch or tag moved since the plan was made, or another commit
-            landed during the expiry's own; nothing was expired or deleted.
+        TableSpecError: a branch or tag moved since the plan was made; nothing was expired
+            or deleted.
+        PlanChangedError: another commit landed during the expiry's own (also a
+            TableSpecError); nothing was expired or deleted: plan again.
         StateDatabaseError: the table's state database cannot be reached or is not the
             one opened; nothing was expired.
     """
@@ -313,8 +319,9 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     if ids:
         # a compaction that died after its swap: recorded while its snapshot still says so
         resolve_landed_groups(CompactionStore(store.engine), plan.table, loaded)
-        with planned_change(plan.table, "expiry"):
-            loaded.maintenance.expire_snapshots().by_ids(ids).commit()
+        protocol.run(
+            _Expiry(plan.table, ids), base=loaded, load=lambda: load_table(catalog, plan.table), policy=protocol.ONCE
+        )
     if plan.rolled_back_checkpoints:
         # after the expiry landed: until then the snapshots themselves show the rollback
         store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints, snapshots=removed)
@@ -329,63 +336,7 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     return ExpirePlan(**{**plan.__dict__, "applied": True, "deleted_files": deleted})
 
 
-def find_orphans(
-    catalog: Catalog,
-    table: Table | str,
-    *,
-    older_than: timedelta = DEFAULT_ORPHAN_AGE,
-    delete: bool = False,
-    now: datetime | None = None,
-) -> OrphanSweep:
-    """Files under the table's location that nothing references and that are older than
-    ``older_than``; deleted only when ``delete`` is True.
-
-    "Nothing" is every table of the catalog and every prepared checkpoint of any table,
-    with paths compared by storage key (``file:/x``, ``file:///x`` and ``/x`` are one
-    file). The location is listed through the table's FileIO, literally.
-
-    Raises:
-        UnsafeLocationError: the location contains another table's location, the table
-            references files in another file system, or a path cannot be compared;
-            nothing is deleted.
-        StateDatabaseError: the table's state database cannot be reached or is not the
-            one opened (its prepared checkpoints would look like orphans); nothing is deleted.
-        TableSpecError: ``delete`` where the table's ``gc.enabled`` is not ``true`` (as
-            Iceberg); listing alone is allowed.
-    """
-    name = table_name(table)
-    loaded = resolve_table(catalog, table)
-    if delete:  # listing deletes nothing
-        _refuse_without_gc(name, loaded.metadata, "delete orphan files")
-    table_state(catalog, loaded)  # the table's own state database, or refuse before listing
-    now = now or datetime.now(timezone.utc)
-    limit = _before(now, older_than)
-    root = keys_of([loaded.metadata.location], name).pop()
-    own = keys_of(referenced_files(catalog, loaded), name)
-    refuse_foreign_stores(name, root, own)
-    others = footprint_of_others(catalog, name)
-    refuse_shared_location(name, root, others)
-    referenced = own | others.referenced
-    filesystem, stored = list_location(loaded, name, root)
-    orphans = []
-    natives = {}
-    for file in stored:
-        if file.key in referenced:
-            continue
-        modified = file.modified if file.modified is not None else now
-        if modified < limit:
-            shown = file.key.path if file.key.scheme == "file" else file.key.uri()
-            natives[shown] = file.native_path
-            orphans.append(OrphanFile(shown, file.size, modified))
-    orphans.sort(key=lambda o: o.path)
-    if delete:
-        for orphan in orphans:
-            filesystem.delete_file(natives[orphan.path])
-        logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
-    return OrphanSweep(name, limit, tuple(orphans), deleted=delete)
-
-
-def _before(now: datetime, older_than: object) -> datetime:
+def age_limit(now: datetime, older_than: object) -> datetime:
     """``now - older_than``, for an age that is a duration of zero or more.
 
     Raises:

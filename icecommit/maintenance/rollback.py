@@ -15,11 +15,13 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
-from icecommit import ancestry
-from icecommit.catalog.tables import planned_change, resolve_table
-from icecommit.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
-from icecommit.eventtime import event_time_column
-from icecommit.identifiers import checked_checkpoint_id, checked_instant, table_name
+from icecommit.catalog.loading import load_table
+from icecommit.catalog.tables import resolve_table
+from icecommit.committer import protocol
+from icecommit.core import ancestry
+from icecommit.core.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
+from icecommit.core.eventtime import event_time_column
+from icecommit.core.identifiers import checked_checkpoint_id, checked_instant, table_name
 from icecommit.state.checkpoints import COMMITTED, CheckpointState
 from icecommit.state.identity import table_state
 
@@ -61,11 +63,6 @@ def _millis(value: datetime) -> int:
     return int(value.timestamp() * 1000)
 
 
-def _micros(value: datetime) -> int:
-    value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
-    return int(value.timestamp() * 1_000_000)
-
-
 def _select(
     table: Table,
     name: str,
@@ -105,30 +102,9 @@ def _select(
             raise SnapshotNotFoundError(name, f"committing checkpoint {to_checkpoint} of job {job_id}")
         return found, f"checkpoint {to_checkpoint} of job {job_id}"
     assert to_event_time is not None
-    return newest_without_data_after(table, name, to_event_time, branch), f"event time {to_event_time.isoformat()}"
-
-
-def newest_without_data_after(table: Table, name: str, when: datetime, branch: str = "main") -> Snapshot:
-    """The newest snapshot of the branch whose committed data (its own and all its
-    ancestors') has no event time after ``when``: what ``rollback --to-event-time`` rolls
-    back to. A checkpoint that straddles ``when`` is left out entirely (and every later
-    one), so the result is not "all data up to when": for that, see
-    :func:`icecommit.catalog.eventtime.snapshot_at_event_time`. A snapshot that does not
-    record its event time (another tool's) ends the walk.
-
-    Raises:
-        SnapshotNotFoundError: no such snapshot.
-    """
-    limit_us = _micros(when)
-    best: Snapshot | None = None
-    for snapshot in reversed(list(ancestry.branch_ancestry(table.metadata, branch))):
-        value = snapshot.summary.get(ancestry.MAX_EVENT_TIME) if snapshot.summary else None
-        if value is None or int(value) > limit_us:
-            break
-        best = snapshot
-    if best is None:
-        raise SnapshotNotFoundError(name, f"whose committed data is all at or before {when.isoformat()}")
-    return best
+    return ancestry.newest_without_data_after(
+        table.metadata, name, to_event_time, branch
+    ), f"event time {to_event_time.isoformat()}"
 
 
 def plan_rollback(
@@ -220,6 +196,36 @@ def _off_branch_committed(table: Table, committed: list[CheckpointState]) -> dic
     }
 
 
+class _Rollback(protocol.Operation):
+    """Making the plan's target the branch head: one compare-and-swap that asserts the head
+    the plan saw; a conflict means the plan may no longer hold (refused: plan again)."""
+
+    conflict = "refuse"
+    kind = "rollback"
+    remedy = "look at the table's snapshots (icecommit snapshots) and plan the rollback again"
+
+    def __init__(self, plan: RollbackPlan) -> None:
+        self.plan = plan
+        self.table_name = plan.table
+
+    @property
+    def label(self) -> str:
+        return f"rollback of {self.plan.table} to snapshot {self.plan.target_snapshot_id}"
+
+    def apply(self, table: Table) -> protocol.Applied:
+        manage = table.manage_snapshots()
+        if self.plan.is_ancestor:
+            manage.rollback_to_snapshot(self.plan.target_snapshot_id).commit()
+        else:
+            manage.set_current_snapshot(self.plan.target_snapshot_id).commit()
+        return protocol.Applied(self.plan.target_snapshot_id, None)
+
+    def find(self, table: Table) -> protocol.Found | None:
+        head = table.metadata.refs.get("main")
+        landed = head is not None and head.snapshot_id == self.plan.target_snapshot_id
+        return protocol.Found(self.plan.target_snapshot_id) if landed else None
+
+
 def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     """Make the plan's target the current snapshot (a compare-and-swap on the catalog),
     then record every checkpoint it hid, of every job, as rolled back in the committer's
@@ -228,20 +234,18 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     rollback (and ``expire`` records before it removes them).
 
     Raises:
-        TableSpecError: the table changed since the plan was made (also where another
-            commit lands between that check and the rollback's own); nothing was rolled back.
+        TableSpecError: the table changed since the plan was made; nothing was rolled back.
+        PlanChangedError: another commit landed between that check and the rollback's own
+            (also a TableSpecError); nothing was rolled back: plan again.
+        CommitStateUnknownError: the catalog's answer was lost and the table does not show
+            the rollback.
     """
     loaded = catalog.load_table(plan.table)
     current = loaded.current_snapshot()
     if (current.snapshot_id if current else None) != plan.current_snapshot_id:
         raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
     store = table_state(catalog, loaded)  # where the rollback is recorded, checked before it is made
-    manage = loaded.manage_snapshots()
-    with planned_change(plan.table, "rollback"):
-        if plan.is_ancestor:
-            manage.rollback_to_snapshot(plan.target_snapshot_id).commit()
-        else:
-            manage.set_current_snapshot(plan.target_snapshot_id).commit()
+    protocol.run(_Rollback(plan), base=loaded, load=lambda: load_table(catalog, plan.table), policy=protocol.ONCE)
     # what an earlier rollback killed between its swap and this step (or another tool's
     # rollback) left recorded as committed while its snapshot is off the branch: recorded
     # now, so running a rollback again finishes what a crashed one began

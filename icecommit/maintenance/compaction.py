@@ -47,14 +47,14 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
-from icecommit.ancestry import branch_ancestry, require_branch
+from icecommit.catalog.loading import load_table
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
-from icecommit.datafiles import DataFileRecord
-from icecommit.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
-from icecommit.identifiers import checked_count, checked_file_size, table_name
-from icecommit.lineage import COMPACTION_ID_PROPERTY, path_key
-from icecommit.loading import load_table
+from icecommit.core.ancestry import branch_ancestry, require_branch
+from icecommit.core.datafiles import DataFileRecord
+from icecommit.core.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
+from icecommit.core.identifiers import checked_count, checked_file_size, table_name
+from icecommit.core.lineage import COMPACTION_ID_PROPERTY, path_key
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import to_data_file

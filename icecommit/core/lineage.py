@@ -26,8 +26,8 @@ from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
-from icecommit import ancestry
-from icecommit.paths import UnsupportedPathError, storage_key
+from icecommit.core import ancestry
+from icecommit.core.paths import UnsupportedPathError, storage_key
 
 #: The snapshot summary property holding an icecommit compaction group's id.
 COMPACTION_ID_PROPERTY = "icecommit.compaction-id"

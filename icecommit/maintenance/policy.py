@@ -36,11 +36,11 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table import Table
 from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
 
-from icecommit.catalog.maintenance import apply_expire, plan_expire
-from icecommit.compaction import DEFAULT_MIN_INPUT_FILES, CompactionPlan, PartitionGroup, StepHook, compact
-from icecommit.errors import InvalidArgumentError
-from icecommit.identifiers import checked_count, checked_file_size, table_name
-from icecommit.loading import load_table
+from icecommit.catalog.loading import load_table
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.identifiers import checked_count, checked_file_size, table_name
+from icecommit.maintenance.compaction import DEFAULT_MIN_INPUT_FILES, CompactionPlan, PartitionGroup, StepHook, compact
+from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.state.checkpoints import utc_now
 from icecommit.state.identity import table_state
 from icecommit.state.leases import LeaseStore

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
 
-from icecommit.decision import TableView
-from icecommit.errors import InvalidArgumentError
+from icecommit.core.completeness import micros
+from icecommit.core.decision import TableView
+from icecommit.core.errors import InvalidArgumentError, SnapshotNotFoundError
 
 JOB_ID = "icecommit.job-id"
 CHECKPOINT_ID = "icecommit.checkpoint-id"
@@ -198,7 +200,7 @@ def lineage_complete(metadata: TableMetadata, branch: str = "main") -> bool:
 
 
 def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> TableView:
-    """What the table shows about one (job, checkpoint), for :func:`icecommit.decision.decide`."""
+    """What the table shows about one (job, checkpoint), for :func:`icecommit.core.decision.decide`."""
     landed = find_checkpoint(metadata, job_id, checkpoint_id, branch)
     off_branch = None
     if landed is None:
@@ -228,3 +230,26 @@ def require_branch(metadata: TableMetadata, branch: object) -> str:
     if isinstance(branch, str) and branch:
         accepted += "; create a new branch first (ManageSnapshots.create_branch)"
     raise InvalidArgumentError("branch", branch, accepted)
+
+
+def newest_without_data_after(metadata: TableMetadata, name: str, when: datetime, branch: str = "main") -> Snapshot:
+    """The newest snapshot of the branch whose committed data (its own and all its
+    ancestors') has no event time after ``when``: what ``rollback --to-event-time`` rolls
+    back to. A checkpoint that straddles ``when`` is left out entirely (and every later
+    one), so the result is not "all data up to when": for that, see
+    :func:`icecommit.catalog.eventtime.snapshot_at_event_time`. A snapshot that does not
+    record its event time (another tool's) ends the walk.
+
+    Raises:
+        SnapshotNotFoundError: no such snapshot.
+    """
+    limit_us = micros(when)
+    best: Snapshot | None = None
+    for snapshot in reversed(list(branch_ancestry(metadata, branch))):
+        value = snapshot.summary.get(MAX_EVENT_TIME) if snapshot.summary else None
+        if value is None or int(value) > limit_us:
+            break
+        best = snapshot
+    if best is None:
+        raise SnapshotNotFoundError(name, f"whose committed data is all at or before {when.isoformat()}")
+    return best

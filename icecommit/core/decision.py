@@ -3,7 +3,7 @@
 ``commit``, ``recover``, ``recommit``, the ``ic.write`` replay path, the routed writer and
 the streaming sink all ask :func:`decide` and carry out the :class:`Action` it returns;
 none of them re-derives the decision. No I/O here: the facts are gathered by the caller
-(see :func:`icecommit.ancestry.table_view`), so every case is tested as a table of facts.
+(see :func:`icecommit.core.ancestry.table_view`), so every case is tested as a table of facts.
 
 How the facts are read (the exactly-once rules, over a table's whole life):
 

@@ -7,8 +7,8 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
 from pyiceberg.table import Table
 
-from icecommit.errors import TableNotFoundError, TableSpecError
-from icecommit.identifiers import table_name
+from icecommit.core.errors import TableNotFoundError, TableSpecError
+from icecommit.core.identifiers import table_name
 from icecommit.state.database import shown_uri
 
 

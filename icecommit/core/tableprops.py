@@ -10,9 +10,9 @@ from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import TimestampType, TimestamptzType
 
-from icecommit.errors import InvalidArgumentError
-from icecommit.eventtime import EVENT_TIME_PROPERTY
-from icecommit.timeparse import parse_duration
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.eventtime import EVENT_TIME_PROPERTY
+from icecommit.core.timeparse import parse_duration
 
 LATENESS_PROPERTY = "icecommit.partition-lateness"
 #: Rows further ahead of the committing clock than this do not move the watermark.

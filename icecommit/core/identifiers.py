@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from pyiceberg.table import Table
 
-from icecommit.errors import InvalidArgumentError
+from icecommit.core.errors import InvalidArgumentError
 
 #: The longest job id the state tables hold.
 MAX_JOB_ID = 255

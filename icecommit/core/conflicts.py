@@ -1,0 +1,36 @@
+"""Which errors of a catalog commit prove that it did not land (a conflict another attempt
+may win), as opposed to an outcome that is not known."""
+
+from __future__ import annotations
+
+from pyiceberg.exceptions import CommitFailedException
+from sqlalchemy.exc import OperationalError
+
+
+class AttemptNotSentError(Exception):
+    """A commit attempt failed before it reached the catalog, so it cannot have landed
+    (for example its base table was stale and a file it read had been expired). Retried
+    on a fresh copy of the table, like a lost compare-and-swap."""
+
+
+#: pyiceberg's metadata update refusing a snapshot whose sequence number another commit
+#: has passed since the attempt's base was loaded (a commit to another branch: the branch's
+#: own requirement still held). Catalogs that apply updates in-process (SQL, Glue, Hive)
+#: raise it while staging, before the swap, so nothing landed.
+_STALE_SEQUENCE_NUMBER = "older than last sequence number"
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """True for errors that prove an attempt did not land and another may succeed.
+
+    A lost compare-and-swap (``CommitFailedException``), an attempt that failed before
+    it reached the catalog (:class:`AttemptNotSentError`), a snapshot refused because a
+    commit to another branch moved the table's sequence number on meanwhile, and SQLite's
+    "database is locked" (the statement did not run; SQLite serialises writers across
+    processes).
+    """
+    if isinstance(error, (CommitFailedException, AttemptNotSentError)):
+        return True
+    if isinstance(error, ValueError) and _STALE_SEQUENCE_NUMBER in str(error):
+        return True
+    return isinstance(error, OperationalError) and "database is locked" in str(error)

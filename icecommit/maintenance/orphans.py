@@ -1,0 +1,108 @@
+"""The orphan-file sweep: files under a table's location that nothing references.
+
+Iceberg's ``remove_orphan_files`` has no pyiceberg counterpart. The sweep keeps every file
+that a retained snapshot of any table of the catalog or a prepared checkpoint still needs.
+This is the only place in icecommit that lists a directory, and it never runs on the write
+path.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from icecommit.catalog.storage import (
+    footprint_of_others,
+    keys_of,
+    list_location,
+    referenced_files,
+    refuse_foreign_stores,
+    refuse_shared_location,
+)
+from icecommit.catalog.tables import resolve_table
+from icecommit.core.identifiers import table_name
+from icecommit.maintenance.expire import age_limit, refuse_without_gc
+from icecommit.state.identity import table_state
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ORPHAN_AGE = timedelta(days=3)  # Iceberg's remove_orphan_files
+
+
+@dataclass(frozen=True)
+class OrphanFile:
+    """A file under the table's location that nothing references."""
+
+    path: str
+    size: int
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class OrphanSweep:
+    """What the sweep found, and what it deleted."""
+
+    table: str
+    older_than: datetime
+    orphans: tuple[OrphanFile, ...]
+    deleted: bool = False
+
+
+def find_orphans(
+    catalog: Catalog,
+    table: Table | str,
+    *,
+    older_than: timedelta = DEFAULT_ORPHAN_AGE,
+    delete: bool = False,
+    now: datetime | None = None,
+) -> OrphanSweep:
+    """Files under the table's location that nothing references and that are older than
+    ``older_than``; deleted only when ``delete`` is True.
+
+    "Nothing" is every table of the catalog and every prepared checkpoint of any table,
+    with paths compared by storage key (``file:/x``, ``file:///x`` and ``/x`` are one
+    file). The location is listed through the table's FileIO, literally.
+
+    Raises:
+        UnsafeLocationError: the location contains another table's location, the table
+            references files in another file system, or a path cannot be compared;
+            nothing is deleted.
+        StateDatabaseError: the table's state database cannot be reached or is not the
+            one opened (its prepared checkpoints would look like orphans); nothing is deleted.
+        TableSpecError: ``delete`` where the table's ``gc.enabled`` is not ``true`` (as
+            Iceberg); listing alone is allowed.
+    """
+    name = table_name(table)
+    loaded = resolve_table(catalog, table)
+    if delete:  # listing deletes nothing
+        refuse_without_gc(name, loaded.metadata, "delete orphan files")
+    table_state(catalog, loaded)  # the table's own state database, or refuse before listing
+    now = now or datetime.now(timezone.utc)
+    limit = age_limit(now, older_than)
+    root = keys_of([loaded.metadata.location], name).pop()
+    own = keys_of(referenced_files(catalog, loaded), name)
+    refuse_foreign_stores(name, root, own)
+    others = footprint_of_others(catalog, name)
+    refuse_shared_location(name, root, others)
+    referenced = own | others.referenced
+    filesystem, stored = list_location(loaded, name, root)
+    orphans = []
+    natives = {}
+    for file in stored:
+        if file.key in referenced:
+            continue
+        modified = file.modified if file.modified is not None else now
+        if modified < limit:
+            shown = file.key.path if file.key.scheme == "file" else file.key.uri()
+            natives[shown] = file.native_path
+            orphans.append(OrphanFile(shown, file.size, modified))
+    orphans.sort(key=lambda o: o.path)
+    if delete:
+        for orphan in orphans:
+            filesystem.delete_file(natives[orphan.path])
+        logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
+    return OrphanSweep(name, limit, tuple(orphans), deleted=delete)
