@@ -34,6 +34,7 @@ from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 if TYPE_CHECKING:
     from icecommit.maintenance.compaction import compact, plan_compaction
     from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
+    from icecommit.options import WriteOptions
     from icecommit.pipeline import write
     from icecommit.streaming import streaming_sink
 
@@ -50,6 +51,7 @@ _SPARK_NAMES = {
     "MaintenancePolicy": "icecommit.maintenance.policy",
     "MaintenanceRun": "icecommit.maintenance.policy",
     "maintain": "icecommit.maintenance.policy",
+    "WriteOptions": "icecommit.options",
 }
 
 
@@ -83,6 +85,7 @@ __all__ = [
     "Thresholds",
     "UnroutedRecordsError",
     "ValidationError",
+    "WriteOptions",
     "WriteResult",
     "__version__",
     "compact",

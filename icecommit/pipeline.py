@@ -1,10 +1,12 @@
-"""``ic.write``: both phases, for the common case of one DataFrame per checkpoint,
-into one table or routed by a column into several."""
+"""``ic.write``: both phases, for the common case of one DataFrame per checkpoint, into one
+table or routed by a column into several. A single table is a route of one: one
+orchestration (recover, plan, write, validate, prepare, commit, maintain) serves both."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import pyarrow as pa
@@ -20,18 +22,19 @@ from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import GlobalCommitter
-from icecommit.committer.completion import PartitionCompleteness
+from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
-from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError, ValidationError
-from icecommit.core.identifiers import checked_checkpoint_id, checked_file_size, checked_job_id, table_name
+from icecommit.core.errors import IcecommitError, InvalidArgumentError, UnroutedRecordsError, nothing_staged
+from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
+from icecommit.options import WriteOptions
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.writers.distribution import distribution_mode, learned_ratio
-from icecommit.writers.routing import RoutedSparkWriter, RoutedWrite, check_routed_frame, route_key
+from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
 from icecommit.writers.spark import SparkWriter, TaskHook
 
 logger = logging.getLogger(__name__)
@@ -56,30 +59,6 @@ def discard_unstaged(results: Sequence[WriteResult], io: FileIO) -> int:
     return deleted
 
 
-def _settled(
-    committer: GlobalCommitter, checkpoint_id: int, recommit: bool, table: Table | None = None
-) -> CommitResult | None:
-    """The checkpoint's result when it needs no new data files (in the table, empty,
-    abandoned, or re-committed from its staged files), after the committer's recovery;
-    None when it must be written. Refusals (rolled back, out of order) raise here, before
-    any Spark job runs. ``table``: the table as loaded after the recovery (None: load it)."""
-    decision = committer.decide(checkpoint_id, recommit=recommit, table=table)
-    committer.refuse(checkpoint_id, decision)  # another streaming query's batch
-    if decision.action is Action.WRITE:
-        return None
-    if decision.action is Action.RECOMMIT:
-        return committer.recommit(checkpoint_id)
-    logger.info(
-        "checkpoint %d of job %s in %s: %s (%s); nothing to write",
-        checkpoint_id,
-        committer.job_id,
-        committer.table_name,
-        decision.action.value,
-        decision.reason,
-    )
-    return committer.commit(checkpoint_id)
-
-
 @overload
 def write(
     df: DataFrame,
@@ -88,17 +67,11 @@ def write(
     catalog: Catalog | None = None,
     job_id: str,
     checkpoint_id: int,
-    route_by: None = None,
-    dead_letter: None = None,
-    branch: str = "main",
-    target_file_size: int | None = None,
-    task_hook: TaskHook | None = None,
-    recommit: bool = False,
-    completeness: PartitionCompleteness | None = None,
+    options: WriteOptions | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
-    distribution: str | None = None,
-    maintenance: MaintenancePolicy | None = None,
+    task_hook: TaskHook | None = None,
+    **keywords: Any,
 ) -> CommitResult: ...
 
 
@@ -110,21 +83,14 @@ def write(
     catalog: Catalog | None = None,
     job_id: str,
     checkpoint_id: int,
-    route_by: str,
-    dead_letter: Table | str | None = None,
-    branch: str = "main",
-    target_file_size: int | None = None,
-    task_hook: TaskHook | None = None,
-    recommit: bool = False,
-    completeness: PartitionCompleteness | None = None,
+    options: WriteOptions | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
-    distribution: str | None = None,
-    maintenance: MaintenancePolicy | None = None,
+    task_hook: TaskHook | None = None,
+    **keywords: Any,
 ) -> RoutedCommitResult: ...
 
 
-@overload
 def write(
     df: DataFrame,
     table: Table | str | Routes,
@@ -132,38 +98,11 @@ def write(
     catalog: Catalog | None = None,
     job_id: str,
     checkpoint_id: int,
-    route_by: str | None = None,
-    dead_letter: Table | str | None = None,
-    branch: str = "main",
-    target_file_size: int | None = None,
-    task_hook: TaskHook | None = None,
-    recommit: bool = False,
-    completeness: PartitionCompleteness | None = None,
+    options: WriteOptions | None = None,
     query_id: str | None = None,
     store: CheckpointStore | None = None,
-    distribution: str | None = None,
-    maintenance: MaintenancePolicy | None = None,
-) -> CommitResult | RoutedCommitResult: ...
-
-
-def write(
-    df: DataFrame,
-    table: Table | str | Routes,
-    *,
-    catalog: Catalog | None = None,
-    job_id: str,
-    checkpoint_id: int,
-    route_by: str | None = None,
-    dead_letter: Table | str | None = None,
-    branch: str = "main",
-    target_file_size: int | None = None,
     task_hook: TaskHook | None = None,
-    recommit: bool = False,
-    completeness: PartitionCompleteness | None = None,
-    query_id: str | None = None,
-    store: CheckpointStore | None = None,
-    distribution: str | None = None,
-    maintenance: MaintenancePolicy | None = None,
+    **keywords: Any,
 ) -> CommitResult | RoutedCommitResult:
     """Write ``df`` as checkpoint ``checkpoint_id`` of ``job_id``, exactly once.
 
@@ -179,20 +118,16 @@ def write(
     After a crash, a rerun writes only the tables that do not hold the checkpoint yet.
 
     Args:
-        completeness: when time partitions are published complete and whom to tell (see
-            :class:`~icecommit.committer.PartitionCompleteness`).
+        options: the write options (:class:`~icecommit.WriteOptions`); each of its fields
+            may also be given as a keyword (``branch=``, ``route_by=``, ``dead_letter=``,
+            ``target_file_size=``, ``recommit=``, ``completeness=``, ``distribution=``,
+            ``maintenance=``), which overrides the field.
         query_id: the streaming query whose batch this is (the streaming sink passes
             Spark's ``query.id``): a batch id the job committed under another query is
-            refused with :class:`~icecommit.core.errors.StreamingQueryMismatchError`.
-        store: icecommit's state (the checkpoint table); defaults to the catalog's
-            database or ``ICECOMMIT_METRICS_URI``.
-        distribution: ``"none"``, ``"hash"`` or ``"bin-pack"``: how rows reach the writer
-            tasks (one shuffle after the scan; see :mod:`icecommit.writers.distribution`).
-            None takes the table's ``write.distribution-mode``, else ``hash`` for a
-            partitioned table (as Iceberg's Spark writer) and ``none`` otherwise.
-        maintenance: compaction and expiry to run after the commit, by one process per
-            table at a time (see :mod:`icecommit.maintenance.policy`); a failure there is logged and
-            never undoes or fails the commit.
+            refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
+        store: icecommit's state (the checkpoint table); defaults to the state database
+            the catalog names.
+        task_hook: called in every task attempt after it has written its files (tests).
 
     Returns:
         The commit result (a :class:`RoutedCommitResult` with one result per table when
@@ -200,86 +135,197 @@ def write(
         (nothing is written twice).
 
     Raises:
-        SchemaMismatchError: the DataFrame does not fit the table (nothing committed; any
-            files written are removed).
-        ValidationError: pre-commit validation failed (likewise); UnroutedRecordsError
-            is one.
-        CheckpointRolledBackError: the checkpoint was committed and a rollback removed it;
-            pass ``recommit=True`` to commit its staged files again (nothing is rewritten).
-        CheckpointOutOfOrderError: the table does not hold the checkpoint and the job has
-            committed a higher one (checkpoint ids grow within a job); nothing is written.
-        CommitConflictError, CommitStateUnknownError: see ``GlobalCommitter.commit``.
+        InvalidInputError: the DataFrame does not fit the table (SchemaMismatchError) or
+            validation failed (ValidationError, UnroutedRecordsError); nothing is staged
+            and the files written are removed.
+        CheckpointRefusedError: the decision refused the checkpoint (rolled back: pass
+            ``recommit=True``; out of order or another query's batch: use a new job id);
+            nothing is written.
+        CommitOutcomeError: see ``GlobalCommitter.commit`` (the files stay).
+        EnvironmentFailureError: the catalog, the state database or storage failed.
     """
+    opts = WriteOptions.of(options, **keywords)
     checked_job_id(job_id)
     checked_checkpoint_id(checkpoint_id)
-    checked_file_size(target_file_size)
-    if maintenance is not None and not isinstance(maintenance, MaintenancePolicy):
-        raise InvalidArgumentError("maintenance", maintenance, "an icecommit MaintenancePolicy, or None")
     if not callable(getattr(df, "mapInArrow", None)):
         raise InvalidArgumentError("df", type(df).__name__, "a Spark DataFrame")
     if catalog is not None and not isinstance(catalog, Catalog):
         raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
     catalog = catalog or connect()
     if isinstance(table, Mapping):
-        if route_by is None:
+        if opts.route_by is None:
             raise InvalidArgumentError(
                 "route_by", None, "the column whose value picks the table, with a mapping of tables"
             )
-        return _write_routed(
-            df,
-            table,
-            catalog=catalog,
-            route_by=route_by,
-            dead_letter=dead_letter,
-            job_id=job_id,
-            checkpoint_id=checkpoint_id,
-            branch=branch,
-            target_file_size=target_file_size,
-            task_hook=task_hook,
-            recommit=recommit,
-            completeness=completeness,
-            query_id=query_id,
-            store=store,
-            distribution=distribution,
-            maintenance=maintenance,
-        )
-    if route_by is not None or dead_letter is not None:
+    elif opts.route_by is not None or opts.dead_letter is not None:
         raise InvalidArgumentError(
             "table", table_name(table), "a mapping of routing values to tables when route_by or dead_letter is given"
         )
-    committer = GlobalCommitter(
-        catalog, table, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id, store=store
-    )
-    # One load serves the checks, the decision and the writers, unless the recovery
-    # committed something (then the table changed and is loaded again).
-    current = committer.load_table()
-    check_table_properties(current.metadata)  # before any Spark job
-    if committer.recover():
-        current = committer.load_table()
-    settled = _settled(committer, checkpoint_id, recommit, current)
-    if settled is not None:
-        return settled
-    model = WriteModelStore(committer.store.engine)
-    packing = distribution_mode(current.metadata, distribution) == "bin-pack"
-    writer = SparkWriter(
-        current,
-        job_id=job_id,
-        target_file_size=target_file_size,
-        task_hook=task_hook,
-        distribution=distribution,
-        shuffle_ratio=_known_ratio(model, committer.table_name) if packing else None,
-    )
-    results = writer.write(df, checkpoint_id)
-    _learn(model, committer.table_name, writer, [r.bytes for r in results])
-    try:
-        committer.prepare(checkpoint_id, results)
-    except (SchemaMismatchError, ValidationError):
-        removed = discard_unstaged(results, current.io)
-        logger.warning("checkpoint %d refused; removed its %d unstaged data files", checkpoint_id, removed)
-        raise
-    result = committer.commit(checkpoint_id)
-    _maintain_after(catalog, committer.table_name, maintenance, checkpoint_id)
-    return result
+    landing = _Landing(catalog, job_id, checkpoint_id, opts, query_id, store, task_hook)
+    return landing.run(df, table)
+
+
+@dataclass
+class _Landing:
+    """One checkpoint of one DataFrame into its tables (one table is a route of one)."""
+
+    catalog: Catalog
+    job_id: str
+    checkpoint_id: int
+    options: WriteOptions
+    query_id: str | None
+    store: CheckpointStore | None
+    task_hook: TaskHook | None
+    tables: dict[str, Table] = field(default_factory=dict)
+    committers: dict[str, GlobalCommitter] = field(default_factory=dict)
+    plans: dict[str, CheckpointPlan] = field(default_factory=dict)
+    results: dict[str, CommitResult] = field(default_factory=dict)
+
+    def run(self, df: DataFrame, target: Table | str | Routes) -> CommitResult | RoutedCommitResult:
+        routed = isinstance(target, Mapping)
+        names = [table_name(t) for t in target.values()] if isinstance(target, Mapping) else [table_name(target)]
+        for name in names:
+            if name not in self.tables:
+                self.tables[name] = load_table(self.catalog, name)
+                check_table_properties(self.tables[name].metadata)  # before any Spark job
+        dead_name = None
+        if isinstance(target, Mapping):
+            assert self.options.route_by is not None
+            check_routed_frame(df, self.tables, self.options.route_by)
+            dead_name = self.options.dead_letter
+            if dead_name is not None:
+                if dead_name in self.tables:
+                    raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
+                self.tables[dead_name] = _dead_letter_table(self.catalog, dead_name, df)
+        for name in self.tables:
+            self.committers[name] = GlobalCommitter(
+                self.catalog,
+                name,
+                job_id=self.job_id,
+                branch=self.options.branch,
+                completeness=self.options.completeness,
+                query_id=self.query_id,
+                store=self.store,
+            )
+        pending = self._settle()
+        skipped: dict[str, int] = {}
+        if pending:
+            if isinstance(target, Mapping):
+                written, skipped = self._write_routed(df, target, pending, dead_name)
+            else:
+                written = {names[0]: self._write_one(df, names[0])}
+            self._prepare_all(written)
+            for name in pending:
+                self.results[name] = self.committers[name].commit(self.checkpoint_id, plan=self.plans[name])
+            for name in pending:
+                _maintain_after(self.catalog, name, self.options.maintenance, self.checkpoint_id)
+            if skipped:
+                logger.info(
+                    "checkpoint %d: rows of tables that already hold it, not written: %s", self.checkpoint_id, skipped
+                )
+        if not routed:
+            return self.results[names[0]]
+        return RoutedCommitResult(
+            checkpoint_id=self.checkpoint_id,
+            results={name: self.results[name] for name in self.tables},
+            skipped_records=skipped,
+        )
+
+    def _settle(self) -> list[str]:
+        """Recover each table's job, then plan the checkpoint once per table: the tables
+        that need its data files are returned; the others are settled (in the table,
+        empty, abandoned, or re-committed from its staged files). Refusals (rolled back,
+        out of order, another query's batch) raise here, before any Spark job runs."""
+        pending = []
+        for name, committer in self.committers.items():
+            if committer.recover():  # it committed something: the table changed
+                self.tables[name] = committer.load_table()
+            plan = committer.plan(
+                self.checkpoint_id, recommit=self.options.recommit, table=self.tables[name], query_id=self.query_id
+            )
+            committer.refuse(self.checkpoint_id, plan)
+            if plan.action is Action.WRITE:
+                self.plans[name] = plan
+                pending.append(name)
+            elif plan.action is Action.RECOMMIT:
+                self.results[name] = committer.recommit(self.checkpoint_id)
+            else:
+                logger.info(
+                    "checkpoint %d of job %s in %s: %s (%s); nothing to write",
+                    self.checkpoint_id, self.job_id, name, plan.action.value, plan.decision.reason,
+                )  # fmt: skip
+                self.results[name] = committer.commit(self.checkpoint_id, plan=plan)
+        return pending
+
+    def _write_one(self, df: DataFrame, name: str) -> list[WriteResult]:
+        table = self.plans[name].table
+        model = WriteModelStore(self.committers[name].store.engine)
+        packing = distribution_mode(table.metadata, self.options.distribution) == "bin-pack"
+        writer = SparkWriter(
+            table,
+            job_id=self.job_id,
+            target_file_size=self.options.target_file_size,
+            task_hook=self.task_hook,
+            distribution=self.options.distribution,
+            shuffle_ratio=_known_ratio(model, name) if packing else None,
+        )
+        results = writer.write(df, self.checkpoint_id)
+        _learn(model, name, writer, [r.bytes for r in results])
+        return results
+
+    def _write_routed(
+        self, df: DataFrame, routes: Routes, pending: list[str], dead_name: str | None
+    ) -> tuple[dict[str, list[WriteResult]], dict[str, int]]:
+        assert self.options.route_by is not None
+        writer = RoutedSparkWriter(
+            self.tables,
+            {route_key(value): table_name(target) for value, target in routes.items()},
+            route_by=self.options.route_by,
+            dead_letter=dead_name,
+            job_id=self.job_id,
+            target_file_size=self.options.target_file_size,
+            task_hook=self.task_hook,
+            distribution=self.options.distribution,
+        )
+        written = writer.write(df, self.checkpoint_id, targets=pending)
+        if written.unrouted_records:
+            refused = UnroutedRecordsError(
+                self.options.route_by,
+                written.unrouted_records,
+                list(written.unrouted_values),
+                checkpoint_id=self.checkpoint_id,
+            )
+            self._discard(written.results, set(), refused)
+            raise refused
+        return dict(written.results), written.skipped_records
+
+    def _prepare_all(self, written: Mapping[str, Sequence[WriteResult]]) -> None:
+        """Validate every table's results before preparing any, so bad input leaves every
+        table as it was; then prepare each (a crash part-way is settled by the next run).
+        The files of the tables not prepared are removed exactly when the error proves
+        nothing of them was staged."""
+        prepared: set[str] = set()
+        try:
+            fresh = {name: self.committers[name].load_table() for name in written}
+            for name, task_results in written.items():
+                self.committers[name].validate(self.checkpoint_id, task_results, table=fresh[name])
+            for name, task_results in written.items():
+                others = [r for other, rs in written.items() if other != name for r in rs]
+                self.plans[name] = self.committers[name].prepare_planned(
+                    self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name]
+                )
+                prepared.add(name)
+        except IcecommitError as e:
+            self._discard(written, prepared, e)
+            raise
+
+    def _discard(self, written: Mapping[str, Sequence[WriteResult]], prepared: set[str], error: Exception) -> None:
+        if not nothing_staged(error):
+            return  # the files stay: they may be staged, or the outcome is not known
+        removed = sum(
+            discard_unstaged(results, self.tables[name].io) for name, results in written.items() if name not in prepared
+        )
+        logger.warning("checkpoint %d refused; removed %d unstaged data files", self.checkpoint_id, removed)
 
 
 def _maintain_after(
@@ -296,10 +342,8 @@ def _maintain_after(
         return None
 
 
-def _dead_letter_table(catalog: Catalog, table: Table | str, df: DataFrame) -> Table:
+def _dead_letter_table(catalog: Catalog, table: str, df: DataFrame) -> Table:
     """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""
-    if isinstance(table, Table):
-        return table
     try:
         return catalog.load_table(table)
     except NoSuchTableError:
@@ -310,110 +354,6 @@ def _dead_letter_table(catalog: Catalog, table: Table | str, df: DataFrame) -> T
         schema = pa.schema([f.with_nullable(True) for f in arrow])
         logger.info("creating dead-letter table %s with the source's columns", table)
         return create_table(catalog, table, schema)
-
-
-def _write_routed(
-    df: DataFrame,
-    routes: Routes,
-    *,
-    catalog: Catalog,
-    route_by: str,
-    dead_letter: Table | str | None,
-    job_id: str,
-    checkpoint_id: int,
-    branch: str,
-    target_file_size: int | None,
-    task_hook: TaskHook | None,
-    recommit: bool,
-    completeness: PartitionCompleteness | None,
-    query_id: str | None,
-    store: CheckpointStore | None,
-    distribution: str | None,
-    maintenance: MaintenancePolicy | None,
-) -> RoutedCommitResult:
-    tables: dict[str, Table] = {}
-    for target in routes.values():
-        name = table_name(target)
-        if name not in tables:
-            tables[name] = load_table(catalog, name)
-            check_table_properties(tables[name].metadata)  # before any Spark job
-    check_routed_frame(df, tables, route_by)
-    dead_name = None
-    if dead_letter is not None:
-        dead_name = table_name(dead_letter)
-        if dead_name in tables:
-            raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
-        tables[dead_name] = _dead_letter_table(catalog, dead_letter, df)
-    committers = {
-        name: GlobalCommitter(
-            catalog, name, job_id=job_id, branch=branch, completeness=completeness, query_id=query_id, store=store
-        )
-        for name in tables
-    }
-    for committer in committers.values():
-        committer.recover()
-    results: dict[str, CommitResult] = {}
-    for name, committer in committers.items():
-        settled = _settled(committer, checkpoint_id, recommit)
-        if settled is not None:
-            results[name] = settled
-    pending = [name for name in tables if name not in results]
-    skipped: dict[str, int] = {}
-    if pending:
-        writer = RoutedSparkWriter(
-            {name: committers[name].load_table() for name in tables},
-            {route_key(value): table_name(target) for value, target in routes.items()},
-            route_by=route_by,
-            dead_letter=dead_name,
-            job_id=job_id,
-            target_file_size=target_file_size,
-            task_hook=task_hook,
-            distribution=distribution,
-        )
-        written = writer.write(df, checkpoint_id, targets=pending)
-        _prepare_all(written, committers, checkpoint_id, route_by, tables)
-        for name in pending:
-            results[name] = committers[name].commit(checkpoint_id)
-        for name in pending:
-            _maintain_after(catalog, name, maintenance, checkpoint_id)
-        skipped = written.skipped_records
-        if skipped:
-            logger.info("checkpoint %d: rows of tables that already hold it, not written: %s", checkpoint_id, skipped)
-    return RoutedCommitResult(
-        checkpoint_id=checkpoint_id, results={name: results[name] for name in tables}, skipped_records=skipped
-    )
-
-
-def _prepare_all(
-    written: RoutedWrite,
-    committers: Mapping[str, GlobalCommitter],
-    checkpoint_id: int,
-    route_by: str,
-    tables: Mapping[str, Table],
-) -> None:
-    """Validate every table's results before preparing any, so bad input leaves every
-    table as it was; then prepare each (a crash part-way is settled by the next run)."""
-    prepared: set[str] = set()
-    results = written.results
-    try:
-        if written.unrouted_records:
-            raise UnroutedRecordsError(
-                route_by, written.unrouted_records, list(written.unrouted_values), checkpoint_id=checkpoint_id
-            )
-        for name, task_results in results.items():
-            committers[name].validate(checkpoint_id, task_results)
-        for name, task_results in results.items():
-            others = [r for other, rs in results.items() if other != name for r in rs]
-            committers[name].prepare(checkpoint_id, task_results, routed_with=others)
-            prepared.add(name)
-    except (SchemaMismatchError, ValidationError):
-        removed = sum(
-            discard_unstaged(task_results, tables[name].io)
-            for name, task_results in results.items()
-            if name not in prepared
-        )
-        logger.warning("checkpoint %d refused; removed %d unstaged data files", checkpoint_id, removed)
-        raise
 
 
 def _known_ratio(model: WriteModelStore, table: str) -> float | None:
@@ -439,3 +379,6 @@ def _learn(model: WriteModelStore, table: str, writer: SparkWriter, task_bytes: 
         logger.info("%s: shuffle bytes per Parquet byte now estimated at %.2f", table, ratio)
     except SQLAlchemyError:
         logger.warning("could not record the shuffle ratio of %s", table, exc_info=True)
+
+
+__all__ = ["Routes", "WriteOptions", "discard_unstaged", "write"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
@@ -18,11 +19,11 @@ from pyspark.sql import DataFrame
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
-from icecommit.committer.completion import PartitionCompleteness, publish_complete_partitions
+from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.core.errors import InvalidArgumentError
-from icecommit.core.identifiers import checked_file_size, checked_job_id, table_name
-from icecommit.maintenance.policy import MaintenancePolicy
+from icecommit.core.identifiers import checked_job_id, table_name
+from icecommit.options import WriteOptions
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore, SourceRange
 from icecommit.state.database import state_engine, state_uri
@@ -37,16 +38,11 @@ def streaming_sink(
     *,
     catalog: Catalog | None = None,
     job_id: str,
-    route_by: str | None = None,
-    dead_letter: Table | str | None = None,
-    branch: str = "main",
-    target_file_size: int | None = None,
-    completeness: PartitionCompleteness | None = None,
+    options: WriteOptions | None = None,
     on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
     preserves_rows: bool = False,
     store: CheckpointStore | None = None,
-    distribution: str | None = None,
-    maintenance: MaintenancePolicy | None = None,
+    **keywords: Any,
 ) -> BatchSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
@@ -56,10 +52,17 @@ def streaming_sink(
         catalog: its catalog (the default ``connect()`` when None).
         job_id: identifies the streaming query; keep it stable across restarts of the
             same query (its checkpoint location) and change it for a new query.
-        route_by / dead_letter: route rows to several tables by a column; rows with an
-            unknown route go to ``dead_letter``, or fail the batch when it is None.
-        completeness: when time partitions are published complete, and the callback to
-            tell a scheduler; every snapshot records the watermark the query reached.
+        options: the write options of every batch (:class:`~icecommit.WriteOptions`);
+            each field may also be given as a keyword, as with :func:`icecommit.write`:
+            ``route_by`` / ``dead_letter`` route rows to several tables by a column (rows
+            with an unknown route go to ``dead_letter``, or fail the batch when it is
+            None); ``completeness`` says when time partitions are published complete, and
+            whom to tell (every snapshot records the watermark the query reached);
+            ``distribution`` says how each batch's rows reach the writer tasks
+            (``bin-pack`` learns the table's shuffle ratio from batch to batch and keeps
+            it in icecommit's state); ``maintenance`` runs compaction and expiry after the
+            batches' commits (one query's sink at a time per table, within the policy's
+            budget).
         on_commit: called with each batch's commit result (committed, already committed
             or empty).
         preserves_rows: declare that every row the query's source reads must land (no
@@ -68,27 +71,19 @@ def streaming_sink(
             (information). Either way each batch's source count (Spark's progress,
             ``numInputRows``) is recorded as the checkpoint's source count, with the
             offset range each source reported (Kafka: offsets per topic partition).
-        store: icecommit's state (the checkpoint table); defaults to the catalog's
-            database or ``ICECOMMIT_METRICS_URI``.
-        distribution: how each batch's rows reach the writer tasks (see
-            :func:`icecommit.write`); ``bin-pack`` learns the table's shuffle ratio from
-            batch to batch and keeps it in icecommit's state.
-        maintenance: compaction and expiry after the batches' commits (see
-            :class:`icecommit.MaintenancePolicy`): one query's sink at a time per table
-            runs it, within the policy's budget.
+        store: icecommit's state (the checkpoint table); defaults to the state database
+            the catalog names.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
     """
 
+    opts = WriteOptions.of(options, **keywords)
     checked_job_id(job_id)
-    checked_file_size(target_file_size)
-    if maintenance is not None and not isinstance(maintenance, MaintenancePolicy):
-        raise InvalidArgumentError("maintenance", maintenance, "an icecommit MaintenancePolicy, or None")
     if catalog is not None and not isinstance(catalog, Catalog):
         raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
     if isinstance(table, Mapping):
-        if route_by is None:
+        if opts.route_by is None:
             raise InvalidArgumentError(
                 "route_by", None, "the column whose value picks the table, with a mapping of tables"
             )
@@ -96,7 +91,7 @@ def streaming_sink(
             table_name(target)
     else:
         load_table(catalog or connect(), table)  # a typo fails here, not in the first batch
-    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store, dead_letter)
+    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store, opts.dead_letter)
 
     def sink(batch: DataFrame, batch_id: int) -> None:
         query_id = _query_id(batch)
@@ -107,15 +102,9 @@ def streaming_sink(
             catalog=catalog,
             job_id=job_id,
             checkpoint_id=int(batch_id),
-            route_by=route_by,
-            dead_letter=dead_letter,
-            branch=branch,
-            target_file_size=target_file_size,
-            completeness=completeness,
+            options=opts,
             query_id=query_id,
             store=store,
-            distribution=distribution,
-            maintenance=maintenance,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)

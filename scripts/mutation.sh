@@ -6,14 +6,14 @@
 # running tests, every other runs the fast tests (no Spark; SQLite, and PostgreSQL for the
 # code only it reaches) of the selection there;
 # a mutant listed as equivalent in mutation/equivalent.toml whose changed lines still match
-# is recorded as survived without running its tests again (bench/mutation_run.py); then
+# is recorded as survived without running its tests again (mutation/run.py); then
 # writes the score and every surviving mutant (killed since, or listed as equivalent with
 # the reason) to MUTATION.md.
 #   scripts/mutation.sh                      # verdicts are kept in mutants/ and, between
 #                                            # sessions, in mutation/cache.tar.gz: a run judges
 #                                            # again only the mutants of functions that changed,
 #                                            # those whose killing test changed, and survivors
-#                                            # (bench/mutation_cache.py says what it cannot see)
+#                                            # (mutation/cache.py says what it cannot see)
 #   scripts/mutation.sh --fresh              # start over: judge every mutant
 #   scripts/mutation.sh --fresh --rerun-equivalent   # and run the listed equivalent ones too
 #   scripts/mutation.sh 'icecommit.committer.validation.*'  # only these mutants, again
@@ -35,5 +35,5 @@ export PATH="$PWD/.venv/bin:$PATH"  # the type check runs .venv's mypy
 started=$(date +%s)
 # one worker per core; fails only where mutmut cannot run (its clean tests fail): the score
 # is in the report
-.venv/bin/python -m bench.mutation_run --max-children "$(nproc)" "${rerun[@]}" "${names[@]}"
-.venv/bin/python -m bench.mutation_report --seconds "$(( $(date +%s) - started ))"
+.venv/bin/python -m mutation.run --max-children "$(nproc)" "${rerun[@]}" "${names[@]}"
+.venv/bin/python -m mutation.report --seconds "$(( $(date +%s) - started ))"

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh .venv
-.venv/bin/ruff check icecommit tests bench
+.venv/bin/ruff check icecommit tests bench mutation
 .venv/bin/mypy
 workers="${ICECOMMIT_TEST_WORKERS:-2}"
 if [ "$workers" = 0 ]; then

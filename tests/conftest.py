@@ -138,7 +138,7 @@ def pg_uri() -> str:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    for name in ("ICECOMMIT_CATALOG_URI", "ICECOMMIT_WAREHOUSE", "ICECOMMIT_METRICS_URI"):
+    for name in ("ICECOMMIT_CATALOG_URI", "ICECOMMIT_WAREHOUSE", "ICECOMMIT_METRICS_URI", "ICECOMMIT_STATE_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ICECOMMIT_HOME", str(tmp_path / "home"))
     yield

@@ -241,7 +241,10 @@ def test_wrong_types_are_named_by_the_parameter_not_met_deep_inside(sqlite_catal
         (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_timestamp="2026-01-01"), "to_timestamp"),
         (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_event_time=0), "to_event_time"),
         (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_snapshot="123"), "to_snapshot"),
-        (lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_checkpoint=-1, job_id="j"), "to_checkpoint"),
+        (
+            lambda: ic.maintenance.plan_rollback(sqlite_catalog, "ns.events", to_checkpoint=-1, job_id="j"),
+            "to_checkpoint",
+        ),
         (lambda: ic.snapshot_at_event_time(sqlite_catalog, "ns.events", "2026-01-01"), "event_time"),
         (lambda: ic.reconcile(sqlite_catalog, "ns.events", since="yesterday"), "since"),
         (lambda: wait_for_partition(sqlite_catalog, "ns.events", "ts_hour=2026-05-01-13", timeout="1s"), "timeout"),

@@ -1,4 +1,4 @@
-"""The kept mutation verdicts (bench/mutation_cache.py): a run starts from the last run's
+"""The kept mutation verdicts (mutation/cache.py): a run starts from the last run's
 verdicts and judges again exactly what the tests may no longer give."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import mutation_cache
-from bench.mutation_cache import BASELINE, RUN_START, STATS, invalidate, killers_from_log, pack, restore, write_baseline
+from mutation import cache as mutation_cache
+from mutation.cache import BASELINE, RUN_START, STATS, invalidate, killers_from_log, pack, restore, write_baseline
 
 #: a method's mangled name, as mutmut spells it
 COMMIT = "icecommit.committer.committer.xǁGlobalCommitterǁcommit"

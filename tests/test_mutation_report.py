@@ -1,4 +1,4 @@
-"""The mutation report (bench/mutation_report.py) rewrites only the last run: what people
+"""The mutation report (mutation/report.py) rewrites only the last run: what people
 wrote above its heading (how the score came about, what changed since) stays."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import mutation_report
-from bench.mutation_report import LAST_RUN
+from mutation import report as mutation_report
+from mutation.report import LAST_RUN
 
 
 def test_the_text_above_the_last_run_is_kept_and_the_run_below_is_replaced(

@@ -130,7 +130,8 @@ def append_once(
             logger.warning("commit attempt of checkpoint %d failed before reaching the catalog: %r", checkpoint_id, e)
             raise AttemptNotSentError(f"checkpoint {checkpoint_id}: {e!r}") from e
         raise
-    found = ancestry.find_checkpoint(single.metadata, job_id, checkpoint_id, branch)
-    if found is None:
-        raise RuntimeError(f"checkpoint {checkpoint_id} not in the ancestry after its commit")
-    return found.snapshot_id, Table(table.name(), single.metadata, single.metadata_location, table.io, catalog)
+    # the compare-and-swap made this snapshot the branch head: no walk of the ancestry
+    head = ancestry.branch_head(single.metadata, branch)
+    if head is None or ancestry.checkpoint_of(head) != (job_id, checkpoint_id):
+        raise RuntimeError(f"checkpoint {checkpoint_id} is not the branch head after its commit")
+    return head.snapshot_id, Table(table.name(), single.metadata, single.metadata_location, table.io, catalog)

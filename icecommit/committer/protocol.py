@@ -14,7 +14,10 @@ Kafka Connect idea of a key checked per attempt):
    conflict: ``rebase`` operations wait as the retry policy says and go to 1 on the table
    as it is now; ``refuse`` operations (a planned rollback or expiry) raise
    :class:`PlanChangedError`: their plan may no longer hold, so it is never re-applied;
-4. any other error of :meth:`Operation.apply` leaves the outcome unknown: the table is
+4. an error raised before the attempt reached the catalog (writing a metadata file, say)
+   proves it did not land and goes to the caller as it is (unless the operation asks the
+   table anyway, :attr:`Operation.resolve_unsent`); any other error of an attempt leaves
+   the outcome unknown: the table is
    loaded again and :meth:`Operation.find` looks for the operation's key; found, the
    change landed; not found (or the table cannot be read), :class:`CommitStateUnknownError`
    names the operation and what resolves it. Nothing is deleted on the way.
@@ -35,6 +38,7 @@ from typing import ClassVar, Literal
 
 from pyiceberg.table import Table
 
+from icecommit.committer.attempt import SendingCatalog
 from icecommit.committer.retry import RetryPolicy, run_with_retries
 from icecommit.core.conflicts import is_commit_conflict
 from icecommit.core.errors import CommitConflictError, CommitStateUnknownError, IcecommitError, PlanChangedError
@@ -104,6 +108,13 @@ class Operation(ABC):
     conflict: ClassVar[ConflictRule] = "rebase"
     #: the kind of change in one word (``rollback``, ``expiry``), for a refused plan
     kind: ClassVar[str] = "change"
+    #: an error of an attempt that never reached the catalog (a validator's I/O, a fault):
+    #: False, the caller gets it as it is (it proves nothing landed); True, the table is
+    #: asked as after an unknown outcome (the checkpoint append's rule since its first release)
+    resolve_unsent: ClassVar[bool] = False
+    #: making the change twice is the same as once (a table property): an unknown outcome
+    #: the table does not show is reported by the attempt's own error (doing it again is safe)
+    idempotent: ClassVar[bool] = False
     table_name: str
     checkpoint_id: int | None = None
     remedy: str = "run recover() to resolve it"
@@ -163,22 +174,41 @@ def run(
         nonlocal sent, retries
         retries = number
         table = base if number == 0 else load()
-        found = operation.check(table, number)
-        if found is not None:
-            return Outcome(found.snapshot_id, table, found_before=True, recovered=False, sent=sent, retries=number)
-        sent += 1
-        applied = operation.apply(table)
+        watched: SendingCatalog | None = None
+        try:
+            found = operation.check(table, number)
+            if found is not None:
+                return Outcome(found.snapshot_id, table, found_before=True, recovered=False, sent=sent, retries=number)
+            sent += 1
+            inner = table.catalog._inner if isinstance(table.catalog, SendingCatalog) else table.catalog
+            watched = SendingCatalog(inner)
+            view = Table(table.name(), table.metadata, table.metadata_location, table.io, watched)  # type: ignore[arg-type]
+            applied = operation.apply(view)
+        except Exception as e:
+            if isinstance(e, IcecommitError) or is_commit_conflict(e):
+                raise  # a refusal, or a conflict for the retry policy
+            if operation.resolve_unsent or (watched is not None and watched.sent):
+                raise  # the table tells whether it landed
+            raise _NotSent(e) from e  # it never reached the catalog: it did not land
         return Outcome(
             applied.snapshot_id, applied.table, found_before=False, recovered=False, sent=sent, retries=number
         )
 
     started = time.monotonic()
     try:
+        # a checkpoint's retries are logged as "commit of checkpoint N conflicted ..."
+        label = None if operation.checkpoint_id is not None else operation.label
         return run_with_retries(
-            policy if operation.conflict == "rebase" else ONCE, attempt, label=operation.label, sleep=sleep
+            policy if operation.conflict == "rebase" else ONCE,
+            attempt,
+            checkpoint_id=operation.checkpoint_id,
+            label=label,
+            sleep=sleep,
         ).value
     except IcecommitError:
         raise  # a refusal of check(), or an error the operation itself named
+    except _NotSent as e:
+        raise e.error from e.error.__cause__
     except Exception as e:
         if is_commit_conflict(e):
             if operation.conflict == "refuse":
@@ -191,6 +221,16 @@ def run(
                 operation=operation.label,
             ) from e
         return _resolve_unknown(operation, e, load, sent, retries)
+
+
+class _NotSent(Exception):
+    """An attempt failed before it reached the catalog (writing its metadata file, say):
+    proof that it did not land, so its error is the caller's to handle, not an unknown
+    outcome."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(repr(error))
+        self.error = error
 
 
 def _resolve_unknown(
@@ -207,6 +247,8 @@ def _resolve_unknown(
     except Exception as e:
         raise _unknown_error(operation, cause) from e
     if found is None:
+        if operation.idempotent:
+            raise cause
         raise _unknown_error(operation, cause) from cause
     logger.info("%s: found in the table after an unknown outcome (snapshot %s)", operation.label, found.snapshot_id)
     return Outcome(found.snapshot_id, None, found_before=False, recovered=True, sent=sent, retries=retries)

@@ -3,10 +3,13 @@ publishing counters, attempts and committed-stage counts), empty, or rolled back
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from pyiceberg.table.metadata import TableMetadata
 
+from icecommit.committer.protocol import Outcome
+from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.core import ancestry
 from icecommit.state.checkpoints import (
     ROLLED_BACK,
@@ -17,6 +20,9 @@ from icecommit.state.checkpoints import (
     MetricSample,
     PublishCounters,
 )
+from icecommit.state.database import state_errors
+
+logger = logging.getLogger(__name__)
 
 
 class CheckpointRecorder:
@@ -88,3 +94,59 @@ class CheckpointRecorder:
     def _committed_samples(self, checkpoint_id: int) -> list[MetricSample]:
         written = self._store.window_totals(self._job_id, self._table_name, checkpoint_id, WRITTEN)
         return [MetricSample(STAGE_COMMITTED, window, records) for window, records in written.items()]
+
+    def outcome(
+        self, state: CheckpointState, outcome: Outcome, *, files: int, recommit: bool, publish: Callable[[], object]
+    ) -> CommitResult:
+        """Record how a prepared checkpoint's commit ended, then publish the partitions it
+        completed (``publish``); returns the result the caller reports."""
+        checkpoint_id = state.checkpoint_id
+        snapshot_id = outcome.snapshot_id
+        landed_before = outcome.found_before
+        counters = PublishCounters(
+            created=state.files, committed=0 if landed_before else files, skipped=files if landed_before else 0
+        )
+        with state_errors(
+            self._store,
+            f"checkpoint {checkpoint_id} is in the table (snapshot {snapshot_id}) but not recorded: "
+            "recover() records it, and nothing is committed twice",
+        ):
+            recorded = self.committed(
+                checkpoint_id,
+                snapshot_id,
+                attempts=outcome.sent,
+                retries=outcome.retries,
+                counters=counters,
+                recommit=recommit,
+            )
+        if recorded.status == ROLLED_BACK:
+            logger.warning(
+                "checkpoint %d of job %s landed, but a rollback removed it before its state was recorded; "
+                "it stays rolled back",
+                checkpoint_id, self._job_id,
+            )  # fmt: skip
+            return result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
+        publish()
+        status: CommitStatus = "already-committed" if landed_before else "committed"
+        logger.info(
+            "checkpoint %d of job %s %s as snapshot %s (%d attempts, %d retries; files "
+            "created %d, committed %d, skipped %d, missing %d)",
+            checkpoint_id, self._job_id, status, snapshot_id, outcome.sent, outcome.retries,
+            counters.created, counters.committed, counters.skipped, counters.missing,
+        )  # fmt: skip
+        return result_from_state(state, status, snapshot_id=snapshot_id, attempts=outcome.sent, retries=outcome.retries)
+
+    def landed_recommit(self, state: CheckpointState, snapshot_id: int | None) -> CommitResult:
+        """A checkpoint recorded as rolled back that the table holds again: a re-commit
+        landed and its process died before recording it. Recorded as committed now, with
+        its committed-stage metrics; nothing is appended."""
+        counters = PublishCounters(created=state.files, skipped=state.files)
+        recorded = self.committed(
+            state.checkpoint_id, snapshot_id, attempts=0, retries=0, counters=counters, recommit=True
+        )
+        logger.warning(
+            "checkpoint %d of job %s is in the table again (snapshot %s), re-committed by a process that died "
+            "before recording it: recorded as committed",
+            state.checkpoint_id, self._job_id, snapshot_id,
+        )  # fmt: skip
+        return result_from_state(recorded, "already-committed", snapshot_id=snapshot_id)

@@ -6,6 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from pyiceberg.table.snapshots import Snapshot
+
+from icecommit.core import ancestry
 from icecommit.state.checkpoints import CheckpointState
 
 CommitStatus = Literal["committed", "already-committed", "empty", "rolled-back", "abandoned"]
@@ -102,4 +105,27 @@ def result_from_state(
         bytes=state.bytes,
         attempts=attempts,
         retries=retries,
+    )
+
+
+def result_from_summary(job_id: str, table: str, checkpoint_id: int, snapshot: Snapshot) -> CommitResult:
+    """The result of a checkpoint that a snapshot of the table holds and the state has no
+    row of: its counts come from the snapshot's summary (0 where it does not say)."""
+    summary = snapshot.summary
+    assert summary is not None  # the decision found it by its summary
+
+    def count(key: str) -> int:
+        return int(summary.get(key) or 0)
+
+    return CommitResult(
+        job_id=job_id,
+        table=table,
+        checkpoint_id=checkpoint_id,
+        status="already-committed",
+        snapshot_id=snapshot.snapshot_id,
+        records=count(ancestry.RECORDS),
+        files=count(ancestry.FILES),
+        bytes=count(ancestry.BYTES),
+        attempts=0,
+        retries=0,
     )

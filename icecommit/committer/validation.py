@@ -8,11 +8,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from pyiceberg.io import FileIO
+from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import NestedField, StructType
 
+from icecommit.core import ancestry
 from icecommit.core.datafiles import DataFileRecord, WriteResult
-from icecommit.core.errors import DataFileMissingError, InvalidArgumentError, SchemaMismatchError, ValidationError
+from icecommit.core.errors import (
+    CheckpointReusedError,
+    DataFileMissingError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    ValidationError,
+)
 
 
 @dataclass(frozen=True)
@@ -195,4 +203,28 @@ def require_files_present(files: Sequence[DataFileRecord], io: FileIO, checkpoin
         expected = next(f.file_size_in_bytes for f in files if f.path == path)
         raise DataFileMissingError(
             path, checkpoint_id=checkpoint_id, expected=expected, actual=size, bad=len(bad), total=len(files)
+        )
+
+
+def refuse_reused_checkpoint(
+    table: Table, job_id: str, checkpoint_id: int, branch: str, paths: set[str], table_name: str
+) -> None:
+    """A (job, checkpoint) already in the ancestry with other files means the job's
+    checkpoint counter went back: committing would silently drop the new data.
+
+    Raises:
+        CheckpointReusedError: the snapshot that holds it added other files.
+    """
+    landed = ancestry.find_checkpoint(table.metadata, job_id, checkpoint_id, branch)
+    if landed is None:
+        return
+    added = {
+        entry.data_file.file_path
+        for manifest in landed.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io)
+        if entry.snapshot_id == landed.snapshot_id
+    }
+    if added != paths:
+        raise CheckpointReusedError(
+            job_id, checkpoint_id, table_name, status="committed", snapshot_id=landed.snapshot_id
         )

@@ -9,7 +9,13 @@ from pathlib import Path
 ENV_URI = "ICECOMMIT_CATALOG_URI"
 ENV_WAREHOUSE = "ICECOMMIT_WAREHOUSE"
 ENV_HOME = "ICECOMMIT_HOME"
+#: The state database (icecommit's checkpoint, metric and partition tables).
+ENV_STATE_URI = "ICECOMMIT_STATE_URI"
+#: The state database's earlier name, still read when ``ICECOMMIT_STATE_URI`` is unset.
 ENV_METRICS_URI = "ICECOMMIT_METRICS_URI"
+#: The catalog property that names the state database (``~/.pyiceberg.yaml``,
+#: ``PYICEBERG_CATALOG__<NAME>__ICECOMMIT__STATE_URI``, or ``connect(..., **properties)``).
+STATE_URI_PROPERTY = "icecommit.state-uri"
 
 
 #: Where an earlier icecommit kept the embedded catalog: ``./warehouse`` of the working directory.

@@ -48,11 +48,12 @@ from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from icecommit.catalog.loading import load_table
+from icecommit.committer import protocol
 from icecommit.committer.producer import RewriteFiles
-from icecommit.committer.retry import RetryPolicy, is_commit_conflict, run_with_retries
+from icecommit.committer.retry import RetryPolicy
 from icecommit.core.ancestry import branch_ancestry, require_branch
 from icecommit.core.datafiles import DataFileRecord
-from icecommit.core.errors import CommitConflictError, CommitStateUnknownError, InvalidArgumentError
+from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
 from icecommit.core.lineage import COMPACTION_ID_PROPERTY, path_key
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
@@ -502,47 +503,32 @@ def _rewrite(
     base = table.metadata.snapshot_by_id(plan.base_snapshot_id) if plan.base_snapshot_id is not None else None
     started_from = base.sequence_number if base is not None else None
 
-    def attempt(number: int) -> int:
-        on_step("attempt", group)
-        fresh = load_table(catalog, plan.table)
-        if number > 0 and (landed := _landed(fresh, plan.branch, group_id)) is not None:
-            return landed
-        current = {t.file.file_path: t.file for t in _live_tasks(fresh, plan, group, inputs)}
-        with (
-            fresh.transaction() as tx,
-            RewriteFiles.of(
-                tx, branch=plan.branch, snapshot_properties=properties, data_sequence_number=started_from
-            ) as rewrite,
-        ):
-            for path in sorted(inputs):
-                rewrite.delete_data_file(current[path])
-            for data_file in outputs:
-                rewrite.append_data_file(data_file)
-        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
-        if landed is None:
-            raise CommitStateUnknownError(plan.table, 0, RuntimeError("the compaction snapshot is not on the branch"))
-        return landed
-
-    started = time.monotonic()
+    operation = _ReplaceGroup(
+        plan, group, group_id, inputs, outputs, properties, started_from, lambda: on_step("attempt", group)
+    )
     try:
         on_step("commit", group)
         # where every row goes, recorded before the swap (reconciliation follows it)
         store.prepare(plan.table, group_id, (r for w in written for r in w.rewritten), input_files=len(inputs),
                       output_files=len(outputs))  # fmt: skip
         recorded = True
-        snapshot_id = run_with_retries(policy, attempt, checkpoint_id=None).value
+        snapshot_id = protocol.run(
+            operation, base=load_table(catalog, plan.table), load=lambda: load_table(catalog, plan.table), policy=policy
+        ).snapshot_id
+        assert snapshot_id is not None  # a replace makes a snapshot
     except BaseException as e:
         landed = _landed_or_unknown(catalog, plan, group_id)
         if landed is False:  # it did not land and cannot any more: nothing of it stays
             _remove(table.io, paths)
             if recorded:
                 _forget(store, group_id)
-            if isinstance(e, (ValidationException, _Abort)):
-                logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, e)
-                reason = str(e) if isinstance(e, _Abort) else f"an input file changed during the commit: {e}"
+            cause = e.cause if isinstance(e, CommitStateUnknownError) else e
+            if isinstance(cause, (ValidationException, _Abort)):
+                logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, cause)
+                reason = (
+                    str(cause) if isinstance(cause, _Abort) else f"an input file changed during the commit: {cause}"
+                )
                 return replace(group, status="aborted", reason=reason)
-            if isinstance(e, Exception) and is_commit_conflict(e):  # the policy gave up
-                raise CommitConflictError(plan.table, None, policy.max_attempts, time.monotonic() - started) from e
             raise
         if landed is None:  # cannot tell: its files stay (the orphan sweep removes them if unused)
             raise
@@ -556,6 +542,74 @@ def _rewrite(
         snapshot_id,
     )
     return replace(group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs))
+
+
+class _ReplaceGroup(protocol.Operation):
+    """Replacing a compaction group's input files by its outputs, in one snapshot that
+    carries the group's id. Before each attempt: the group's id already on the branch (an
+    attempt whose answer was lost landed), then its inputs still live with no delete file
+    added against them (else the group is aborted, never re-applied on other rows)."""
+
+    kind = "compaction"
+    remedy = (
+        "its files are kept; the next compaction or expiry records it if it landed, and the orphan sweep "
+        "removes them if it did not"
+    )
+
+    def __init__(
+        self,
+        plan: CompactionPlan,
+        group: CommitGroup,
+        group_id: str,
+        inputs: set[str],
+        outputs: list[DataFile],
+        properties: dict[str, str],
+        started_from: int | None,
+        on_attempt: Callable[[], None],
+    ) -> None:
+        self.plan = plan
+        self.group = group
+        self.group_id = group_id
+        self.table_name = plan.table
+        self.inputs = inputs
+        self.outputs = outputs
+        self.properties = properties
+        self.started_from = started_from
+        self._on_attempt = on_attempt
+        self._current: dict[str, DataFile] = {}
+
+    @property
+    def label(self) -> str:
+        return f"compaction group {self.group_id} of {self.plan.table}"
+
+    def check(self, table: Table, number: int) -> protocol.Found | None:
+        self._on_attempt()
+        if number > 0 and (landed := _landed(table, self.plan.branch, self.group_id)) is not None:
+            return protocol.Found(landed)
+        self._current = {t.file.file_path: t.file for t in _live_tasks(table, self.plan, self.group, self.inputs)}
+        return None
+
+    def apply(self, table: Table) -> protocol.Applied:
+        # the rewritten files keep the sequence number of the snapshot the plan read (Iceberg's
+        # RewriteFiles rule): equality deletes committed since still apply to their rows
+        with (
+            table.transaction() as tx,
+            RewriteFiles.of(
+                tx, branch=self.plan.branch, snapshot_properties=self.properties, data_sequence_number=self.started_from
+            ) as rewrite,
+        ):
+            for path in sorted(self.inputs):
+                rewrite.delete_data_file(self._current[path])
+            for data_file in self.outputs:
+                rewrite.append_data_file(data_file)
+        landed = _landed(table.catalog.load_table(self.plan.table), self.plan.branch, self.group_id)
+        if landed is None:
+            raise RuntimeError("the compaction snapshot is not on the branch after its commit")
+        return protocol.Applied(landed, None)
+
+    def find(self, table: Table) -> protocol.Found | None:
+        landed = _landed(table, self.plan.branch, self.group_id)
+        return protocol.Found(landed) if landed is not None else None
 
 
 def _landed_or_unknown(catalog: Catalog, plan: CompactionPlan, group_id: str) -> int | bool | None:

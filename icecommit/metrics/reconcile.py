@@ -286,8 +286,8 @@ def reconcile(
     """Reconcile a table's checkpoints prepared in ``[since, until)``.
 
     Args:
-        catalog: the table's catalog (its database holds the metrics, unless
-            ``ICECOMMIT_METRICS_URI`` says otherwise).
+        catalog: the table's catalog (the state database it names holds the metrics;
+            see :func:`icecommit.state.state_uri`).
         table: the table.
         job_id: only this job's checkpoints (all jobs when None).
         since / until: the range of checkpoint prepare times (until defaults to now).

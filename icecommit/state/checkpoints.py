@@ -204,6 +204,8 @@ class CheckpointState:
     query_id: str | None = None
     #: the offset ranges its query's sources reported for the batch (streaming only)
     source_offsets: tuple[SourceRange, ...] = ()
+    #: what its commit needs beyond appending its data files (empty: a plain append)
+    features: tuple[str, ...] = ()
 
     @property
     def committed(self) -> bool:
@@ -238,6 +240,7 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         future_records=row.future_records or 0,
         query_id=row.query_id,
         source_offsets=_ranges_from_json(row.source_offsets),
+        features=tuple(f for f in (row.features or "").split(",") if f),
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -377,6 +380,7 @@ class CheckpointStore:
         tasks: Sequence[tuple[int, int]] = (),
         samples: Sequence[MetricSample] = (),
         partitions: Sequence[tuple[str, int, int]] = (),
+        features: Sequence[str] = (),
     ) -> tuple[CheckpointState, bool]:
         """Insert a ``prepared`` row, its accepted task attempts, its metrics and its records
         per time partition (field, value, records), in one transaction; returns (row, inserted).
@@ -399,6 +403,7 @@ class CheckpointStore:
             watermark_us=watermark_us if watermark_us is not None or future_records else max_event_time_us,
             future_records=future_records,
             query_id=query_id,
+            features=",".join(sorted(set(features))) or None,
             attempts=0,
             retries=0,
             files_created=files,

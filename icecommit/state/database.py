@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, S
 from sqlalchemy.orm import Session
 
 from icecommit.core.errors import StateDatabaseUnavailableError, StateSchemaError
-from icecommit.core.settings import ENV_METRICS_URI, icecommit_home
+from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
 _engines: dict[str, Engine] = {}
@@ -27,12 +27,22 @@ _lock = threading.Lock()
 
 
 def state_uri(catalog: Catalog | None = None) -> str:
-    """The database URL of icecommit's state tables.
+    """The database URL of icecommit's state tables, the first of:
 
-    ``ICECOMMIT_METRICS_URI`` wins; otherwise the catalog's own database when it is a SQL
-    catalog; otherwise a SQLite file under ``$ICECOMMIT_HOME``.
+    1. the catalog's property ``icecommit.state-uri`` (set where the catalog is configured,
+       so every process that opens the catalog finds the same state);
+    2. the environment variable ``ICECOMMIT_STATE_URI`` (or its earlier name
+       ``ICECOMMIT_METRICS_URI``);
+    3. the catalog's own database, when it is a SQL catalog;
+    4. a SQLite file under ``$ICECOMMIT_HOME`` (the embedded default).
+
+    Two processes that pick different state databases for one table do not disagree
+    silently: the table records its state database, and every other one is refused.
     """
-    configured = os.environ.get(ENV_METRICS_URI)
+    named = catalog.properties.get(STATE_URI_PROPERTY) if catalog is not None else None
+    if named:
+        return str(named)
+    configured = os.environ.get(ENV_STATE_URI) or os.environ.get(ENV_METRICS_URI)
     if configured:
         return configured
     if isinstance(catalog, SqlCatalog):
@@ -172,6 +182,9 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     # 8 added the compaction tables (compactions, rewritten rows) and the maintenance lease
     # table; create_all makes them
     8: [],
+    9: [],
+    # 10: the features a prepared checkpoint's commit needs (NULL in older rows: an append)
+    10: [("icecommit_checkpoints", "features", "TEXT")],
 }
 
 #: Columns made wider after they shipped: version -> (table, column, SQL type). Schema 9

@@ -1,6 +1,8 @@
 """SQL tables of icecommit's own state: checkpoints (and, later, metrics and runs).
 
-They live in the catalog's database by default, or in ``ICECOMMIT_METRICS_URI``. The
+They live in the state database (:func:`icecommit.state.database.state_uri`: the catalog
+property ``icecommit.state-uri``, else ``ICECOMMIT_STATE_URI``, else the catalog's own
+database). The
 schema is versioned in ``icecommit_schema_version`` and created on first use.
 """
 
@@ -11,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 class Base(DeclarativeBase):
@@ -76,6 +78,10 @@ class CheckpointRow(Base):
     # the offset ranges the query's sources reported for the batch (JSON: a list of
     # {"source", "start", "end", "records"}), beside its source count; NULL where none
     source_offsets: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # what committing the checkpoint needs beyond appending its data files (comma-separated
+    # feature names, such as a schema change or a row delta; NULL: a plain append). Code
+    # that does not know a recorded feature refuses to commit the checkpoint (schema 10)
+    features: Mapped[str | None] = mapped_column(Text, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)

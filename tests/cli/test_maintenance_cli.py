@@ -9,13 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 import pyarrow as pa
 import pyiceberg.table.snapshots
 import pytest
-from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
@@ -25,6 +23,7 @@ from icecommit.maintenance import plan_rollback
 from tests import processes
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
+from tests.fakes import catalog_of, cli_json
 from tests.helpers import EVENTS_SCHEMA, DistinctMillis, events, write_arrow
 
 TABLE = "ns.events"
@@ -41,16 +40,6 @@ def test_a_real_process_keeps_json_on_stdout_and_errors_on_stderr(home: Path) ->
     # its stdin is /dev/null: no one to answer the confirmation
     refused = processes.run(processes.cli, home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
     assert refused.returncode == 2 and "without --yes" in refused.stderr and "Traceback" not in refused.stderr
-
-
-def js(home: Path, *args: str) -> Any:
-    result = run(home, "--output", "json", *args)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def catalog_of(home: Path) -> SqlCatalog:
-    return SqlCatalog(DEFAULT_CATALOG_NAME, uri=f"sqlite:///{home / 'catalog.db'}", warehouse=home.as_uri())
 
 
 @pytest.fixture
@@ -84,16 +73,16 @@ def rows(home: Path) -> int:
 
 
 def snapshot_ids(home: Path) -> list[int]:
-    return [s["snapshot_id"] for s in js(home, "snapshots", TABLE)["snapshots"]]
+    return [s["snapshot_id"] for s in cli_json(home, "snapshots", TABLE)["snapshots"]]
 
 
 def test_snapshots_and_checkpoints_in_text_and_json(home: Path) -> None:
-    snapshots = js(home, "snapshots", TABLE)["snapshots"]
+    snapshots = cli_json(home, "snapshots", TABLE)["snapshots"]
     assert [s["checkpoint_id"] for s in snapshots] == [1, 2, 3]
     assert snapshots[-1]["max_event_time"].startswith("2026-03-01T03:00:39")
     text = run(home, "snapshots", TABLE)
     assert text.returncode == 0 and "job" in text.stdout
-    checkpoints = js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]
+    checkpoints = cli_json(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]
     assert [(c["checkpoint_id"], c["status"]) for c in checkpoints] == [
         (1, "committed"),
         (2, "committed"),
@@ -126,7 +115,7 @@ def test_end_of_input_at_the_rollback_prompt_changes_nothing(home: Path, monkeyp
 
 def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     first, second, third = snapshot_ids(home)
-    plan = js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
+    plan = cli_json(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
     assert plan["target_snapshot_id"] == second and plan["hidden_records"] == 40 and plan["applied"] is False
     assert rows(home) == 120  # the dry run changed nothing
     text = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
@@ -136,12 +125,12 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     assert refused.returncode == 2 and "without --yes" in refused.stderr
     assert rows(home) == 120 and snapshot_ids(home) == [first, second, third]
 
-    assert js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")["applied"] is True
+    assert cli_json(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")["applied"] is True
     assert rows(home) == 80
-    statuses = [c["status"] for c in js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
+    statuses = [c["status"] for c in cli_json(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
     assert statuses == ["committed", "committed", "rolled-back"]
 
-    assert js(home, "rollback", TABLE, "--to-snapshot", str(first), "--yes")["target_snapshot_id"] == first
+    assert cli_json(home, "rollback", TABLE, "--to-snapshot", str(first), "--yes")["target_snapshot_id"] == first
     assert rows(home) == 40
 
     not_ancestor = run(home, "rollback", TABLE, "--to-snapshot", str(third), "--yes")
@@ -158,18 +147,18 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     needs_job = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--yes")
     assert needs_job.returncode == 2 and "--to-checkpoint needs --job" in needs_job.stderr
     assert rows(home) == 40
-    forward = js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")
+    forward = cli_json(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")
     assert forward["applied"] and sorted(map(tuple, forward["restored_checkpoints"])) == [("job", 2), ("job", 3)]
     assert rows(home) == 120
-    statuses = [c["status"] for c in js(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
+    statuses = [c["status"] for c in cli_json(home, "checkpoints", TABLE, "--job", "job")["checkpoints"]]
     assert statuses == ["committed"] * 3
 
-    committed_at = {s["snapshot_id"]: s["committed_at"] for s in js(home, "snapshots", TABLE)["snapshots"]}
-    plan = js(home, "rollback", TABLE, "--to-timestamp", str(committed_at[second]), "--yes")
+    committed_at = {s["snapshot_id"]: s["committed_at"] for s in cli_json(home, "snapshots", TABLE)["snapshots"]}
+    plan = cli_json(home, "rollback", TABLE, "--to-timestamp", str(committed_at[second]), "--yes")
     assert plan["target_snapshot_id"] == second and rows(home) == 80
 
-    assert js(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")["applied"]
-    plan = js(
+    assert cli_json(home, "rollback", TABLE, "--to-snapshot", str(third), "--allow-non-ancestor", "--yes")["applied"]
+    plan = cli_json(
         home, "rollback", TABLE, "--to-event-time", (BASE + dt.timedelta(hours=2, minutes=30)).isoformat(), "--yes"
     )
     assert plan["target_snapshot_id"] == second and rows(home) == 80
@@ -181,7 +170,7 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
 
 
 def test_rolled_back_checkpoints_are_neither_skipped_nor_duplicated(home: Path) -> None:
-    js(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")
+    cli_json(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--yes")
     catalog = catalog_of(home)
     committer = ic.GlobalCommitter(catalog, TABLE, job_id="job")
     with pytest.raises(ic.CheckpointRolledBackError, match="recommit=True"):
@@ -202,12 +191,12 @@ def test_expire_pins_no_job_and_leaves_the_table_readable(home: Path) -> None:
     first, second, third, other = snapshot_ids(home)
     before = {p for p in (home / "ns" / "events" / "metadata").iterdir()}
 
-    plan = js(home, "expire", TABLE, "--older-than", "0s")
+    plan = cli_json(home, "expire", TABLE, "--older-than", "0s")
     assert plan["applied"] is False and set(plan["expired_snapshot_ids"]) == {first, second, third}
     assert plan["rolled_back_checkpoints"] == []
     assert {p for p in (home / "ns" / "events" / "metadata").iterdir()} == before  # dry run deleted nothing
 
-    done = js(home, "expire", TABLE, "--older-than", "0s", "--no-dry-run")
+    done = cli_json(home, "expire", TABLE, "--older-than", "0s", "--no-dry-run")
     assert done["applied"] is True and done["deleted_files"] == len(plan["files_to_delete"]) > 0
     assert snapshot_ids(home) == [other]
     assert rows(home) == 160
@@ -236,14 +225,14 @@ def test_orphans_are_listed_then_deleted_and_prepared_files_are_never_orphans(ho
         if path.is_file():
             os.utime(path, (old, old))
 
-    listed = js(home, "orphans", TABLE, "--older-than", "1d")
+    listed = cli_json(home, "orphans", TABLE, "--older-than", "1d")
     assert [o["path"] for o in listed["orphans"]] == [str(orphan)]
     assert listed["deleted"] is False and orphan.exists()
     text = run(home, "orphans", TABLE, "--older-than", "1d")
     assert text.returncode == 0 and "1 orphan file(s)" in text.stdout and "stray.parquet" in text.stdout
-    assert js(home, "orphans", TABLE, "--older-than", "30d")["orphans"] == []
+    assert cli_json(home, "orphans", TABLE, "--older-than", "30d")["orphans"] == []
 
-    deleted = js(home, "orphans", TABLE, "--older-than", "1d", "--delete")
+    deleted = cli_json(home, "orphans", TABLE, "--older-than", "1d", "--delete")
     assert deleted["deleted"] is True and not orphan.exists()
     assert rows(home) == 120
     catalog = catalog_of(home)
@@ -276,9 +265,9 @@ def test_ids_are_whole_under_a_pipe_and_exact_in_json(home: Path) -> None:
     ids = [str(s.snapshot_id) for s in catalog_of(home).load_table(TABLE).snapshots()]
     assert ids and all(i in piped.stdout for i in ids)
     assert "…" not in piped.stdout
-    document = js(home, "snapshots", TABLE)
+    document = cli_json(home, "snapshots", TABLE)
     assert all(s["snapshot_id_str"] == str(s["snapshot_id"]) for s in document["snapshots"])
     parents = [s for s in document["snapshots"] if s["parent_id"] is not None]
     assert parents and all(s["parent_id_str"] == str(s["parent_id"]) for s in parents)
-    checkpoints = js(home, "checkpoints", TABLE)["checkpoints"]
+    checkpoints = cli_json(home, "checkpoints", TABLE)["checkpoints"]
     assert all(c["snapshot_id_str"] == str(c["snapshot_id"]) for c in checkpoints if c["snapshot_id"] is not None)

@@ -19,7 +19,7 @@ from icecommit.core.completeness import TimePartition, partition_value
 from icecommit.errors import InvalidArgumentError
 from tests import processes
 from tests.cli.runner import invoke
-from tests.cli.test_maintenance_cli import catalog_of, js, run
+from tests.fakes import catalog_of, cli_json
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 BASE = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)
@@ -47,7 +47,7 @@ def test_partitions_lists_completion_and_late_records(tmp_path: Path) -> None:
         ("ts_hour=2026-03-01-01", 2, 0),
     ]
 
-    document = js(home, "partitions", "ns.events")
+    document = cli_json(home, "partitions", "ns.events")
     assert [(p["label"], p["records_at_completion"], p["late_records"]) for p in document["partitions"]] == [
         ("ts_hour=2026-03-01-00", 3, 1),
         ("ts_hour=2026-03-01-01", 2, 0),
@@ -60,7 +60,7 @@ def test_partitions_lists_completion_and_late_records(tmp_path: Path) -> None:
     assert text.returncode == 0, text.stderr
     assert "ts_hour=2026-03-01-00" in text.stdout and "late records" in text.stdout
 
-    missing = run(home, "partitions", "ns.nope")
+    missing = invoke(home, "partitions", "ns.nope")
     assert missing.returncode == 2 and "nope" in missing.stderr
 
 
@@ -105,7 +105,7 @@ def test_a_label_the_spec_cannot_have_is_refused_at_once(tmp_path: Path) -> None
         with pytest.raises(InvalidArgumentError) as raised:
             wait_for_partition(catalog, "ns.events", label, sleep=lambda _s: pytest.fail("waited"))
         assert raised.value.argument == "label" and "ts_hour=<%Y-%m-%d-%H>" in str(raised.value)
-    refused = run(tmp_path, "partitions", "ns.events", "--wait", "ts_day=2026-03-01")
+    refused = invoke(tmp_path, "partitions", "ns.events", "--wait", "ts_day=2026-03-01")
     assert refused.returncode == 2 and "ts_hour" in refused.stderr
 
 
@@ -157,10 +157,10 @@ def test_partitions_publish_applies_the_recorded_policy_without_a_commit(tmp_pat
     committer.prepare(0, [write_arrow(table, data, job_id="job", checkpoint_id=0)])
     committer.commit(0)
     assert partition_status(catalog, "ns.events") == []  # the watermark (xx:50) has not passed the hour
-    listed = js(tmp_path, "partitions", "ns.events")
+    listed = cli_json(tmp_path, "partitions", "ns.events")
     assert listed["partitions"] == []
-    published = js(tmp_path, "partitions", "ns.events", "--publish")
+    published = cli_json(tmp_path, "partitions", "ns.events", "--publish")
     label = f"ts_hour={hour:%Y-%m-%d-%H}"
     assert [(p["label"], p["records_at_completion"]) for p in published["partitions"]] == [(label, 3)]
-    waited = js(tmp_path, "partitions", "ns.events", "--wait", label, "--timeout", "1s")
+    waited = cli_json(tmp_path, "partitions", "ns.events", "--wait", label, "--timeout", "1s")
     assert waited["published"] is True

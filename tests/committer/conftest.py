@@ -7,11 +7,12 @@ from collections.abc import Iterator
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from tests.committer.test_committer import ScriptedCatalog
+from tests.fakes import ScriptedCatalog
 
 
 @pytest.fixture
 def scripted_catalog(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
+    """The test's catalog (SQLite and PostgreSQL) as a ScriptedCatalog, with no script yet."""
     scripted = ScriptedCatalog(catalog.name, **catalog.properties)
     yield scripted
     scripted.engine.dispose()

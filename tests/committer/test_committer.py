@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,45 +20,10 @@ from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
 from icecommit.state.database import state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY, state_properties
+from tests.fakes import ScriptedCatalog, concurrent_append
 from tests.helpers import EVENTS_SCHEMA, assert_same_rows, events, write_arrow
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
-
-
-class ScriptedCatalog(SqlCatalog):
-    """The real SqlCatalog, with a script run around each ``commit_table`` call."""
-
-    def __init__(self, name: str, **properties: str) -> None:
-        super().__init__(name, **properties)
-        self.before: list[Callable[[], None]] = []
-        self.after: list[Callable[[], None]] = []
-        self.calls = 0
-        self.loads = 0  # the caller's reads, not the ones SqlCatalog.commit_table makes itself
-        self._committing = False
-
-    def load_table(self, identifier: Any) -> Table:
-        self.loads += not self._committing
-        return super().load_table(identifier)
-
-    def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
-        self.calls += 1
-        if self.before:
-            self.before.pop(0)()
-        self._committing = True
-        try:
-            response = super().commit_table(table, requirements, updates)
-        finally:
-            self._committing = False
-        if self.after:
-            self.after.pop(0)()
-        return response
-
-
-@pytest.fixture
-def scripted(catalog: SqlCatalog) -> Iterator[ScriptedCatalog]:
-    scripted = ScriptedCatalog(catalog.name, **catalog.properties)
-    yield scripted
-    scripted.engine.dispose()
 
 
 def _table(catalog: SqlCatalog, partition_by: list[str] | None = None) -> Table:
@@ -71,15 +36,6 @@ def _sorted(data: pa.Table) -> pa.Table:
 
 def _rows(catalog: SqlCatalog, table: Table) -> pa.Table:
     return _sorted(catalog.load_table(".".join(table.name())).scan().to_arrow())
-
-
-def _concurrent_append(catalog: SqlCatalog, name: str) -> Callable[[], None]:
-    def append() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).append(events(10_000, 10_001))
-        other.engine.dispose()
-
-    return append
 
 
 @pytest.mark.database_independent
@@ -263,19 +219,19 @@ def test_nulls_in_a_required_column_name_the_column(catalog: SqlCatalog) -> None
     assert info.value.column == "v"
 
 
-def test_a_conflicting_commit_is_retried_with_backoff(scripted: ScriptedCatalog) -> None:
-    table = _table(scripted)
+def test_a_conflicting_commit_is_retried_with_backoff(scripted_catalog: ScriptedCatalog) -> None:
+    table = _table(scripted_catalog)
     name = ".".join(table.name())
     sleeps: list[float] = []
-    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    committer = ic.GlobalCommitter(scripted_catalog, table, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
     committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
-    scripted.before = [_concurrent_append(scripted, name), _concurrent_append(scripted, name)]
+    scripted_catalog.before = [concurrent_append(scripted_catalog, name), concurrent_append(scripted_catalog, name)]
     result = committer.commit(1)
     assert result.committed and result.attempts == 3 and result.retries == 2
     assert len(sleeps) == 2 and all(0 < s <= FAST.max_wait_s + FAST.min_wait_s for s in sleeps)
     state = committer.store.get("ingest", committer.table_name, 1)
     assert state.retries == 2 and state.attempts == 3
-    assert _rows(scripted, table).num_rows == 102
+    assert _rows(scripted_catalog, table).num_rows == 102
 
 
 def _claimed_meanwhile(catalog: SqlCatalog, name: str, committer: ic.GlobalCommitter) -> Callable[[], None]:
@@ -296,63 +252,65 @@ def _refused() -> None:
     raise CommitFailedException("another commit won the swap")
 
 
-def test_a_claim_that_loses_the_swap_is_retried_on_a_fresh_table(scripted: ScriptedCatalog) -> None:
+def test_a_claim_that_loses_the_swap_is_retried_on_a_fresh_table(scripted_catalog: ScriptedCatalog) -> None:
     """The first checkpoint's claim of the table for the state database is one catalog
     commit; when it loses the swap it is made again, after the policy's wait."""
-    name = ".".join(_table(scripted).name())
+    name = ".".join(_table(scripted_catalog).name())
     sleeps: list[float] = []
-    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
-    scripted.before = [_refused]
-    scripted.loads = 0
+    committer = ic.GlobalCommitter(scripted_catalog, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    scripted_catalog.before = [_refused]
+    scripted_catalog.loads = 0
     state = committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id="ingest",
                                               checkpoint_id=1)])  # fmt: skip
     assert state.status == "prepared"
-    assert scripted.calls == 2 and len(sleeps) == 1 and 0 < sleeps[0] <= FAST.max_wait_s + FAST.min_wait_s
-    assert scripted.loads == 3  # write_arrow's table, prepare's, and the retry's fresh one
-    properties = scripted.load_table(name).metadata.properties
+    assert scripted_catalog.calls == 2 and len(sleeps) == 1 and 0 < sleeps[0] <= FAST.max_wait_s + FAST.min_wait_s
+    assert scripted_catalog.loads == 3  # write_arrow's table, prepare's, and the retry's fresh one
+    properties = scripted_catalog.load_table(name).metadata.properties
     assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
-    assert committer.commit(1).committed and _rows(scripted, scripted.load_table(name)).num_rows == 10
+    assert committer.commit(1).committed and _rows(scripted_catalog, scripted_catalog.load_table(name)).num_rows == 10
 
 
-def test_a_claim_made_meanwhile_by_the_same_state_database_is_not_made_twice(scripted: ScriptedCatalog) -> None:
-    name = ".".join(_table(scripted).name())
+def test_a_claim_made_meanwhile_by_the_same_state_database_is_not_made_twice(scripted_catalog: ScriptedCatalog) -> None:
+    name = ".".join(_table(scripted_catalog).name())
     sleeps: list[float] = []
-    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
+    committer = ic.GlobalCommitter(scripted_catalog, name, job_id="ingest", retry_policy=FAST, sleep=sleeps.append)
     results = [write_arrow(committer.load_table(), events(0, 10), job_id="ingest", checkpoint_id=1)]
-    scripted.before = [_claimed_meanwhile(scripted, name, committer)]
-    scripted.loads = 0
+    scripted_catalog.before = [_claimed_meanwhile(scripted_catalog, name, committer)]
+    scripted_catalog.loads = 0
     committer.prepare(1, results)
-    assert scripted.calls == 1 and len(sleeps) == 1  # the refused claim only: the retry found it made
-    assert scripted.loads == 2  # prepare's table, and the retry's fresh one
-    properties = scripted.load_table(name).metadata.properties
+    assert scripted_catalog.calls == 1 and len(sleeps) == 1  # the refused claim only: the retry found it made
+    assert scripted_catalog.loads == 2  # prepare's table, and the retry's fresh one
+    properties = scripted_catalog.load_table(name).metadata.properties
     assert properties[STATE_ID_PROPERTY] == state_identity(committer.store.engine)
-    assert committer.commit(1).committed and scripted.calls == 2
+    assert committer.commit(1).committed and scripted_catalog.calls == 2
 
 
 @pytest.mark.database_independent
-def test_a_checkpoints_catalog_round_trips_are_counted(scripted: ScriptedCatalog) -> None:
+def test_a_checkpoints_catalog_round_trips_are_counted(scripted_catalog: ScriptedCatalog) -> None:
     """The fixed cost of a checkpoint: prepare reads the table once, and writes to the
     catalog only for the first checkpoint, whose claim records the state database; the
     commit starts from the table the committer's last commit made (read once at first)."""
-    name = ".".join(_table(scripted).name())
-    committer = ic.GlobalCommitter(scripted, name, job_id="ingest", retry_policy=FAST)
+    name = ".".join(_table(scripted_catalog).name())
+    committer = ic.GlobalCommitter(scripted_catalog, name, job_id="ingest", retry_policy=FAST)
     for checkpoint_id in (1, 2):
         results = [write_arrow(committer.load_table(), events(checkpoint_id * 10, checkpoint_id * 10 + 10),
                                job_id="ingest", checkpoint_id=checkpoint_id)]  # fmt: skip
-        loads, calls = scripted.loads, scripted.calls
+        loads, calls = scripted_catalog.loads, scripted_catalog.calls
         committer.prepare(checkpoint_id, results)
-        assert (scripted.loads - loads, scripted.calls - calls) == ((1, 1) if checkpoint_id == 1 else (1, 0))
-        loads, calls = scripted.loads, scripted.calls
+        assert (scripted_catalog.loads - loads, scripted_catalog.calls - calls) == (
+            (1, 1) if checkpoint_id == 1 else (1, 0)
+        )
+        loads, calls = scripted_catalog.loads, scripted_catalog.calls
         assert committer.commit(checkpoint_id).attempts == 1
         # its first attempt's base: read once, then the table its own last commit made
-        assert (scripted.loads - loads, scripted.calls - calls) == (1 if checkpoint_id == 1 else 0, 1)
-    loads = scripted.loads
+        assert (scripted_catalog.loads - loads, scripted_catalog.calls - calls) == (1 if checkpoint_id == 1 else 0, 1)
+    loads = scripted_catalog.loads
     assert committer.commit(2).status == "already-committed"  # asked again: one read to decide
-    assert (scripted.loads - loads, scripted.calls) == (1, 3)
+    assert (scripted_catalog.loads - loads, scripted_catalog.calls) == (1, 3)
     committer.prepare(3, [write_arrow(committer.load_table(), events(30, 40), job_id="ingest", checkpoint_id=3)])
-    before = scripted.loads
+    before = scripted_catalog.loads
     committer.decide(3)
-    assert scripted.loads - before == 1
+    assert scripted_catalog.loads - before == 1
     base = committer.load_table()
     committer.commit(3)
     assert committer.decide(3, table=base).action is Action.ROLLED_BACK  # answered for the table it is given
@@ -360,75 +318,77 @@ def test_a_checkpoints_catalog_round_trips_are_counted(scripted: ScriptedCatalog
 
 
 @pytest.mark.database_independent
-def test_retries_are_bounded_and_end_in_a_conflict_error(scripted: ScriptedCatalog) -> None:
-    table = _table(scripted)
+def test_retries_are_bounded_and_end_in_a_conflict_error(scripted_catalog: ScriptedCatalog) -> None:
+    table = _table(scripted_catalog)
     name = ".".join(table.name())
     policy = RetryPolicy(max_attempts=3, max_seconds=60, min_wait_s=0.01, max_wait_s=0.02)
-    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=policy, sleep=lambda _: None)
+    committer = ic.GlobalCommitter(scripted_catalog, table, job_id="ingest", retry_policy=policy, sleep=lambda _: None)
     committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
-    scripted.before = [_concurrent_append(scripted, name) for _ in range(3)]
+    scripted_catalog.before = [concurrent_append(scripted_catalog, name) for _ in range(3)]
     with pytest.raises(ic.CommitConflictError, match="gave up after 3"):
         committer.commit(1)
     assert committer.store.get("ingest", committer.table_name, 1).status == "prepared"
     # the files are still there: a later commit succeeds
     assert committer.commit(1).committed
-    assert _rows(scripted, table).num_rows == 103
+    assert _rows(scripted_catalog, table).num_rows == 103
 
 
 @pytest.mark.database_independent
-def test_lost_response_is_resolved_by_the_ancestry_and_never_committed_twice(scripted: ScriptedCatalog) -> None:
-    table = _table(scripted)
+def test_lost_response_is_resolved_by_the_ancestry_and_never_committed_twice(scripted_catalog: ScriptedCatalog) -> None:
+    table = _table(scripted_catalog)
 
     def lose_response() -> None:
         raise ConnectionError("response lost")
 
-    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    committer = ic.GlobalCommitter(scripted_catalog, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
     committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
-    scripted.calls = 0  # the first prepare's claim of the table is a catalog commit of its own
-    scripted.after = [lose_response]
+    scripted_catalog.calls = 0  # the first prepare's claim of the table is a catalog commit of its own
+    scripted_catalog.after = [lose_response]
     result = committer.commit(1)
-    assert result.committed and scripted.calls == 1
-    assert len(scripted.load_table(".".join(table.name())).metadata.snapshots) == 1
+    assert result.committed and scripted_catalog.calls == 1
+    assert len(scripted_catalog.load_table(".".join(table.name())).metadata.snapshots) == 1
 
 
 @pytest.mark.database_independent
 def test_a_commit_that_landed_but_reported_a_conflict_is_not_retried_into_a_duplicate(
-    scripted: ScriptedCatalog,
+    scripted_catalog: ScriptedCatalog,
 ) -> None:
     # apache/iceberg#14425: an attempt lands late although its caller saw it fail
-    table = _table(scripted)
+    table = _table(scripted_catalog)
 
     def misreport() -> None:
         raise CommitFailedException("reported as failed, but it landed")
 
-    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    committer = ic.GlobalCommitter(scripted_catalog, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
     committer.prepare(1, [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)])
-    scripted.calls = 0  # the first prepare's claim of the table is a catalog commit of its own
-    scripted.after = [misreport]
+    scripted_catalog.calls = 0  # the first prepare's claim of the table is a catalog commit of its own
+    scripted_catalog.after = [misreport]
     result = committer.commit(1)
-    assert scripted.calls == 1
-    assert result.snapshot_id == scripted.load_table(".".join(table.name())).current_snapshot().snapshot_id
-    assert _rows(scripted, table).num_rows == 100
+    assert scripted_catalog.calls == 1
+    assert result.snapshot_id == scripted_catalog.load_table(".".join(table.name())).current_snapshot().snapshot_id
+    assert _rows(scripted_catalog, table).num_rows == 100
 
 
 @pytest.mark.database_independent
-def test_unknown_outcome_deletes_nothing_and_recover_resolves_it(scripted: ScriptedCatalog, tmp_path: Path) -> None:
-    table = _table(scripted)
+def test_unknown_outcome_deletes_nothing_and_recover_resolves_it(
+    scripted_catalog: ScriptedCatalog, tmp_path: Path
+) -> None:
+    table = _table(scripted_catalog)
 
     def time_out() -> None:
         raise TimeoutError("catalog did not answer")
 
-    committer = ic.GlobalCommitter(scripted, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
+    committer = ic.GlobalCommitter(scripted_catalog, table, job_id="ingest", retry_policy=FAST, sleep=lambda _: None)
     result = write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)
     committer.prepare(1, [result])
-    scripted.before = [time_out]
+    scripted_catalog.before = [time_out]
     with pytest.raises(ic.CommitStateUnknownError, match="outcome unknown") as info:
         committer.commit(1)
     assert isinstance(info.value.cause, TimeoutError)
     assert all(Path(f.path.removeprefix("file://")).exists() for f in result.data_files)
     assert committer.store.get("ingest", committer.table_name, 1).status == "prepared"
     assert [r.status for r in committer.recover()] == ["committed"]
-    assert_same_rows(_rows(scripted, table), events(0, 100))
+    assert_same_rows(_rows(scripted_catalog, table), events(0, 100))
 
 
 def test_two_jobs_interleave_checkpoint_ids_on_one_table(catalog: SqlCatalog) -> None:
@@ -634,28 +594,28 @@ def test_what_the_table_shows_about_a_checkpoint_is_read_on_the_branch_asked_for
 
 
 def test_a_commit_to_a_branch_while_another_lands_on_main_is_retried_not_left_unknown(
-    scripted: ScriptedCatalog,
+    scripted_catalog: ScriptedCatalog,
 ) -> None:
-    table = _table(scripted)
+    table = _table(scripted_catalog)
     name = ".".join(table.name())
     table.append(events(900, 901))  # a snapshot to branch from
-    scripted.load_table(name).manage_snapshots().create_branch(
-        scripted.load_table(name).current_snapshot().snapshot_id,  # type: ignore[union-attr]
+    scripted_catalog.load_table(name).manage_snapshots().create_branch(
+        scripted_catalog.load_table(name).current_snapshot().snapshot_id,  # type: ignore[union-attr]
         "audit",
     ).commit()
     sleeps: list[float] = []
     committer = ic.GlobalCommitter(
-        scripted, name, job_id="ingest", branch="audit", retry_policy=FAST, sleep=sleeps.append
+        scripted_catalog, name, job_id="ingest", branch="audit", retry_policy=FAST, sleep=sleeps.append
     )  # fmt: skip
     committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id="ingest", checkpoint_id=1)])
     # main moves on between the attempt's load and its swap: the audit branch's own requirement
     # still holds, but pyiceberg refuses a snapshot whose sequence number is no longer the next
-    scripted.before = [_concurrent_append(scripted, name)]
+    scripted_catalog.before = [concurrent_append(scripted_catalog, name)]
     result = committer.commit(1)
     assert (result.status, result.attempts, result.retries, len(sleeps)) == ("committed", 2, 1, 1)
     state = committer.store.get("ingest", name, 1)
     assert state is not None and (state.status, state.unknown_outcomes) == ("committed", 0)
-    loaded = scripted.load_table(name)
+    loaded = scripted_catalog.load_table(name)
     audit = ancestry.branch_ancestry(loaded.metadata, "audit")
     [on_audit] = [s for s in audit if ancestry.checkpoint_of(s) is not None]
     assert on_audit.snapshot_id == result.snapshot_id

@@ -25,7 +25,9 @@ from sqlalchemy.orm import Session
 
 import icecommit as ic
 import icecommit.committer.committer as committer_module
+import icecommit.committer.fate as fate_module
 from icecommit.committer import PartitionCompleteness, RetryPolicy
+from icecommit.committer.planning import all_live
 from icecommit.core import ancestry
 from icecommit.core.datafiles import RequiredNullViolation
 from icecommit.core.decision import Action
@@ -47,11 +49,9 @@ from icecommit.state import CheckpointStore, state_engine
 from icecommit.state.database import shown_uri, state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY
 from icecommit.state.models import MetricRow
-from tests.committer.test_committer import ScriptedCatalog, _concurrent_append
-from tests.committer.test_completeness import at
 from tests.conftest import unique_table
+from tests.fakes import Crash, ScriptedCatalog, concurrent_append, crash_at, events_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
-from tests.lifecycle.test_lifecycle import Crash, _crash_at
 
 
 def _name(catalog: SqlCatalog) -> str:
@@ -72,7 +72,7 @@ def _snapshots(catalog: SqlCatalog, name: str) -> list[int]:
 def _first_snapshot(catalog: SqlCatalog, name: str) -> int:
     """Append one foreign row so the table has a snapshot to branch from."""
     table = catalog.load_table(name)
-    table.append(at(500, first_id=99_999))
+    table.append(events_at(500, first_id=99_999))
     return table.current_snapshot().snapshot_id  # type: ignore[union-attr]
 
 
@@ -223,7 +223,7 @@ def test_a_commit_that_landed_but_was_not_recorded_during_an_abandon_wins(catalo
         _branch(catalog, name, branch)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch)
     committer.prepare(1, _results(committer, 1))
-    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch, fault=_crash_at("after-commit", 1))
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch=branch, fault=crash_at("after-commit", 1))
 
     def land_and_die() -> None:
         with pytest.raises(Crash):
@@ -280,7 +280,7 @@ def test_a_recommit_whose_process_died_after_the_catalog_accepted_it_is_recorded
     apply_rollback(catalog, plan)
     assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
     with pytest.raises(Crash):
-        ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 2)).recommit(2)
+        ic.GlobalCommitter(catalog, name, job_id="A", fault=crash_at("after-commit", 2)).recommit(2)
     relanded = catalog.load_table(name).current_snapshot()
     assert relanded is not None and relanded.snapshot_id not in (first, second)
     assert committer.store.get("A", name, 2).status == "rolled-back"  # type: ignore[union-attr]
@@ -435,7 +435,7 @@ def test_checkpoint_zero_offered_again_without_its_state_names_zero_as_the_highe
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
     committer.prepare(0, _results(committer, 0))
     landed = committer.commit(0).snapshot_id
-    catalog.load_table(name).append(at(500, first_id=99_999))  # another writer moves the head on
+    catalog.load_table(name).append(events_at(500, first_id=99_999))  # another writer moves the head on
     catalog.load_table(name).maintenance.expire_snapshots().by_id(landed).commit()  # type: ignore[arg-type]
     store = CheckpointStore(state_engine(f"sqlite:///{tmp_path / 'fresh.db'}"))
     with pytest.MonkeyPatch.context() as patched:  # the table records the first state database: allow another
@@ -480,7 +480,7 @@ def test_take_over_commits_another_jobs_prepared_checkpoints_as_the_taker_is_con
     store = _store_of_its_own(tmp_path)  # the table records this state database, not the catalog's
     old = ic.GlobalCommitter(catalog, name, job_id="old", branch="audit", store=store)
     for checkpoint_id, minutes in ((1, (0, 10)), (2, (65, 70)), (3, (130, 140))):
-        old.prepare(checkpoint_id, [write_arrow(old.load_table(), at(*minutes, first_id=10 * checkpoint_id),
+        old.prepare(checkpoint_id, [write_arrow(old.load_table(), events_at(*minutes, first_id=10 * checkpoint_id),
                                                 job_id="old", checkpoint_id=checkpoint_id)])  # fmt: skip
     published: list[str] = []
     sleeps: list[float] = []
@@ -494,13 +494,13 @@ def test_take_over_commits_another_jobs_prepared_checkpoints_as_the_taker_is_con
         )  # fmt: skip
 
     # the taker's retry policy holds: one try, and a concurrent append makes it give up
-    catalog.before = [_concurrent_append(catalog, name)]
+    catalog.before = [concurrent_append(catalog, name)]
     with pytest.raises(ic.CommitConflictError):
         taker(retry_policy=one_try).take_over("old")
     # and its fault hook: the process dies after the catalog accepted checkpoint 2
     with pytest.raises(Crash):
-        taker(fault=_crash_at("after-commit", 2)).take_over("old")
-    catalog.before = [_concurrent_append(catalog, name)]  # one conflict more, retried after the taker's sleep
+        taker(fault=crash_at("after-commit", 2)).take_over("old")
+    catalog.before = [concurrent_append(catalog, name)]  # one conflict more, retried after the taker's sleep
     results = taker(
         retry_policy=RetryPolicy(max_attempts=3, max_seconds=60, min_wait_s=0.01, max_wait_s=0.02)
     ).take_over("old")
@@ -585,13 +585,13 @@ def test_abandon_names_a_bad_reason_and_records_who_when_no_one_is_named(
         "reason='  ' is not valid: expected a non-empty text (it is kept with the checkpoint and shown in reports)"
     )
     assert committer.store.get("A", name, 1).status == "prepared"  # type: ignore[union-attr]
-    monkeypatch.setattr(committer_module.getpass, "getuser", lambda: "etl-operator")
+    monkeypatch.setattr(fate_module.getpass, "getuser", lambda: "etl-operator")
     assert committer.abandon(1, reason="lost").abandoned_by == "etl-operator"
 
     def no_login_name() -> str:  # a container without a passwd entry
         raise KeyError("getpwuid(): uid not found: 1000")
 
-    monkeypatch.setattr(committer_module.getpass, "getuser", no_login_name)
+    monkeypatch.setattr(fate_module.getpass, "getuser", no_login_name)
     assert committer.abandon(2, reason="lost").abandoned_by == "unknown"
     assert committer.acknowledge(2).acknowledged_by == "unknown"
 
@@ -746,7 +746,7 @@ def test_a_cached_table_never_decides_a_skip_the_table_as_it_is_now_decides(
 @pytest.mark.database_independent
 def test_the_fault_hook_runs_before_each_commit_attempt(catalog: SqlCatalog) -> None:
     name = _name(catalog)
-    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("before-commit-attempt", 1))
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=crash_at("before-commit-attempt", 1))
     committer.prepare(1, _results(committer, 1))
     with pytest.raises(ic.CommitStateUnknownError) as raised:  # an error in an attempt: the ancestry decides
         committer.commit(1)
@@ -764,7 +764,7 @@ def test_a_conflict_that_outlasts_the_retries_names_its_checkpoint_and_time(
     policy = RetryPolicy(max_attempts=2, max_seconds=60, min_wait_s=0.001, max_wait_s=0.002)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=policy, sleep=lambda _: None)
     committer.prepare(3, _results(committer, 3))
-    catalog.before = [_concurrent_append(catalog, name), _concurrent_append(catalog, name)]
+    catalog.before = [concurrent_append(catalog, name), concurrent_append(catalog, name)]
     with caplog.at_level("WARNING"), pytest.raises(ic.CommitConflictError) as raised:
         committer.commit(3)
     e = raised.value
@@ -778,7 +778,7 @@ def test_a_checkpoint_that_landed_is_recorded_though_its_spec_was_removed_since(
 ) -> None:
     name = f"{catalog.name}.events"
     ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
-    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 1))
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=crash_at("after-commit", 1))
     committer.prepare(1, _results(committer, 1))
     with pytest.raises(Crash):
         committer.commit(1)
@@ -914,12 +914,12 @@ def test_files_a_manifest_lists_as_deleted_are_not_live_after_the_deleting_snaps
     committer.prepare(1, results)
     committer.commit(1)
     paths = [f.path for r in results for f in r.data_files]
-    assert committer_module._all_live(catalog.load_table(name), paths, "main")
+    assert all_live(catalog.load_table(name), paths, "main")
     catalog.load_table(name).delete(AlwaysTrue())  # another tool deletes every row
     table = catalog.load_table(name)
     with table.transaction() as tx:
         append = _JavaStyleAppend(operation=Operation.APPEND, transaction=tx, io=table.io, branch="main")
-        for data_file in _dataframe_to_data_files(tx.table_metadata, at(500, first_id=77_777), table.io):
+        for data_file in _dataframe_to_data_files(tx.table_metadata, events_at(500, first_id=77_777), table.io):
             append.append_data_file(data_file)
         append.commit()
     apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
@@ -934,7 +934,7 @@ def test_files_a_manifest_lists_as_deleted_are_not_live_after_the_deleting_snaps
         if e.status == ManifestEntryStatus.DELETED
     ]
     assert sorted(path_key(p) for p in carried) == sorted(path_key(p) for p in paths)  # the case itself
-    assert not committer_module._all_live(table, paths, "main")
+    assert not all_live(table, paths, "main")
     assert table.scan().to_arrow()["id"].to_pylist() == [77_777]
 
 
@@ -947,7 +947,7 @@ def test_the_file_counts_of_a_commit_and_of_a_recovery_that_found_it_landed(cata
     files = committer.store.get("A", name, 1).files  # type: ignore[union-attr]
     counted = committer.store.get("A", name, 1).counters  # type: ignore[union-attr]
     assert (counted.created, counted.committed, counted.skipped, counted.missing) == (files, files, 0, 0)
-    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=_crash_at("after-commit", 2))
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", fault=crash_at("after-commit", 2))
     dying.prepare(2, _results(dying, 2))
     with pytest.raises(Crash):
         dying.commit(2)
@@ -986,7 +986,7 @@ def test_a_landed_checkpoint_on_a_branch_whose_snapshot_expired_names_it_from_th
 ) -> None:
     name = _name(catalog)
     _branch(catalog, name, "audit")
-    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", fault=_crash_at("after-commit", 1))
+    dying = ic.GlobalCommitter(catalog, name, job_id="A", branch="audit", fault=crash_at("after-commit", 1))
     dying.prepare(1, _results(dying, 1))
     with pytest.raises(Crash):  # landed on audit; the state row still says prepared
         dying.commit(1)

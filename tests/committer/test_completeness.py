@@ -27,29 +27,8 @@ from icecommit.errors import InvalidArgumentError
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus
 from tests.conftest import unique_table
+from tests.fakes import T0, commit_checkpoint, events_at
 from tests.helpers import EVENTS_SCHEMA, write_arrow
-
-T0 = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
-
-
-def at(*minutes: int, first_id: int = 0) -> pa.Table:
-    """One row per offset in minutes after T0 (ids from ``first_id``)."""
-    ids = list(range(first_id, first_id + len(minutes)))
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "ts": pa.array([T0 + timedelta(minutes=m) for m in minutes], pa.timestamp("us", tz="UTC")),
-            "event": pa.array(["pv"] * len(ids)),
-            "score": pa.array([1.0] * len(ids)),
-        },
-        schema=EVENTS_SCHEMA,
-    )
-
-
-def commit(catalog: SqlCatalog, table: Table, job: str, checkpoint: int, data: pa.Table, **kwargs: object) -> None:
-    committer = ic.GlobalCommitter(catalog, table, job_id=job, **kwargs)  # type: ignore[arg-type]
-    committer.prepare(checkpoint, [write_arrow(table, data, job_id=job, checkpoint_id=checkpoint)])
-    committer.commit(checkpoint)
 
 
 def hours(statuses: list[PartitionStatus]) -> dict[str, tuple[int, int]]:
@@ -139,12 +118,13 @@ def test_watermark_completion_once_and_late_records(catalog: SqlCatalog) -> None
     published: list[str] = []
     policy = PartitionCompleteness(on_complete=lambda s: published.append(s.label))
 
-    commit(catalog, table, "job", 0, at(0, 10, 59, 70), completeness=policy)  # hours 0 and 1; watermark 01:10
+    # hours 0 and 1; watermark 01:10
+    commit_checkpoint(catalog, table, "job", 0, events_at(0, 10, 59, 70), completeness=policy)
     assert published == ["ts_hour=2026-05-01-00"]
-    commit(catalog, table, "job", 1, at(80, 125, first_id=10), completeness=policy)  # watermark 02:05
+    commit_checkpoint(catalog, table, "job", 1, events_at(80, 125, first_id=10), completeness=policy)  # watermark 02:05
     assert published == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"]
     # two late rows for hour 0 and one for hour 1 arrive after both were published
-    commit(catalog, table, "job", 2, at(5, 6, 61, 130, first_id=20), completeness=policy)
+    commit_checkpoint(catalog, table, "job", 2, events_at(5, 6, 61, 130, first_id=20), completeness=policy)
     assert published == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-01"], "published once, never again"
 
     committer = ic.GlobalCommitter(catalog, name, job_id="job")
@@ -185,7 +165,8 @@ def test_an_hour_without_rows_is_published_to_the_callback_with_no_records(sqlit
         published.append((s.label, s.records_at_completion, s.records, s.late_records))
 
     policy = PartitionCompleteness(on_complete=seen)
-    commit(sqlite_catalog, table, "job", 0, at(10, 11, 130, 190), completeness=policy)  # hours 0, 2, 3; none in 1
+    # hours 0, 2, 3; none in 1
+    commit_checkpoint(sqlite_catalog, table, "job", 0, events_at(10, 11, 130, 190), completeness=policy)
     assert published == [
         ("ts_hour=2026-05-01-00", 2, 2, 0),
         ("ts_hour=2026-05-01-01", 0, 0, 0),
@@ -199,15 +180,18 @@ def test_lateness_delays_completion(catalog: SqlCatalog) -> None:
     table = ic.create_table(
         catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"], properties={"icecommit.partition-lateness": "30m"}
     )
-    commit(catalog, table, "job", 0, at(10, 80))  # watermark 01:20 < 01:00 + 30m
+    commit_checkpoint(catalog, table, "job", 0, events_at(10, 80))  # watermark 01:20 < 01:00 + 30m
     committer = ic.GlobalCommitter(catalog, name, job_id="job")
     assert committer.partition_status() == []
-    commit(catalog, table, "job", 1, at(20, 95, first_id=5))  # watermark 01:35: hour 0 closes, with the late-ish row
+    # watermark 01:35: hour 0 closes, with the late-ish row
+    commit_checkpoint(catalog, table, "job", 1, events_at(20, 95, first_id=5))
     statuses = committer.partition_status()
     assert hours(statuses) == {"ts_hour=2026-05-01-00": (2, 0)}
     assert statuses[0].lateness == timedelta(minutes=30)
     # an explicit lateness wins over the table property
-    commit(catalog, table, "job", 2, at(130, first_id=9), completeness=PartitionCompleteness(lateness=timedelta(0)))
+    commit_checkpoint(
+        catalog, table, "job", 2, events_at(130, first_id=9), completeness=PartitionCompleteness(lateness=timedelta(0))
+    )
     assert "ts_hour=2026-05-01-01" in hours(committer.partition_status())
 
 
@@ -215,12 +199,13 @@ def test_a_partition_waits_for_every_writer(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
     both = PartitionCompleteness(writers=("fast", "slow"))
-    commit(catalog, table, "fast", 0, at(10, 200), completeness=both)
+    commit_checkpoint(catalog, table, "fast", 0, events_at(10, 200), completeness=both)
     committer = ic.GlobalCommitter(catalog, name, job_id="fast", completeness=both)
     assert committer.partition_status() == [], "the slow writer has committed nothing yet"
-    commit(catalog, table, "slow", 0, at(20, 70, first_id=100), completeness=both)  # slow reaches 01:10
+    # slow reaches 01:10
+    commit_checkpoint(catalog, table, "slow", 0, events_at(20, 70, first_id=100), completeness=both)
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (2, 0)}
-    commit(catalog, table, "slow", 1, at(250, first_id=200), completeness=both)  # slow reaches 04:10
+    commit_checkpoint(catalog, table, "slow", 1, events_at(250, first_id=200), completeness=both)  # slow reaches 04:10
     # hour 2 holds no data and both watermarks passed it: published with 0 records; hour 3
     # holds fast's row at 03:20 and waits for fast, whose watermark is 03:20
     assert hours(committer.partition_status()) == {
@@ -228,7 +213,7 @@ def test_a_partition_waits_for_every_writer(catalog: SqlCatalog) -> None:
         "ts_hour=2026-05-01-01": (1, 0),
         "ts_hour=2026-05-01-02": (0, 0),
     }
-    commit(catalog, table, "fast", 1, at(245, first_id=300), completeness=both)  # fast reaches 04:05
+    commit_checkpoint(catalog, table, "fast", 1, events_at(245, first_id=300), completeness=both)  # fast reaches 04:05
     assert sorted(hours(committer.partition_status())) == [
         "ts_hour=2026-05-01-00",
         "ts_hour=2026-05-01-01",
@@ -251,14 +236,15 @@ def test_a_failed_callback_is_delivered_again_after_the_next_commit(catalog: Sql
             raise ConnectionError("scheduler unreachable")
 
     policy = PartitionCompleteness(on_complete=flaky)
-    commit(catalog, table, "job", 0, at(0, 70), completeness=policy)  # the commit lands; the call failed
+    # the commit lands; the call failed
+    commit_checkpoint(catalog, table, "job", 0, events_at(0, 70), completeness=policy)
     assert catalog.load_table(name).scan().to_arrow().num_rows == 2
     committer = ic.GlobalCommitter(catalog, name, job_id="job")
     assert [s.notified_at for s in committer.partition_status()] == [None]
-    commit(catalog, table, "job", 1, at(75, first_id=5), completeness=policy)
+    commit_checkpoint(catalog, table, "job", 1, events_at(75, first_id=5), completeness=policy)
     assert calls == ["ts_hour=2026-05-01-00", "ts_hour=2026-05-01-00"]
     assert committer.partition_status()[0].notified_at is not None
-    commit(catalog, table, "job", 2, at(80, first_id=6), completeness=policy)
+    commit_checkpoint(catalog, table, "job", 2, events_at(80, first_id=6), completeness=policy)
     assert len(calls) == 2, "delivered once it succeeded, never again"
 
 
@@ -267,7 +253,7 @@ def test_completion_survives_a_crash_between_commit_and_publication(catalog: Sql
     publishing leaves it to the next commit, or to an explicit publish."""
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
-    commit(catalog, table, "job", 0, at(0, 70))
+    commit_checkpoint(catalog, table, "job", 0, events_at(0, 70))
     engine = state_engine(state_uri(catalog))
     with engine.begin() as conn:  # as if the process died right after marking the commit
         conn.execute(text("DELETE FROM icecommit_partition_status WHERE table_name = :t"), {"t": name})
@@ -280,12 +266,12 @@ def test_completion_survives_a_crash_between_commit_and_publication(catalog: Sql
 
 def test_rows_without_event_time_belong_to_no_time_partition(sqlite_catalog: SqlCatalog) -> None:
     table = ic.create_table(sqlite_catalog, "ns.t", EVENTS_SCHEMA, partition_by=["hour(ts)"])
-    data = at(0, 70)
+    data = events_at(0, 70)
     nulls = pa.table(
         {"id": [50], "ts": pa.array([None], pa.timestamp("us", tz="UTC")), "event": ["pv"], "score": [1.0]},
         schema=EVENTS_SCHEMA,
     )
-    commit(sqlite_catalog, table, "job", 0, pa.concat_tables([data, nulls]))
+    commit_checkpoint(sqlite_catalog, table, "job", 0, pa.concat_tables([data, nulls]))
     committer = ic.GlobalCommitter(sqlite_catalog, "ns.t", job_id="job")
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (1, 0)}
 
@@ -294,7 +280,7 @@ def test_rows_without_event_time_belong_to_no_time_partition(sqlite_catalog: Sql
 def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(catalog: SqlCatalog) -> None:
     name = unique_table()
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
-    rows = at(10, 20)
+    rows = events_at(10, 20)
     future = pa.table(
         {
             "id": pa.array([99], pa.int64()),
@@ -304,7 +290,7 @@ def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(c
         },
         schema=rows.schema,
     )
-    commit(catalog, table, "job", 0, pa.concat_tables([rows, future]))
+    commit_checkpoint(catalog, table, "job", 0, pa.concat_tables([rows, future]))
     committer = ic.GlobalCommitter(catalog, name, job_id="job")
     assert committer.partition_status() == []  # the 2099 row did not close 73 years of hours
     state = committer.store.get("job", name, 0)
@@ -313,7 +299,7 @@ def test_a_far_future_row_is_committed_and_counted_but_publishes_nothing_early(c
     assert head is not None and head.summary is not None
     assert head.summary["icecommit.future-records"] == "1"
     assert catalog.load_table(name).scan(row_filter="id == 99").to_arrow().num_rows == 1  # committed all the same
-    commit(catalog, table, "job", 1, at(130, first_id=10))  # the watermark reaches 02:10
+    commit_checkpoint(catalog, table, "job", 1, events_at(130, first_id=10))  # the watermark reaches 02:10
     assert hours(committer.partition_status()) == {"ts_hour=2026-05-01-00": (2, 0), "ts_hour=2026-05-01-01": (0, 0)}
     report = ic.reconcile(catalog, name)
     [warning] = [p for p in report.problems if p.kind == "future-records"]
@@ -340,8 +326,8 @@ def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_t
         for committer in committers.values():
             committer.commit(checkpoint)
 
-    routed(0, at(10), at(20, first_id=10))
-    routed(1, None, at(125, first_id=20))  # the quiet table gets no row; the checkpoint reached 02:05
+    routed(0, events_at(10), events_at(20, first_id=10))
+    routed(1, None, events_at(125, first_id=20))  # the quiet table gets no row; the checkpoint reached 02:05
     expected = {"ts_hour=2026-05-01-00": (1, 0), "ts_hour=2026-05-01-01": (0, 0)}
     assert hours(committers[quiet_name].partition_status()) == expected
     assert hours(committers[busy_name].partition_status()) == {
@@ -363,8 +349,8 @@ def test_a_routed_table_that_rarely_gets_rows_moves_with_the_checkpoints_event_t
     state = committers[quiet_name].store.get("job", quiet_name, 2)
     assert state is not None and (state.records, state.future_records) == (0, 0)
     # the table's own rows later than those routed elsewhere: its own event time counts
-    own = at(190, first_id=40)
-    routed(3, own, at(150, first_id=50))
+    own = events_at(190, first_id=40)
+    routed(3, own, events_at(150, first_id=50))
     state = committers[quiet_name].store.get("job", quiet_name, 3)
     assert state is not None and state.watermark_us == micros(max(own["ts"].to_pylist()))
 
@@ -377,7 +363,7 @@ def test_the_max_future_skew_is_a_table_property_checked_at_the_door(catalog: Sq
     )
     committer = ic.GlobalCommitter(catalog, name, job_id="job")
     with pytest.raises(InvalidArgumentError) as raised:
-        committer.prepare(0, [write_arrow(table, at(10), job_id="job", checkpoint_id=0)])
+        committer.prepare(0, [write_arrow(table, events_at(10), job_id="job", checkpoint_id=0)])
     assert "icecommit.max-future-skew" in str(raised.value) and "'soon'" in str(raised.value)
     assert committer.store.get("job", name, 0) is None
 
@@ -421,11 +407,11 @@ def test_an_idle_live_writer_stops_holding_partitions_back_and_a_quiet_stream_pu
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
     policy = PartitionCompleteness(writers=("a", "b"), idle_timeout=timedelta(minutes=15))
     clock = Clock(55)
-    _commit_at(catalog, table, clock, "a", 0, at(10, 50), policy)
-    _commit_at(catalog, table, clock, "b", 0, at(50, first_id=100), policy)  # b is live: 00:50 at 00:55
+    _commit_at(catalog, table, clock, "a", 0, events_at(10, 50), policy)
+    _commit_at(catalog, table, clock, "b", 0, events_at(50, first_id=100), policy)  # b is live: 00:50 at 00:55
     assert _labels(catalog, name) == []
     clock.at(80)  # 01:20: b has been quiet for 25 minutes, more than the idle timeout
-    _commit_at(catalog, table, clock, "a", 1, at(75, first_id=200), policy)  # a reaches 01:15
+    _commit_at(catalog, table, clock, "a", 1, events_at(75, first_id=200), policy)  # a reaches 01:15
     assert _labels(catalog, name) == ["ts_hour=2026-05-01-00"]  # b no longer holds hour 0 back
     # then a goes quiet too: the last hour the data reached is published once it is over
     # by lateness plus the idle timeout, by a scheduler (no commit), and nothing beyond it
@@ -445,15 +431,15 @@ def test_a_paused_backfill_and_a_writer_that_never_committed_keep_holding(catalo
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
     clock = Clock(200)  # 03:20
     backfill = PartitionCompleteness(writers=("live", "backfill"), idle_timeout=timedelta(minutes=15))
-    _commit_at(catalog, table, clock, "backfill", 0, at(5, first_id=100), backfill)  # far behind the clock
-    _commit_at(catalog, table, clock, "live", 0, at(10, 190), backfill)
+    _commit_at(catalog, table, clock, "backfill", 0, events_at(5, first_id=100), backfill)  # far behind the clock
+    _commit_at(catalog, table, clock, "live", 0, events_at(10, 190), backfill)
     clock.at(400)  # both quiet for over three hours; the backfill was never live, so it holds hour 0
     assert publish_complete_partitions(catalog, name, clock=clock) == []
     name2 = unique_table()
     table2 = ic.create_table(catalog, name2, EVENTS_SCHEMA, partition_by=["hour(ts)"])
     typo = PartitionCompleteness(writers=("live", "liev"), idle_timeout=timedelta(minutes=15))
     clock.at(200)
-    _commit_at(catalog, table2, clock, "live", 0, at(10, 190), typo)
+    _commit_at(catalog, table2, clock, "live", 0, events_at(10, 190), typo)
     clock.at(900)
     assert publish_complete_partitions(catalog, name2, clock=clock) == []  # a typo releases nothing
 
@@ -470,7 +456,7 @@ def test_the_idle_timeout_can_come_from_the_table_and_publish_needs_a_recorded_p
         publish_complete_partitions(catalog, name)
     assert "completeness policy" in str(raised.value)
     clock = Clock(50)
-    _commit_at(catalog, table, clock, "a", 0, at(10, 45), PartitionCompleteness())
+    _commit_at(catalog, table, clock, "a", 0, events_at(10, 45), PartitionCompleteness())
     clock.at(75)  # 01:15 = 01:00 + 10m idle + 5m
     assert [s.label for s in publish_complete_partitions(catalog, name, clock=clock)] == ["ts_hour=2026-05-01-00"]
 
@@ -485,7 +471,7 @@ def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(cata
         partition_by=["hour(ts)", "event"],
         properties={"icecommit.partition-marker": "true"},
     )
-    commit(catalog, table, "job", 0, at(10, 130))  # hours 0 and 1 are published; hour 2 is not
+    commit_checkpoint(catalog, table, "job", 0, events_at(10, 130))  # hours 0 and 1 are published; hour 2 is not
     location = table.metadata.location.removeprefix("file://")
     data = Path(location) / "data"
     markers = sorted(p.relative_to(data).as_posix() for p in data.rglob("_SUCCESS"))
@@ -504,7 +490,7 @@ def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(cata
     assert [Path(o.path).relative_to(data).as_posix() for o in sweep.orphans] == ["ts_hour=2026-05-01-02/_SUCCESS"]
     # a table without the property gets none, and a wrong value is refused at the door
     plain = ic.create_table(catalog, unique_table(), EVENTS_SCHEMA, partition_by=["hour(ts)"])
-    commit(catalog, plain, "job", 0, at(10, 130))
+    commit_checkpoint(catalog, plain, "job", 0, events_at(10, 130))
     assert not list(Path(plain.metadata.location.removeprefix("file://")).rglob("_SUCCESS"))
     wrong = ic.create_table(
         catalog,
@@ -514,5 +500,5 @@ def test_a_published_partition_gets_its_marker_which_the_orphan_sweep_keeps(cata
         properties={"icecommit.partition-marker": "yes"},
     )
     with pytest.raises(InvalidArgumentError) as raised:
-        commit(catalog, wrong, "job", 0, at(10, 130))
+        commit_checkpoint(catalog, wrong, "job", 0, events_at(10, 130))
     assert "icecommit.partition-marker" in str(raised.value) and "true or false" in str(raised.value)

@@ -18,13 +18,13 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy.exc import OperationalError
 
 import icecommit as ic
-import icecommit.committer.committer as committer_module
+import icecommit.committer.staging as staging_module
 from icecommit.committer import RetryPolicy
 from icecommit.errors import StagingError, StateDatabaseUnavailableError
 from icecommit.maintenance import apply_expire, find_orphans, plan_expire
 from icecommit.state import CheckpointStore
 from icecommit.state.database import shown_uri
-from tests.committer.test_committer import ScriptedCatalog
+from tests.fakes import ScriptedCatalog
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=30, min_wait_s=0.001, max_wait_s=0.01)
@@ -139,7 +139,7 @@ def test_a_full_disk_while_staging_records_nothing(catalog: SqlCatalog, monkeypa
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=FAST)
     results = _results(committer, 1)
-    _fail_once(monkeypatch, committer_module, "write_staged_manifest", OSError(errno.ENOSPC, "No space left on device"))
+    _fail_once(monkeypatch, staging_module, "write_staged_manifest", OSError(errno.ENOSPC, "No space left on device"))
     with pytest.raises(StagingError) as raised:
         committer.prepare(1, results)
     assert raised.value.checkpoint_id == 1 and "No space left" in str(raised.value)

@@ -19,8 +19,8 @@ from icecommit.state import CheckpointStore, read_staged_manifest, state_engine,
 from icecommit.state.database import dispose_state_engines
 from icecommit.state.models import SCHEMA_VERSION
 from tests.cli.runner import invoke
+from tests.fakes import Crash, crash_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
-from tests.lifecycle.test_lifecycle import Crash, _crash_at
 
 # one process, one step after another; abandon's queries are tested in tests/state
 pytestmark = pytest.mark.database_independent
@@ -86,7 +86,7 @@ def test_abandon_refuses_what_the_table_holds(catalog: SqlCatalog) -> None:
     assert (refused.value.job_id, refused.value.checkpoint_id) == ("A", 1)
     # landed, but the job died before recording it: the table decides, not the state row
     with pytest.raises(Crash):
-        _prepared(catalog, 2, fault=_crash_at("after-commit", 2)).commit(2)
+        _prepared(catalog, 2, fault=crash_at("after-commit", 2)).commit(2)
     with pytest.raises(CheckpointCommittedError):
         committed.abandon(2, reason="looks stuck")
     assert committed.store.get("A", committed.table_name, 2).status == "prepared"  # type: ignore[union-attr]

@@ -28,20 +28,8 @@ from tests import processes
 from tests.cli.runner import invoke
 from tests.committer import crash_driver
 from tests.committer.crash_driver import ROWS, checkpoint_rows
-from tests.conftest import unique_table
-from tests.helpers import EVENTS_SCHEMA, assert_same_rows, delete_positions, events, write_arrow
-
-TARGET = 64 * 1024
-
-
-def small_checkpoints(catalog: SqlCatalog, name: str, checkpoints: int, *, job: str = "job", first: int = 0) -> Table:
-    """``checkpoints`` commits of 60 rows each: one small file per event value each."""
-    committer = ic.GlobalCommitter(catalog, name, job_id=job)
-    for checkpoint in range(first, first + checkpoints):
-        rows = events(checkpoint * 60, checkpoint * 60 + 60)
-        committer.prepare(checkpoint, [write_arrow(committer.load_table(), rows, job_id=job, checkpoint_id=checkpoint)])
-        committer.commit(checkpoint)
-    return catalog.load_table(name)
+from tests.fakes import TARGET, small_checkpoints
+from tests.helpers import EVENTS_SCHEMA, assert_same_rows, delete_positions, events
 
 
 def at_commit(action: Callable[[CommitGroup], None]) -> Callable[[str, CommitGroup], None]:
@@ -52,15 +40,6 @@ def at_commit(action: Callable[[CommitGroup], None]) -> Callable[[str, CommitGro
 def live_files(table: Table) -> Counter[tuple[object, ...]]:
     files = table.inspect.files().to_pylist()
     return Counter(tuple(sorted(f["partition"].items())) for f in files)
-
-
-@pytest.fixture
-def table_name(catalog: SqlCatalog) -> str:
-    name = unique_table()
-    ic.create_table(
-        catalog, name, EVENTS_SCHEMA, partition_by=["event"], properties={"write.target-file-size-bytes": str(TARGET)}
-    )
-    return name
 
 
 @pytest.mark.database_independent

@@ -18,8 +18,8 @@ from icecommit.maintenance.compaction import compact
 from icecommit.state import state_engine, state_uri
 from icecommit.state.compactions import CompactionStore
 from tests.conftest import unique_table
+from tests.fakes import TARGET, small_checkpoints
 from tests.helpers import EVENTS_SCHEMA
-from tests.lifecycle.test_compaction import TARGET, small_checkpoints
 
 # one process, one step after another; the store's queries are tested in tests/state
 pytestmark = pytest.mark.database_independent

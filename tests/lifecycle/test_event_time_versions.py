@@ -15,6 +15,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 import icecommit as ic
 from icecommit.errors import CompletenessNotReachedError, SnapshotNotFoundError
 from tests.cli.runner import invoke
+from tests.fakes import catalog_of
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # versions are read from the table's history
@@ -69,8 +70,6 @@ def test_the_complete_version_holds_everything_up_to_t_that_had_arrived_and_coun
 
 
 def test_snapshots_at_event_time_shows_both_versions(tmp_path: Path) -> None:
-    from tests.cli.test_maintenance_cli import catalog_of
-
     home = tmp_path / "home"
     home.mkdir()
     local = catalog_of(home)

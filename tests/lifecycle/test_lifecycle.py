@@ -15,10 +15,12 @@ from pyiceberg.table import Table
 
 import icecommit as ic
 from icecommit.committer import RetryPolicy
+from icecommit.committer.staging import read_staged
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointOutOfOrderError
 from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.maintenance.compaction import compact
+from tests.fakes import Crash, crash_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # one process, one step after another; rollback and expiry's queries are tested in tests/state
@@ -26,18 +28,6 @@ pytestmark = pytest.mark.database_independent
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
 ROWS = 10
-
-
-class Crash(Exception):
-    """The committer's process dies here (raised from a fault hook)."""
-
-
-def _crash_at(point: str, at: int) -> ic.committer.committer.FaultHook:
-    def fault(where: str, checkpoint_id: int) -> None:
-        if where == point and checkpoint_id == at:
-            raise Crash(f"{where} of checkpoint {checkpoint_id}")
-
-    return fault
 
 
 def _table(catalog: SqlCatalog) -> Table:
@@ -77,7 +67,7 @@ def _expire_all_but_head(catalog: SqlCatalog) -> None:
 
 def test_expiry_never_makes_a_landed_checkpoint_commit_again(catalog: SqlCatalog) -> None:
     _table(catalog)
-    crashed = _committer(catalog, "A", fault=_crash_at("after-commit", 7))
+    crashed = _committer(catalog, "A", fault=crash_at("after-commit", 7))
     with pytest.raises(Crash):  # the catalog took checkpoint 7; the state row still says prepared
         _land(crashed, 7)
     landed = ancestry.find_checkpoint(catalog.load_table(f"{catalog.name}.events").metadata, "A", 7)
@@ -103,7 +93,7 @@ def test_expiry_never_makes_a_landed_checkpoint_commit_again(catalog: SqlCatalog
 def test_a_landed_checkpoint_compacted_after_its_snapshot_expired_names_no_snapshot(catalog: SqlCatalog) -> None:
     _table(catalog)
     with pytest.raises(Crash):  # the catalog took checkpoint 7; the state row still says prepared
-        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 7)), 7)
+        _land(_committer(catalog, "A", fault=crash_at("after-commit", 7)), 7)
     other = _committer(catalog, "B")
     for c in range(1, 4):
         _land(other, c)
@@ -113,7 +103,7 @@ def test_a_landed_checkpoint_compacted_after_its_snapshot_expired_names_no_snaps
     live = {e.data_file.file_path for e in _current_entries(catalog)}
     restarted = _committer(catalog, "A")
     state = restarted.store.get("A", restarted.table_name, 7)
-    assert state is not None and not live & {f.file_path for f in restarted._read_staged(state, restarted.load_table())}
+    assert state is not None and not live & {f.file_path for f in read_staged(state, restarted.load_table())}
 
     [result] = restarted.recover()
     # in the table (compacted on purpose), and the snapshot that added it is gone: none is named,
@@ -133,7 +123,7 @@ def test_a_rollback_sticks_for_a_checkpoint_the_job_never_recorded(catalog: SqlC
     _table(catalog)
     _land(_committer(catalog, "A"), 1)
     with pytest.raises(Crash):
-        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 2)), 2)
+        _land(_committer(catalog, "A", fault=crash_at("after-commit", 2)), 2)
     plan = plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=1, job_id="A")
     assert plan.hidden_checkpoints == (("A", 2),)
     apply_rollback(catalog, plan)
@@ -177,7 +167,7 @@ def test_another_tools_rollback_is_detected_before_and_after_expiry(catalog: Sql
     first = _land(committer, 1)
     _land(committer, 2)
     with pytest.raises(Crash):
-        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 3)), 3)
+        _land(_committer(catalog, "A", fault=crash_at("after-commit", 3)), 3)
     # pyiceberg (or Spark, or Java) rolls the table back; icecommit's state knows nothing of it
     loaded = catalog.load_table(f"{catalog.name}.events")
     assert first.snapshot_id is not None
@@ -307,7 +297,7 @@ def test_a_recommit_that_landed_before_a_crash_is_not_committed_twice_after_expi
         _land(committer, c)
     apply_rollback(catalog, plan_rollback(catalog, f"{catalog.name}.events", to_checkpoint=2, job_id="A"))
     with pytest.raises(Crash):  # the re-commit lands; the row still says rolled back
-        _committer(catalog, "A", fault=_crash_at("after-commit", 3)).recommit(3)
+        _committer(catalog, "A", fault=crash_at("after-commit", 3)).recommit(3)
     other = _committer(catalog, "B")
     for c in (1, 2):
         _land(other, c)
@@ -333,7 +323,7 @@ def test_another_tools_rollback_then_expiry_never_counts_missing_rows_as_committ
     assert kept is not None
     _land(committer, 3)
     with pytest.raises(Crash):
-        _land(_committer(catalog, "A", fault=_crash_at("after-commit", 4)), 4)
+        _land(_committer(catalog, "A", fault=crash_at("after-commit", 4)), 4)
     catalog.load_table(f"{catalog.name}.events").manage_snapshots().rollback_to_snapshot(kept.snapshot_id).commit()
     if expiry == "icecommit":
         _expire_all_but_head(catalog)

@@ -19,13 +19,11 @@ from icecommit.maintenance.policy import MaintenancePolicy, maintain
 from icecommit.state import state_engine, state_uri
 from icecommit.state.leases import LeaseStore
 from tests import processes
-from tests.committer.test_completeness import at, commit
 from tests.conftest import unique_table
+from tests.fakes import commit_checkpoint, events_at, spark_events
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
-from tests.writers.test_spark_write import spark_events
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
-TARGET = 64 * 1024
 
 
 def clock_at(moment: datetime):  # type: ignore[no-untyped-def]
@@ -42,15 +40,6 @@ def small_commits(catalog: SqlCatalog, name: str, checkpoints: range, job: str =
 
 def ids(catalog: SqlCatalog, name: str) -> Counter[int]:
     return Counter(catalog.load_table(name).scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
-
-
-@pytest.fixture
-def table_name(catalog: SqlCatalog) -> str:
-    name = unique_table()
-    ic.create_table(
-        catalog, name, EVENTS_SCHEMA, partition_by=["event"], properties={"write.target-file-size-bytes": str(TARGET)}
-    )
-    return name
 
 
 def test_one_holder_at_a_time_renewed_released_and_lapsing(catalog: SqlCatalog) -> None:
@@ -122,7 +111,7 @@ def test_only_published_time_partitions_are_compacted(catalog: SqlCatalog) -> No
     table = ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["hour(ts)"])
     completeness = PartitionCompleteness()
     for c in range(4):  # every checkpoint writes hour 0 and hour 1; the watermark stays in hour 1
-        commit(catalog, table, "job", c, at(c, 60 + c, first_id=10 * c), completeness=completeness)
+        commit_checkpoint(catalog, table, "job", c, events_at(c, 60 + c, first_id=10 * c), completeness=completeness)
     run = maintain(catalog, name, MaintenancePolicy(compact_min_files=3))
     assert run.compaction is not None
     assert [p.label for g in run.compaction.groups for p in g.partitions] == ["ts_hour=2026-05-01-00"]

@@ -18,6 +18,8 @@ from pyiceberg.transforms import HourTransform
 from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
+from icecommit.committer.append import require_readable
+from icecommit.committer.staging import read_staged
 from icecommit.errors import PartitionSpecChangedError, SchemaChangedError
 from icecommit.maintenance import apply_rollback, plan_rollback
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -264,7 +266,7 @@ def test_a_required_column_is_present_by_either_statistic_and_a_file_without_any
     table = committer.load_table()
     state = committer.store.get("A", name, 1)
     assert state is not None
-    files = committer._read_staged(state, table)
+    files = read_staged(state, table)
     required = table.schema().find_field("id").field_id
 
     def with_stats(value_counts: dict[int, int] | None, column_sizes: dict[int, int] | None) -> DataFile:
@@ -276,11 +278,11 @@ def test_a_required_column_is_present_by_either_statistic_and_a_file_without_any
     others = {fid: 1 for fid in (files[0].value_counts or {}) if fid != required}
     by_sizes = with_stats(others, {**others, required: 10})  # id only in the column sizes
     by_counts = with_stats({**others, required: 3}, others)  # id only in the value counts
-    committer._require_readable([by_sizes, by_counts], table, 1)  # both have it
+    require_readable([by_sizes, by_counts], table, committer.job_id, 1, committer.table_name)  # both have it
     without_stats = with_stats(None, None)
     lacking = with_stats(others, others)
     with pytest.raises(SchemaChangedError) as raised:
-        committer._require_readable([without_stats, lacking], table, 1)
+        require_readable([without_stats, lacking], table, committer.job_id, 1, committer.table_name)
     assert raised.value.column == "id"
 
 
@@ -305,7 +307,7 @@ def test_a_required_nested_column_is_present_when_any_one_of_its_leaves_has_stat
     state = committer.store.get("A", name, 1)
     assert state is not None
     loaded = committer.load_table()
-    [written] = committer._read_staged(state, loaded)
+    [written] = read_staged(state, loaded)
     ids = {f.name: f.field_id for f in loaded.schema().fields}
     leaf = {path: loaded.schema().find_field(path).field_id for path in ("point.x", "attrs.key", "attrs.value")}
 
@@ -317,8 +319,12 @@ def test_a_required_nested_column_is_present_when_any_one_of_its_leaves_has_stat
         return changed
 
     # the struct by its first child only, the map by its keys, then by its values
-    committer._require_readable([stats_on(ids["id"], leaf["point.x"], leaf["attrs.key"])], loaded, 1)
-    committer._require_readable([stats_on(ids["id"], leaf["point.x"], leaf["attrs.value"])], loaded, 1)
+    require_readable(
+        [stats_on(ids["id"], leaf["point.x"], leaf["attrs.key"])], loaded, committer.job_id, 1, committer.table_name
+    )
+    require_readable(
+        [stats_on(ids["id"], leaf["point.x"], leaf["attrs.value"])], loaded, committer.job_id, 1, committer.table_name
+    )
     with pytest.raises(SchemaChangedError) as raised:
-        committer._require_readable([stats_on(ids["id"], leaf["attrs.key"])], loaded, 1)
+        require_readable([stats_on(ids["id"], leaf["attrs.key"])], loaded, committer.job_id, 1, committer.table_name)
     assert raised.value.column == "point"

@@ -79,14 +79,15 @@ def kill_here(point: str, batch: int) -> None:
 
 
 def _kill_after_prepare() -> None:
-    prepare = GlobalCommitter.prepare
+    # ic.write prepares through prepare_planned (prepare is its public wrapper)
+    prepare = GlobalCommitter.prepare_planned
 
-    def prepare_then_die(self: GlobalCommitter, checkpoint_id: int, results: Any) -> Any:
-        state = prepare(self, checkpoint_id, results)
+    def prepare_then_die(self: GlobalCommitter, checkpoint_id: int, results: Any, **options: Any) -> Any:
+        plan = prepare(self, checkpoint_id, results, **options)
         kill_here("after-prepare", checkpoint_id)
-        return state
+        return plan
 
-    GlobalCommitter.prepare = prepare_then_die  # type: ignore[method-assign]
+    GlobalCommitter.prepare_planned = prepare_then_die  # type: ignore[method-assign]
 
 
 def main() -> None:

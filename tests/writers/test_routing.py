@@ -18,45 +18,12 @@ from icecommit.committer import committed_checkpoints
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError, UnroutedRecordsError
 from icecommit.writers.routing import RoutedSparkWriter
 from tests.conftest import unique_table
+from tests.fakes import CLICKS, VIEWS, ids_of_kinds, routed_source, sorted_ids
 from tests.helpers import run_to_end
 
 pytestmark = pytest.mark.spark
 
-CLICKS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-        pa.field("x", pa.int32()),
-    ]
-)
-VIEWS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-        pa.field("page", pa.string()),
-    ]
-)
 SOURCE = "id BIGINT, ts TIMESTAMP, kind STRING, x INT, page STRING"
-KINDS = ("click", "tap", "view", "scroll", None)
-
-
-def source(spark: SparkSession, start: int, end: int) -> DataFrame:
-    """Rows whose kind cycles click, tap, view, scroll (unknown), null."""
-    return spark.range(start, end).selectExpr(
-        "id",
-        "TIMESTAMP '2026-05-01 00:00:00' + make_interval(0, 0, 0, 0, 0, CAST(id % 240 AS INT), 0) AS ts",
-        "element_at(array('click', 'tap', 'view', 'scroll', NULL), CAST(id % 5 AS INT) + 1) AS kind",
-        "CAST(id % 7 AS INT) AS x",
-        "concat('/p/', CAST(id % 3 AS STRING)) AS page",
-    )
-
-
-def ids(catalog: SqlCatalog, name: str) -> list[int]:
-    return sorted(catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
-
-
-def expected(start: int, end: int, *kinds: str | None) -> list[int]:
-    return [i for i in range(start, end) if KINDS[i % 5] in kinds]
 
 
 @pytest.fixture
@@ -72,14 +39,14 @@ def test_rows_go_to_their_tables_once_with_the_same_checkpoint(
 ) -> None:
     clicks, views, dead = tables
     routes = {"click": clicks, "tap": clicks, "view": views}
-    df = source(spark, 0, 500)
+    df = routed_source(spark, 0, 500)
     result = ic.write(df, routes, catalog=catalog, job_id="router", checkpoint_id=4, route_by="kind", dead_letter=dead)
     assert result.committed and result.records == 500
-    assert ids(catalog, clicks) == expected(0, 500, "click", "tap")
-    assert ids(catalog, views) == expected(0, 500, "view")
+    assert sorted_ids(catalog, clicks) == ids_of_kinds(0, 500, "click", "tap")
+    assert sorted_ids(catalog, views) == ids_of_kinds(0, 500, "view")
     # unknown and null routes are kept, with every source column, in the dead-letter table
     letters = catalog.load_table(dead).scan().to_arrow()
-    assert sorted(letters.column("id").to_pylist()) == expected(0, 500, "scroll", None)
+    assert sorted(letters.column("id").to_pylist()) == ids_of_kinds(0, 500, "scroll", None)
     assert Counter(letters.column("kind").to_pylist()) == {"scroll": 100, None: 100}
     for name in (clicks, views, dead):
         found = committed_checkpoints(catalog.load_table(name).metadata, job_id="router")
@@ -91,7 +58,7 @@ def test_rows_go_to_their_tables_once_with_the_same_checkpoint(
     again = ic.write(df, routes, catalog=catalog, job_id="router", checkpoint_id=4, route_by="kind", dead_letter=dead)
     assert not again.committed
     assert {r.status for r in again.results.values()} == {"already-committed"}
-    assert ids(catalog, clicks) == expected(0, 500, "click", "tap")
+    assert sorted_ids(catalog, clicks) == ids_of_kinds(0, 500, "click", "tap")
     report = ic.reconcile(catalog, clicks, job_id="router", deep=True)
     assert report.ok, report.to_markdown()
 
@@ -102,7 +69,7 @@ def test_unknown_routes_without_a_dead_letter_table_fail_and_commit_nothing(
     clicks, views, _ = tables
     with pytest.raises(UnroutedRecordsError) as raised:
         ic.write(
-            source(spark, 0, 100),
+            routed_source(spark, 0, 100),
             {"click": clicks, "tap": clicks, "view": views},
             catalog=catalog,
             job_id="router",
@@ -124,13 +91,13 @@ def test_a_table_that_does_not_fit_refuses_the_whole_checkpoint(
     spark: SparkSession, catalog: SqlCatalog, tables: tuple[str, str, str]
 ) -> None:
     clicks, views, dead = tables
-    df = source(spark, 0, 50).withColumn("x", F.col("page"))  # x is now a string
+    df = routed_source(spark, 0, 50).withColumn("x", F.col("page"))  # x is now a string
     with pytest.raises(SchemaMismatchError) as raised:
         ic.write(df, {"click": clicks, "view": views}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="kind")
     assert raised.value.column == "x" and raised.value.table == clicks
     with pytest.raises(SchemaMismatchError, match="routing column is missing"):
         ic.write(df, {"click": clicks}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="type")
-    bad = source(spark, 0, 50).withColumnRenamed("page", "pgae")
+    bad = routed_source(spark, 0, 50).withColumnRenamed("page", "pgae")
     with pytest.raises(SchemaMismatchError, match="pgae"):  # a column no table has is a typo, not a route
         ic.write(
             bad, {"click": clicks}, catalog=catalog, job_id="r", checkpoint_id=0, route_by="kind", dead_letter=dead
@@ -147,7 +114,7 @@ def test_after_a_crash_between_tables_a_rerun_completes_each_table_once(
     views, and before anything reached the dead-letter table."""
     clicks, views, dead = tables
     routes = {"click": clicks, "tap": clicks, "view": views}
-    df = source(spark, 0, 300)
+    df = routed_source(spark, 0, 300)
     ic.create_table(catalog, dead, pa.schema([pa.field("id", pa.int64()), pa.field("kind", pa.string())]))
     loaded = {name: catalog.load_table(name) for name in (clicks, views, dead)}
     written = RoutedSparkWriter(loaded, routes, route_by="kind", dead_letter=dead, job_id="router").write(df, 9)
@@ -163,9 +130,9 @@ def test_after_a_crash_between_tables_a_rerun_completes_each_table_once(
     assert rerun[views].status == "already-committed"
     assert rerun[dead].status == "committed"
     assert rerun.skipped_records == {clicks: 120, views: 60}
-    assert ids(catalog, clicks) == expected(0, 300, "click", "tap")
-    assert ids(catalog, views) == expected(0, 300, "view")
-    assert ids(catalog, dead) == expected(0, 300, "scroll", None)
+    assert sorted_ids(catalog, clicks) == ids_of_kinds(0, 300, "click", "tap")
+    assert sorted_ids(catalog, views) == ids_of_kinds(0, 300, "view")
+    assert sorted_ids(catalog, dead) == ids_of_kinds(0, 300, "scroll", None)
     assert catalog.load_table(dead).scan().to_arrow().column_names == ["id", "kind"]
     for name in (clicks, views, dead):
         assert ic.reconcile(catalog, name, job_id="router", deep=True).ok, name
@@ -194,9 +161,9 @@ def test_integer_routes_and_the_streaming_sink(spark: SparkSession, sqlite_catal
     query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoints))
     run_to_end(query.trigger(availableNow=True).start())
     assert len(results) == 3
-    assert ids(sqlite_catalog, a) == [i for i in range(90) if i % 3 == 1]
-    assert ids(sqlite_catalog, b) == [i for i in range(90) if i % 3 == 2]
-    assert ids(sqlite_catalog, "ns.dead") == [i for i in range(90) if i % 3 == 0]
+    assert sorted_ids(sqlite_catalog, a) == [i for i in range(90) if i % 3 == 1]
+    assert sorted_ids(sqlite_catalog, b) == [i for i in range(90) if i % 3 == 2]
+    assert sorted_ids(sqlite_catalog, "ns.dead") == [i for i in range(90) if i % 3 == 0]
     for name in (a, b, "ns.dead"):
         found = committed_checkpoints(sqlite_catalog.load_table(name).metadata, job_id="depts")
         assert sorted(c.checkpoint_id for c in found) == [0, 1, 2]
@@ -209,7 +176,7 @@ def test_the_source_is_read_once_by_one_spark_job(spark: SparkSession, sqlite_ca
     context.setJobGroup("icecommit-routed-once", "one routed checkpoint")
     try:
         ic.write(
-            source(spark, 0, 1000),
+            routed_source(spark, 0, 1000),
             {"click": "ns.clicks", "tap": "ns.clicks", "view": "ns.views"},
             catalog=sqlite_catalog,
             job_id="router",
@@ -224,11 +191,11 @@ def test_the_source_is_read_once_by_one_spark_job(spark: SparkSession, sqlite_ca
     assert len(jobs) == 1, f"{len(jobs)} Spark jobs for one routed checkpoint"
     info = tracker.getJobInfo(jobs[0])
     assert info is not None and len(info.stageIds) == 1, "one stage: the source is scanned once, no shuffle"
-    assert sum(len(ids(sqlite_catalog, n)) for n in ("ns.clicks", "ns.views", "ns.unrouted")) == 1000
+    assert sum(len(sorted_ids(sqlite_catalog, n)) for n in ("ns.clicks", "ns.views", "ns.unrouted")) == 1000
 
 
 def test_routing_arguments_go_together(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
-    df = source(spark, 0, 10)
+    df = routed_source(spark, 0, 10)
     with pytest.raises(InvalidArgumentError) as no_route:
         ic.write(df, {"click": "ns.clicks"}, catalog=sqlite_catalog, job_id="r", checkpoint_id=0)
     assert no_route.value.argument == "route_by" and isinstance(no_route.value, ValueError)

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 import icecommit as ic
 import icecommit.pipeline
 from icecommit.committer import FAULT_POINTS, GlobalCommitter, committed_checkpoints
-from tests.writers.test_routing import CLICKS, VIEWS, expected, ids, source
+from tests.fakes import CLICKS, VIEWS, ids_of_kinds, routed_source, sorted_ids
 
 pytestmark = pytest.mark.spark
 
@@ -47,7 +47,7 @@ def setup_tables(catalog: SqlCatalog) -> None:
 def routed_write(spark: SparkSession, catalog: SqlCatalog, checkpoint_id: int) -> ic.RoutedCommitResult:
     """Checkpoint c carries ids c*200 .. c*200+199 (the same rows whenever it is replayed)."""
     return ic.write(
-        source(spark, checkpoint_id * 200, checkpoint_id * 200 + 200),
+        routed_source(spark, checkpoint_id * 200, checkpoint_id * 200 + 200),
         ROUTES,
         catalog=catalog,
         job_id="router",
@@ -74,7 +74,7 @@ def test_a_crash_anywhere_in_a_routed_checkpoint_leaves_each_table_with_its_rows
     assert set(rerun.results) == set(TABLES)
     assert routed_write(spark, sqlite_catalog, 1).committed is False, "a third run changes nothing"
     for name, kinds in (("ns.clicks", ("click", "tap")), ("ns.views", ("view",)), ("ns.unrouted", ("scroll", None))):
-        assert ids(sqlite_catalog, name) == expected(0, 400, *kinds), f"{name} after a crash at {seen[-1]}"
+        assert sorted_ids(sqlite_catalog, name) == ids_of_kinds(0, 400, *kinds), f"{name} after a crash at {seen[-1]}"
         found = committed_checkpoints(sqlite_catalog.load_table(name).metadata, job_id="router")
         assert sorted(c.checkpoint_id for c in found) == [0, 1], name
         report = ic.reconcile(sqlite_catalog, name, job_id="router")

@@ -13,28 +13,13 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 import icecommit as ic
 from icecommit.writers import SparkWriter, TaskAttempt, WriteResult
+from tests.fakes import spark_events
 from tests.helpers import EVENTS_SCHEMA
 
 pytestmark = pytest.mark.spark
-
-DAY0_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
-
-
-def spark_events(spark: SparkSession, start: int, end: int, partitions: int = 3) -> DataFrame:
-    """Events with nulls (event, score), NaNs (score) and times over three days."""
-    i = F.col("id")
-    return spark.range(start, end, numPartitions=partitions).select(
-        i.alias("id"),
-        F.timestamp_micros(F.lit(DAY0_US) + (i * 7_000_003_001) % (3 * 86_400_000_000)).alias("ts"),
-        F.when(i % 11 == 0, F.lit(None))
-        .otherwise(F.element_at(F.array(F.lit("pv"), F.lit("show"), F.lit("click")), (i % 3 + 1).cast("int")))
-        .alias("event"),
-        F.when(i % 13 == 0, F.lit(float("nan"))).when(i % 17 == 0, F.lit(None)).otherwise(i / 4).alias("score"),
-    )
 
 
 def _value(v: Any) -> Any:

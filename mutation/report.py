@@ -2,7 +2,7 @@
 with its diff, each either listed as equivalent (``mutation/equivalent.toml``, with the
 reason) or as a gap a test should close.
 
-    .venv/bin/python -m bench.mutation_report [--seconds N]
+    .venv/bin/python -m mutation.report [--seconds N]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from bench import mutation_cache
+from mutation import cache as mutation_cache
 
 try:
     import tomllib
@@ -49,7 +49,7 @@ def _mutmut(*args: str) -> str:
 
 
 def _restored_line() -> str:
-    """What the run took from the verdicts of an earlier one (bench/mutation_cache.py)."""
+    """What the run took from the verdicts of an earlier one (mutation/cache.py)."""
     start_file = mutation_cache.MUTANTS / mutation_cache.RUN_START
     if not start_file.exists():
         return "- Every verdict was judged in this run (`--fresh`, or no kept verdicts)."
@@ -59,7 +59,7 @@ def _restored_line() -> str:
     changed = f"; files under `tests/` changed since: {len(start['changed'])}" if start["changed"] else ""
     return (
         f"- Verdicts of tests kept from the run of {start['revision']} (`mutation/cache.tar.gz`, "
-        f"`bench/mutation_cache.py`): {start['kept']:,}; forgotten and judged again: {forgotten:,}"
+        f"`mutation/cache.py`): {start['kept']:,}; forgotten and judged again: {forgotten:,}"
         + (f" ({reasons})" if reasons else "")
         + f"{changed}; with them every mutant of a function that changed, every one no test reached "
         "and every one the type check caught. `--fresh` judges everything."

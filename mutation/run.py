@@ -14,12 +14,12 @@ those that killed any mutant, then the rest fastest first (mutmut's order). The 
 kept in ``mutation/killers.json`` for the next run. Only the order changes: a mutant is
 killed by its first failing test, and a survivor still runs every test that reaches it.
 
-    python -m bench.mutation_run [--max-children N] [--fresh] [--rerun-equivalent] [MUTANT ...]
+    python -m mutation.run [--max-children N] [--fresh] [--rerun-equivalent] [MUTANT ...]
                                           # names or patterns: only these, run again
                                           # a checkout without mutants/ starts from the kept
-                                          # verdicts of the last run (bench/mutation_cache.py)
+                                          # verdicts of the last run (mutation/cache.py)
                                           # unless --fresh; every run keeps its own after
-    python -m bench.mutation_run --pin    # record the changed lines of every listed mutant
+    python -m mutation.run --pin    # record the changed lines of every listed mutant
                                           # from the last run's mutants/ (after adding one)
 """
 
@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bench import mutation_cache
+from mutation import cache as mutation_cache
 
 try:
     import tomllib
@@ -51,9 +51,9 @@ KILL_LOG = ROOT / "mutants" / "kills.log"
 HEADER = """\
 # Surviving mutants that no test can kill, each with the reason it is equivalent to the
 # original code (scripts/mutation.sh lists every other survivor as a gap in MUTATION.md).
-# `change` is the mutant's changed lines (python -m bench.mutation_run --pin writes it): a
+# `change` is the mutant's changed lines (python -m mutation.run --pin writes it): a
 # mutant whose name and change still match is recorded as survived without running its
-# tests again (bench/mutation_run.py); --rerun-equivalent runs them all.
+# tests again (mutation/run.py); --rerun-equivalent runs them all.
 """
 
 

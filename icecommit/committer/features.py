@@ -1,0 +1,29 @@
+"""What a prepared checkpoint's commit needs, recorded with it at prepare.
+
+A checkpoint is decided at prepare and committed later, maybe by another process or
+another version of icecommit (a recovering job, a rolled-back deployment). Each prepared
+row records the features its commit needs beyond appending its data files; code that does
+not know one of them refuses to commit the checkpoint instead of committing it as a plain
+append. A plain append needs none, so rows written before features were recorded commit
+as they always did.
+"""
+
+from __future__ import annotations
+
+from icecommit.core.errors import CheckpointFeatureError
+from icecommit.state.checkpoints import CheckpointState
+
+#: The features this version commits. A schema change, a table creation, a row delta and
+#: a partition overwrite each add their name here when their operation lands.
+SUPPORTED: frozenset[str] = frozenset()
+
+
+def require_supported(state: CheckpointState, supported: frozenset[str] = SUPPORTED) -> None:
+    """Raise when ``state`` needs a feature outside ``supported``.
+
+    Raises:
+        CheckpointFeatureError: names the features this version does not know.
+    """
+    unknown = sorted(set(state.features) - supported)
+    if unknown:
+        raise CheckpointFeatureError(state.job_id, state.checkpoint_id, state.table_name, unknown)

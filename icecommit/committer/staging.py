@@ -1,0 +1,150 @@
+"""Staging a checkpoint durably at prepare, and reading its staged file list back at commit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+
+from icecommit.committer.completion import CompletionPublisher
+from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
+from icecommit.committer.validation import CheckpointFiles, require_files_present
+from icecommit.core.completeness import micros
+from icecommit.core.datafiles import WriteResult
+from icecommit.core.errors import CheckpointReusedError, StagedManifestError, StagingError
+from icecommit.core.tableprops import future_skew
+from icecommit.state.checkpoints import CheckpointState, CheckpointStore
+from icecommit.state.database import state_errors
+from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
+
+logger = logging.getLogger(__name__)
+
+
+def read_staged(state: CheckpointState, table: Table) -> list[DataFile]:
+    """The data files of a prepared checkpoint's staged manifest.
+
+    Raises:
+        StagedManifestError: the manifest is gone or cannot be read (names it, and how to
+            abandon the checkpoint).
+        OSError: storage failed to answer (not a damaged manifest: the caller retries).
+    """
+    assert state.manifest_path is not None
+    try:
+        return read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
+    except FileNotFoundError as e:
+        raise StagedManifestError(
+            state.job_id, state.checkpoint_id, state.table_name, state.manifest_path, "is missing from storage"
+        ) from e
+    except OSError:
+        raise
+    except Exception as e:  # Avro decoding raises many kinds on a truncated or foreign file
+        raise StagedManifestError(
+            state.job_id,
+            state.checkpoint_id,
+            state.table_name,
+            state.manifest_path,
+            f"cannot be read ({type(e).__name__}: {e})",
+        ) from e
+
+
+def staged_paths(state: CheckpointState, table: Table) -> list[str]:
+    """The data files a checkpoint staged ([] when its staged manifest is gone or
+    unreadable: then its files cannot tell, and the decision does without them)."""
+    if state.manifest_path is None or not table.io.new_input(state.manifest_path).exists():
+        return []
+    try:
+        return [f.file_path for f in read_staged(state, table)]
+    except StagedManifestError:
+        return []
+
+
+def stage_checkpoint(
+    store: CheckpointStore,
+    table: Table,
+    validated: CheckpointFiles,
+    results: Sequence[WriteResult],
+    *,
+    routed_with: Sequence[WriteResult],
+    job_id: str,
+    table_name: str,
+    query_id: str | None,
+    fault: Callable[[str, int], None],
+) -> tuple[CheckpointState, bool]:
+    """Stage a validated checkpoint durably: its files present on storage, its staged
+    manifest written, then its ``prepared`` row (with its task attempts, metric samples and
+    records per time partition) inserted in one transaction. Returns (row, inserted); not
+    inserted means another process prepared it first.
+
+    Raises:
+        DataFileMissingError: a data file is absent or not its recorded size.
+        StagingError: storage failed while the manifest was written; nothing recorded.
+        StateDatabaseError: the row could not be recorded; prepare again.
+    """
+    checkpoint_id = validated.checkpoint_id
+    require_files_present(validated.data_files, table.io, checkpoint_id)
+    manifest_path = None
+    if validated.data_files:
+        manifest_path = staged_manifest_path(table, job_id, checkpoint_id)
+        try:
+            write_staged_manifest(table, manifest_path, validated.data_files)
+        except OSError as e:  # a full disk, a lost connection: nothing recorded yet
+            raise StagingError(checkpoint_id, manifest_path, e) from e
+    fault("after-stage", checkpoint_id)
+    skew = future_skew(table.metadata.properties)
+    limit_us = micros(store.clock() + skew)
+    watermark_us, future_records = capped_watermark(results, validated.max_event_time_us, limit_us)
+    if routed_with:
+        watermark_us = max_of(watermark_us, routed_watermark(routed_with, limit_us))
+    if future_records:
+        logger.warning(
+            "checkpoint %d of job %s: %d row(s) lie more than %s ahead of the clock; they are committed, "
+            "but do not move the watermark",
+            checkpoint_id, job_id, future_records, skew,
+        )  # fmt: skip
+    with state_errors(store, "nothing was recorded: prepare it again"):
+        state, inserted = store.insert_prepared(
+            job_id=job_id,
+            table_name=table_name,
+            checkpoint_id=checkpoint_id,
+            manifest_path=manifest_path,
+            files_digest=validated.digest,
+            source_records=validated.source_records,
+            records=validated.records,
+            files=len(validated.data_files),
+            bytes_=validated.bytes,
+            max_event_time_us=validated.max_event_time_us,
+            query_id=query_id,
+            watermark_us=watermark_us,
+            future_records=future_records,
+            tasks=[(r.task_id, r.attempt) for r in results],
+            samples=prepare_samples(results),
+            partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
+        )
+    if inserted:
+        logger.info(
+            "prepared checkpoint %d of job %s: %d records in %d files",
+            checkpoint_id, job_id, validated.records, len(validated.data_files),
+        )  # fmt: skip
+    return state, inserted
+
+
+def same_files_or_error(existing: CheckpointState, digest: str, files: int) -> CheckpointState:
+    """``existing`` when it staged the same files (a repeated prepare is a no-op).
+
+    Raises:
+        CheckpointReusedError: the checkpoint id already holds other files.
+    """
+    if existing.files_digest == digest:
+        logger.info("checkpoint %d of job %s is already %s", existing.checkpoint_id, existing.job_id, existing.status)
+        return existing
+    raise CheckpointReusedError(
+        existing.job_id,
+        existing.checkpoint_id,
+        existing.table_name,
+        status=existing.status,
+        snapshot_id=existing.snapshot_id,
+        staged=existing.files,
+        offered=files,
+    )

@@ -1,0 +1,115 @@
+"""The icecommit error hierarchy.
+
+Every error icecommit raises derives from :class:`IcecommitError` and carries the facts
+of the failure as attributes (table, checkpoint id, column, expected vs actual), so a
+caller can act on them without parsing the message. Each belongs to one of four families,
+which say what the caller does next:
+
+- :class:`InvalidInputError`: the input or the call is wrong; nothing was staged. Fix it.
+- :class:`CheckpointRefusedError`: the checkpoint decision refused the checkpoint (rolled
+  back, out of order, reused, another query's batch); nothing was staged. The message says
+  the way forward (a new job id, ``recommit=True``, leave it out).
+- :class:`CommitOutcomeError`: a commit did not end as asked. A conflict
+  (:class:`CommitConflictError`) did not land: retry later. An unknown outcome
+  (:class:`CommitStateUnknownError`) may have landed: run ``recover()``; nothing was deleted.
+- :class:`EnvironmentFailureError`: the catalog, the state database or storage failed or
+  holds something icecommit cannot use; an operator acts.
+
+Some classes moved family in this release: their old base (:class:`ValidationError`,
+:class:`TableSpecError`) stays a second base for one release, so existing ``except``
+clauses keep catching them; :func:`family_of` gives the one family that counts.
+"""
+
+from icecommit.core.errors.base import (
+    FAMILIES,
+    CheckpointRefusedError,
+    CommitOutcomeError,
+    EnvironmentFailureError,
+    IcecommitError,
+    InvalidInputError,
+    family_of,
+    nothing_staged,
+)
+from icecommit.core.errors.environment import (
+    CatalogUnavailableError,
+    CheckpointFeatureError,
+    DataFileMissingError,
+    PartitionSpecChangedError,
+    SchemaChangedError,
+    StagedManifestError,
+    StagingError,
+    StateDatabaseError,
+    StateDatabaseMismatchError,
+    StateDatabaseUnavailableError,
+    StateSchemaError,
+    UnsafeLocationError,
+)
+from icecommit.core.errors.input import (
+    CheckpointNotFoundError,
+    CompletenessNotReachedError,
+    InvalidArgumentError,
+    InvalidRangeError,
+    JobNotFoundError,
+    NotAnAncestorError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+    TableSpecError,
+    UnroutedRecordsError,
+    ValidationError,
+)
+from icecommit.core.errors.outcome import (
+    CommitConflictError,
+    CommitStateUnknownError,
+    PlanChangedError,
+)
+from icecommit.core.errors.refused import (
+    CheckpointCommittedError,
+    CheckpointOutOfOrderError,
+    CheckpointReusedError,
+    CheckpointRolledBackError,
+    StreamingQueryMismatchError,
+)
+
+__all__ = [
+    "FAMILIES",
+    "CatalogUnavailableError",
+    "CheckpointCommittedError",
+    "CheckpointFeatureError",
+    "CheckpointNotFoundError",
+    "CheckpointOutOfOrderError",
+    "CheckpointRefusedError",
+    "CheckpointReusedError",
+    "CheckpointRolledBackError",
+    "CommitConflictError",
+    "CommitOutcomeError",
+    "CommitStateUnknownError",
+    "CompletenessNotReachedError",
+    "DataFileMissingError",
+    "EnvironmentFailureError",
+    "IcecommitError",
+    "InvalidArgumentError",
+    "InvalidInputError",
+    "InvalidRangeError",
+    "JobNotFoundError",
+    "NotAnAncestorError",
+    "PartitionSpecChangedError",
+    "PlanChangedError",
+    "SchemaChangedError",
+    "SchemaMismatchError",
+    "SnapshotNotFoundError",
+    "StagedManifestError",
+    "StagingError",
+    "StateDatabaseError",
+    "StateDatabaseMismatchError",
+    "StateDatabaseUnavailableError",
+    "StateSchemaError",
+    "StreamingQueryMismatchError",
+    "TableNotFoundError",
+    "TableSpecError",
+    "UnroutedRecordsError",
+    "UnsafeLocationError",
+    "ValidationError",
+    "family_of",
+    "nothing_staged",
+]

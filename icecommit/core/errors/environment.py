@@ -1,0 +1,247 @@
+"""Environment failures: the catalog, the state database or storage; an operator acts."""
+
+from __future__ import annotations
+
+from icecommit.core.errors.base import EnvironmentFailureError
+from icecommit.core.errors.input import ValidationError
+
+
+class DataFileMissingError(EnvironmentFailureError, ValidationError):
+    """A data file of a checkpoint is absent from storage or not the size recorded for it
+    (at prepare, or at commit: a staged file lost since). Nothing was committed.
+
+    Attributes:
+        path: the first bad file; expected / actual: its recorded size and its size on
+            storage (None when absent); bad / total: how many of the checkpoint's files.
+        table / job_id: where known.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        checkpoint_id: int,
+        expected: int | None,
+        actual: int | None,
+        bad: int,
+        total: int,
+        table: str | None = None,
+        job_id: str | None = None,
+    ) -> None:
+        self.bad = bad
+        self.total = total
+        self.table = table
+        self.job_id = job_id
+        what = "is missing from storage" if actual is None else f"has {actual} bytes on storage, {expected} recorded"
+        super().__init__(
+            f"data file {path} {what} ({bad} of {total} files bad)",
+            checkpoint_id=checkpoint_id,
+            expected=expected,
+            actual=actual,
+            path=path,
+        )
+
+
+class PartitionSpecChangedError(EnvironmentFailureError, ValidationError):
+    """A checkpoint prepared under a partition spec that the table no longer has (another
+    engine's maintenance removed it as unused). Files of an older spec that the table still
+    has commit under it; these cannot, because their partition values have no spec to be
+    read with. Nothing was committed; abandon it and write its rows again.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        prepared_spec_id / current_spec_id: the spec its files were written for, and the table's.
+    """
+
+    def __init__(
+        self, job_id: str, checkpoint_id: int, table: str, prepared_spec_id: int, current_spec_id: int
+    ) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.prepared_spec_id = prepared_spec_id
+        self.current_spec_id = current_spec_id
+        super().__init__(
+            f"job {job_id} in table {table}: prepared under partition spec {prepared_spec_id}, which the table "
+            f"no longer has (its spec is now {current_spec_id}); its files cannot be committed. Give it up with "
+            f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
+            "checkpoint id",
+            checkpoint_id=checkpoint_id,
+            expected=current_spec_id,
+            actual=prepared_spec_id,
+        )
+
+
+class SchemaChangedError(EnvironmentFailureError, ValidationError):
+    """The table's schema changed after a checkpoint was prepared in a way its files cannot
+    follow: a required column was added that they lack, so every read of them would fail.
+    Nothing was committed; abandon the checkpoint and write its rows again.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint; column: the required column.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, column: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        self.column = column
+        super().__init__(
+            f"job {job_id} in table {table}: required column {column!r} was added after the checkpoint was prepared, "
+            f"and its files do not have it (they would be unreadable). Give it up with "
+            f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
+            "checkpoint id",
+            checkpoint_id=checkpoint_id,
+            expected=column,
+            actual=None,
+        )
+
+
+class StagedManifestError(EnvironmentFailureError, ValidationError):
+    """A prepared checkpoint's staged manifest cannot be read (missing or corrupt), so the
+    checkpoint cannot commit; abandoning it lets the job go on.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint; path: the staged manifest.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, path: str, problem: str) -> None:
+        self.job_id = job_id
+        self.table = table
+        super().__init__(
+            f"job {job_id} in table {table}: staged manifest {path} {problem}; the checkpoint cannot commit. "
+            f"If its data is lost, give it up with GlobalCommitter(...).abandon({checkpoint_id}, reason=...) "
+            "so the job can go on",
+            checkpoint_id=checkpoint_id,
+            path=path,
+        )
+
+
+class UnsafeLocationError(EnvironmentFailureError):
+    """A deleting command (orphan sweep, expiry's cleanup) or a table definition would
+    reach files that are not the table's own: a location that contains another table's,
+    or files in another file system than the table's location. Nothing was deleted.
+
+    Attributes:
+        table: the table.
+        location: the location or file at fault.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, table: str, location: str, reason: str) -> None:
+        self.table = table
+        self.location = location
+        self.reason = reason
+        super().__init__(f"table {table}: {reason} ({location}); nothing was deleted")
+
+
+class CatalogUnavailableError(EnvironmentFailureError):
+    """The catalog cannot be opened, or does not exist where only an existing one will do;
+    nothing was created.
+
+    Attributes:
+        uri: the catalog's database URL (password hidden) or ``catalog NAME``.
+        reason: what is wrong.
+    """
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"catalog {uri}: {reason}" if not uri.startswith("catalog ") else f"{uri}: {reason}")
+
+
+class StagingError(EnvironmentFailureError):
+    """Storage failed while a checkpoint's manifest was being staged (a full disk, a lost
+    connection); nothing was recorded, so preparing again is safe. The original error is
+    ``__cause__``.
+
+    Attributes:
+        checkpoint_id / path: the checkpoint and the staged manifest being written.
+    """
+
+    def __init__(self, checkpoint_id: int, path: str, cause: BaseException) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.path = path
+        super().__init__(
+            f"checkpoint {checkpoint_id}: staging {path} failed ({type(cause).__name__}: {cause}); "
+            "nothing was recorded: prepare it again once storage is back"
+        )
+
+
+class StateDatabaseError(EnvironmentFailureError):
+    """icecommit's state database cannot be used for what was asked; nothing was changed.
+
+    Attributes:
+        uri: the state database opened (password hidden).
+        reason: what is wrong.
+    """
+
+    def __init__(self, uri: str, reason: str) -> None:
+        self.uri = uri
+        self.reason = reason
+        super().__init__(f"state database {uri}: {reason}")
+
+
+class StateDatabaseUnavailableError(StateDatabaseError):
+    """The state database could not be reached or opened (the cause is ``__cause__``)."""
+
+
+class StateSchemaError(StateDatabaseError):
+    """The state database was written by a newer icecommit than this one.
+
+    Attributes:
+        found / supported: its schema version and the newest this icecommit knows.
+    """
+
+    def __init__(self, uri: str, found: int, supported: int) -> None:
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            uri,
+            f"schema version {found} is newer than this icecommit supports ({supported}); "
+            "upgrade icecommit (a database is never downgraded)",
+        )
+
+
+class StateDatabaseMismatchError(StateDatabaseError):
+    """The table records another state database than the one opened: committing, expiring
+    or sweeping with this one would not see the table's checkpoints.
+
+    Attributes:
+        table: the table.
+        expected_id / expected_uri: the state database the table records.
+        actual_id / uri: the one opened.
+    """
+
+    def __init__(self, table: str, *, expected_id: str, expected_uri: str, actual_id: str, uri: str) -> None:
+        self.table = table
+        self.expected_id = expected_id
+        self.expected_uri = expected_uri
+        self.actual_id = actual_id
+        super().__init__(
+            uri,
+            f"table {table} keeps its checkpoints in state database {expected_id} ({expected_uri}), "
+            f"not in this one ({actual_id}); name that database in the catalog's property icecommit.state-uri "
+            "(or ICECOMMIT_STATE_URI, earlier ICECOMMIT_METRICS_URI). "
+            f"If the state was moved there on purpose, set the table property icecommit.state.id to {actual_id}",
+        )
+
+
+class CheckpointFeatureError(EnvironmentFailureError):
+    """A prepared checkpoint whose commit needs a feature this icecommit does not know (it
+    was prepared by a newer version: a schema change, a row delta): committing it as a
+    plain append would be wrong, so nothing was committed.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        features: the features it needs that this version does not know.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, features: list[str]) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.table = table
+        self.features = features
+        super().__init__(
+            f"checkpoint {checkpoint_id} of job {job_id!r} in {table} was prepared by a newer icecommit: its commit "
+            f"needs {', '.join(features)}, which this version does not know; nothing was committed. Commit it with "
+            "the icecommit version that prepared it, or a newer one"
+        )

@@ -1,0 +1,87 @@
+"""Commit outcomes: lost to concurrent commits (retry later), or not known (recover)."""
+
+from __future__ import annotations
+
+from icecommit.core.errors.base import CommitOutcomeError
+from icecommit.core.errors.input import TableSpecError
+
+
+class CommitConflictError(CommitOutcomeError):
+    """Concurrent commits kept winning until the retry policy gave up; nothing of this
+    commit landed. Retry later (or raise ``commit.retry.*``).
+
+    Attributes:
+        table / checkpoint_id: the table, and the checkpoint (None for another operation).
+        operation: what was being committed, as the message names it.
+        attempts / elapsed_s: how many attempts were made, in how long.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        checkpoint_id: int | None,
+        attempts: int,
+        elapsed_s: float,
+        *,
+        operation: str | None = None,
+    ) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s
+        self.operation = operation or (
+            f"checkpoint {checkpoint_id} of {table}" if checkpoint_id is not None else f"a commit to {table}"
+        )
+        super().__init__(
+            f"{self.operation}: gave up after {attempts} conflicting commit attempts in {elapsed_s:.2f}s; "
+            "nothing of it landed: retry later"
+        )
+
+
+class CommitStateUnknownError(CommitOutcomeError):
+    """A commit attempt failed in a way that does not prove it did not land, and the table
+    did not show it either. Nothing was deleted.
+
+    Attributes:
+        table / checkpoint_id: the table, and the checkpoint (None for another operation).
+        operation: what was being committed, as the message names it.
+        cause: the error the attempt raised.
+        remedy: what resolves it (for a checkpoint, ``recover()``).
+    """
+
+    def __init__(
+        self,
+        table: str,
+        checkpoint_id: int | None,
+        cause: BaseException,
+        *,
+        operation: str | None = None,
+        remedy: str = "run recover() to resolve it",
+    ) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.cause = cause
+        self.remedy = remedy
+        self.operation = operation or (
+            f"checkpoint {checkpoint_id} of {table}" if checkpoint_id is not None else f"a commit to {table}"
+        )
+        super().__init__(f"{self.operation}: commit outcome unknown ({cause!r}); {remedy}")
+
+
+class PlanChangedError(CommitConflictError, TableSpecError):
+    """A planned change (a rollback, an expiry) lost its catalog commit to another commit
+    made after it was planned; nothing of it landed. Plan again: the plan may no longer
+    hold, so it is never re-applied as it was.
+
+    Attributes:
+        table / operation: the table and the change (``rollback``, ``expiry``).
+    """
+
+    def __init__(self, table: str, operation: str) -> None:
+        self.table = table
+        self.checkpoint_id = None
+        self.attempts = 1
+        self.elapsed_s = 0.0
+        self.operation = operation
+        self.reason = f"changed since the {operation} was planned (another commit landed meanwhile); plan again"
+        Exception.__init__(self, f"table {table}: {self.reason}")

@@ -1,0 +1,109 @@
+"""A checkpoint is decided about once: ``ic.write`` plans it once after recovery, prepare and
+commit reuse the plan, and each commit attempt reads only what changed since the planned
+head. Counted on the happy path, for a single table and for a routed write of two (a
+single table is a route of one: the same orchestration, the same loads per table)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.table import Table
+from pyspark.sql import SparkSession
+
+import icecommit as ic
+import icecommit.committer.planning as planning
+import icecommit.core.ancestry as ancestry
+from icecommit.core.decision import Decision
+from tests.conftest import unique_table
+from tests.fakes import CLICKS, VIEWS, routed_source
+
+pytestmark = pytest.mark.spark
+
+
+class Counted:
+    """Counts the decisions, the lineage walks and the table loads (per table) of a call."""
+
+    def __init__(self, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.decisions = 0
+        self.walks = 0
+        self.loads: Counter[str] = Counter()
+        decide, ancestors_of, load_table = planning.decide, ancestry.ancestors_of, catalog.load_table
+        commit_table = catalog.commit_table
+        committing = False
+
+        def counted_decide(*args: Any, **kwargs: Any) -> Decision:
+            self.decisions += 1
+            return decide(*args, **kwargs)
+
+        def counted_walk(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            self.walks += 1
+            return ancestors_of(*args, **kwargs)
+
+        def counted_load(identifier: str | tuple[str, ...]) -> Table:
+            name = identifier if isinstance(identifier, str) else ".".join(identifier)
+            self.loads[name] += not committing  # the SQL catalog's own read inside a commit is not the caller's
+            return load_table(identifier)
+
+        def commit(*args: Any, **kwargs: Any) -> Any:
+            nonlocal committing
+            committing = True
+            try:
+                return commit_table(*args, **kwargs)
+            finally:
+                committing = False
+
+        monkeypatch.setattr(planning, "decide", counted_decide)
+        monkeypatch.setattr(ancestry, "ancestors_of", counted_walk)
+        monkeypatch.setattr(catalog, "load_table", counted_load)
+        monkeypatch.setattr(catalog, "commit_table", commit)
+
+    def reset(self) -> None:
+        self.decisions, self.walks = 0, 0
+        self.loads.clear()
+
+
+def test_a_single_table_write_decides_once_walks_the_lineage_at_most_three_times(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = unique_table("one")
+    ic.create_table(sqlite_catalog, name, VIEWS, partition_by=["page"])
+    df = routed_source(spark, 0, 200).where("kind = 'view'").select("id", "ts", "page")
+    ic.write(df, name, catalog=sqlite_catalog, job_id="plan", checkpoint_id=1)  # the table's first commit and claim
+    counted = Counted(sqlite_catalog, monkeypatch)
+    result = ic.write(df, name, catalog=sqlite_catalog, job_id="plan", checkpoint_id=2)
+    assert result.committed and result.attempts == 1
+    assert counted.decisions == 1
+    assert counted.walks <= 3, counted.walks
+    assert set(counted.loads) == {name}
+    single_loads = counted.loads[name]
+    assert single_loads <= 2, counted.loads
+
+    clicks, views = unique_table("clicks"), unique_table("views")
+    ic.create_table(sqlite_catalog, clicks, CLICKS, partition_by=["hour(ts)"])
+    ic.create_table(sqlite_catalog, views, VIEWS, partition_by=["page"])
+    routes = {"click": clicks, "tap": clicks, "view": views, "scroll": views}
+    source = routed_source(spark, 0, 400).where("kind IS NOT NULL")
+    ic.write(source, routes, route_by="kind", catalog=sqlite_catalog, job_id="plan", checkpoint_id=1)
+    counted.reset()
+    routed = ic.write(source, routes, route_by="kind", catalog=sqlite_catalog, job_id="plan", checkpoint_id=2)
+    assert routed.committed
+    assert counted.decisions == 2  # one per table
+    assert counted.walks <= 3 * 2, counted.walks
+    assert counted.loads == {clicks: single_loads, views: single_loads}
+
+
+def test_a_replay_of_a_committed_checkpoint_writes_nothing_and_decides_once(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = unique_table("replay")
+    ic.create_table(sqlite_catalog, name, VIEWS, partition_by=["page"])
+    df = routed_source(spark, 0, 100).where("kind = 'view'").select("id", "ts", "page")
+    first = ic.write(df, name, catalog=sqlite_catalog, job_id="plan", checkpoint_id=1)
+    counted = Counted(sqlite_catalog, monkeypatch)
+    again = ic.write(df, name, catalog=sqlite_catalog, job_id="plan", checkpoint_id=1)
+    assert (again.status, again.snapshot_id) == ("already-committed", first.snapshot_id)
+    assert counted.decisions == 1 and counted.loads == {name: 1}

@@ -1,0 +1,118 @@
+"""Every error says what the caller does next: it belongs to exactly one of four families
+(invalid input, refused by the checkpoint decision, commit outcome, environment), classes
+that moved keep their old base for one release, the files a write made are removed only
+when the error proves nothing was staged, and the command line's exit code follows the
+family."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import icecommit.errors as errors
+from icecommit.cli.main import _EXIT_OF_FAMILY, EXIT_ENVIRONMENT, EXIT_OUTCOME, EXIT_USAGE
+from icecommit.errors import (
+    FAMILIES,
+    CheckpointRefusedError,
+    CommitOutcomeError,
+    EnvironmentFailureError,
+    IcecommitError,
+    InvalidInputError,
+    family_of,
+    nothing_staged,
+)
+
+CLASSES = sorted(
+    (c for c in vars(errors).values() if inspect.isclass(c) and issubclass(c, IcecommitError)),
+    key=lambda c: c.__name__,
+)
+
+#: The family each error belongs to (a new error is placed here on purpose).
+EXPECTED = {
+    "SchemaMismatchError": InvalidInputError,
+    "ValidationError": InvalidInputError,
+    "UnroutedRecordsError": InvalidInputError,
+    "InvalidArgumentError": InvalidInputError,
+    "InvalidRangeError": InvalidInputError,
+    "CheckpointNotFoundError": InvalidInputError,
+    "SnapshotNotFoundError": InvalidInputError,
+    "CompletenessNotReachedError": InvalidInputError,
+    "TableSpecError": InvalidInputError,
+    "TableNotFoundError": InvalidInputError,
+    "NotAnAncestorError": InvalidInputError,
+    "JobNotFoundError": InvalidInputError,
+    "CheckpointRolledBackError": CheckpointRefusedError,
+    "CheckpointCommittedError": CheckpointRefusedError,
+    "CheckpointOutOfOrderError": CheckpointRefusedError,
+    "StreamingQueryMismatchError": CheckpointRefusedError,
+    "CheckpointReusedError": CheckpointRefusedError,
+    "CommitConflictError": CommitOutcomeError,
+    "PlanChangedError": CommitOutcomeError,
+    "CommitStateUnknownError": CommitOutcomeError,
+    "DataFileMissingError": EnvironmentFailureError,
+    "PartitionSpecChangedError": EnvironmentFailureError,
+    "SchemaChangedError": EnvironmentFailureError,
+    "StagedManifestError": EnvironmentFailureError,
+    "UnsafeLocationError": EnvironmentFailureError,
+    "CatalogUnavailableError": EnvironmentFailureError,
+    "StagingError": EnvironmentFailureError,
+    "StateDatabaseError": EnvironmentFailureError,
+    "StateDatabaseUnavailableError": EnvironmentFailureError,
+    "StateSchemaError": EnvironmentFailureError,
+    "StateDatabaseMismatchError": EnvironmentFailureError,
+    "CheckpointFeatureError": EnvironmentFailureError,
+}
+
+
+@pytest.mark.parametrize("cls", [c for c in CLASSES if c not in FAMILIES and c is not IcecommitError], ids=str)
+def test_every_error_belongs_to_the_family_that_says_what_to_do(cls: type[IcecommitError]) -> None:
+    assert cls.__name__ in EXPECTED, f"{cls.__name__}: place it in a family"
+    family = EXPECTED[cls.__name__]
+    assert issubclass(cls, family) and cls.__mro__[1:].index(family) >= 0
+    # its first family base decides (an old second base never outranks it)
+    first = next(base for base in cls.__mro__ if base in FAMILIES)
+    assert first is family
+
+
+def test_classes_that_moved_keep_their_old_base_for_one_release() -> None:
+    for name in ("CheckpointCommittedError", "CheckpointOutOfOrderError", "StreamingQueryMismatchError",
+                 "CheckpointReusedError", "DataFileMissingError", "PartitionSpecChangedError", "SchemaChangedError",
+                 "StagedManifestError"):  # fmt: skip
+        assert issubclass(getattr(errors, name), errors.ValidationError), name
+    assert issubclass(errors.PlanChangedError, errors.TableSpecError)
+
+
+def test_files_are_removed_only_when_the_error_proves_nothing_was_staged() -> None:
+    assert nothing_staged(errors.SchemaMismatchError("id", "required"))
+    assert nothing_staged(errors.CheckpointOutOfOrderError("j", 1, 5, "t"))  # also a ValidationError
+    assert not nothing_staged(errors.CommitStateUnknownError("t", 1, TimeoutError()))
+    assert not nothing_staged(errors.CommitConflictError("t", 1, 5, 1.0))
+    assert not nothing_staged(
+        errors.DataFileMissingError("p", checkpoint_id=1, expected=1, actual=None, bad=1, total=1)
+    )
+    assert not nothing_staged(RuntimeError("not ours"))
+    assert family_of(RuntimeError("not ours")) is None
+
+
+def test_the_exit_code_follows_the_family() -> None:
+    assert {
+        InvalidInputError: EXIT_USAGE,
+        CheckpointRefusedError: EXIT_USAGE,
+        CommitOutcomeError: EXIT_OUTCOME,
+        EnvironmentFailureError: EXIT_ENVIRONMENT,
+    } == _EXIT_OF_FAMILY
+    assert (EXIT_USAGE, EXIT_OUTCOME, EXIT_ENVIRONMENT) == (2, 3, 4)
+
+
+def test_errors_name_the_operation_never_checkpoint_0() -> None:
+    unknown = errors.CommitStateUnknownError(
+        "ns.t", None, TimeoutError("lost"), operation="compaction group g1 of ns.t", remedy="the orphan sweep..."
+    )
+    assert str(unknown).startswith("compaction group g1 of ns.t: commit outcome unknown") and "checkpoint" not in str(
+        unknown
+    )
+    conflict = errors.CommitConflictError("ns.t", None, 3, 1.5, operation="rollback of ns.t to snapshot 7")
+    assert str(conflict).startswith("rollback of ns.t to snapshot 7: gave up after 3") and "retry later" in str(
+        conflict
+    )
