@@ -25,8 +25,9 @@ from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import checked_job_id, table_name
 from icecommit.options import WriteOptions
 from icecommit.pipeline import Routes, write
-from icecommit.state.checkpoints import CheckpointStore, SourceRange
+from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.database import state_engine, state_uri
+from icecommit.state.samples import SourceRange
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,10 @@ from icecommit.core import ancestry
 from icecommit.core.completeness import partition_value, time_partition
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import checked_duration, table_name
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore, SourceRange
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.state.samples import SourceRange
 
 
 @dataclass(frozen=True)

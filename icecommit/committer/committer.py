@@ -49,17 +49,11 @@ from icecommit.core.errors import (
 )
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
-from icecommit.state.checkpoints import (
-    PREPARED,
-    ROLLED_BACK,
-    SOURCE,
-    CheckpointState,
-    CheckpointStore,
-    MetricSample,
-)
+from icecommit.state.checkpoints import PREPARED, ROLLED_BACK, CheckpointState, CheckpointStore
 from icecommit.state.database import state_engine, state_errors, state_uri
 from icecommit.state.identity import records_state
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.state.samples import SOURCE, MetricSample
 
 logger = logging.getLogger(__name__)
 

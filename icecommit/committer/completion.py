@@ -25,8 +25,8 @@ from icecommit.core.datafiles import DataFileRecord
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import table_name
 from icecommit.core.tableprops import idle_timeout, partition_marker
-from icecommit.state.checkpoints import utc_now
 from icecommit.state.database import state_engine, state_uri
+from icecommit.state.models import utc_now
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 
 logger = logging.getLogger(__name__)

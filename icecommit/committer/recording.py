@@ -11,16 +11,9 @@ from pyiceberg.table.metadata import TableMetadata
 from icecommit.committer.protocol import Outcome
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.core import ancestry
-from icecommit.state.checkpoints import (
-    ROLLED_BACK,
-    STAGE_COMMITTED,
-    WRITTEN,
-    CheckpointState,
-    CheckpointStore,
-    MetricSample,
-    PublishCounters,
-)
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointState, CheckpointStore, PublishCounters
 from icecommit.state.database import state_errors
+from icecommit.state.samples import STAGE_COMMITTED, WRITTEN, MetricSample
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from icecommit.core.datafiles import WindowCount, WriteResult
-from icecommit.state.checkpoints import SOURCE, WRITTEN, MetricSample
+from icecommit.state.samples import SOURCE, WRITTEN, MetricSample
 
 
 def minute_start(value: datetime) -> datetime:

@@ -7,7 +7,7 @@ response the branch's ancestry tells whether a checkpoint landed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -172,10 +172,14 @@ def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str 
 def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = "main") -> int | None:
     """The job's highest committed checkpoint id: the table property, or, for checkpoints
     committed before the property existed, the ancestry; the larger of the two."""
+    return _highest(metadata, job_id, branch_ancestry(metadata, branch))
+
+
+def _highest(metadata: TableMetadata, job_id: str, lineage: Iterable[Snapshot]) -> int | None:
     recorded = metadata.properties.get(job_checkpoint_property(job_id))
     # icecommit writes a non-negative whole number; anything else (another tool's edit) is ignored
     candidates = [int(recorded)] if recorded is not None and recorded.isascii() and recorded.isdigit() else []
-    in_ancestry = last_committed_checkpoint(metadata, job_id, branch)
+    in_ancestry = next((key[1] for s in lineage if (key := checkpoint_of(s)) is not None and key[0] == job_id), None)
     if in_ancestry is not None:
         candidates.append(in_ancestry)
     return max(candidates) if candidates else None
@@ -191,27 +195,51 @@ def lineage_complete(metadata: TableMetadata, branch: str = "main") -> bool:
     parent alone proves nothing. Format-version 1 tables have no sequence numbers and are
     never taken as complete.
     """
-    last = None
-    for snapshot in branch_ancestry(metadata, branch):
-        last = snapshot
-    if last is None:
+    return _complete(list(branch_ancestry(metadata, branch)))
+
+
+def _complete(lineage: Sequence[Snapshot]) -> bool:
+    if not lineage:
         return True
+    last = lineage[-1]
     return last.parent_snapshot_id is None and last.sequence_number == 1
 
 
+def rolled_back_snapshots(
+    metadata: TableMetadata, branches: Iterable[str] = ("main",), *, lineage: Sequence[Snapshot] | None = None
+) -> dict[int, tuple[str, int]]:
+    """What "rolled back" means, read from the table (the one place it is derived): every
+    snapshot that committed an icecommit checkpoint, is still in the metadata, is on none of
+    ``branches``' lineages, and whose checkpoint no snapshot of those lineages holds (one
+    re-committed since is in). Snapshot id -> (job id, checkpoint id), in metadata order.
+
+    ``lineage``: the snapshots of the branches' lineages, when the caller has walked them.
+    """
+    walked = list(lineage) if lineage is not None else [s for b in branches for s in branch_ancestry(metadata, b)]
+    on_branch = {s.snapshot_id for s in walked}
+    landed = {key for s in walked if (key := checkpoint_of(s)) is not None}
+    return {
+        s.snapshot_id: key
+        for s in metadata.snapshots
+        if s.snapshot_id not in on_branch and (key := checkpoint_of(s)) is not None and key not in landed
+    }
+
+
 def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> TableView:
-    """What the table shows about one (job, checkpoint), for :func:`icecommit.core.decision.decide`."""
-    landed = find_checkpoint(metadata, job_id, checkpoint_id, branch)
+    """What the table shows about one (job, checkpoint), for :func:`icecommit.core.decision.decide`
+    (one walk of the branch's lineage)."""
+    lineage = list(branch_ancestry(metadata, branch))
+    key = (job_id, checkpoint_id)
+    landed = next((s for s in lineage if checkpoint_of(s) == key), None)
     off_branch = None
     if landed is None:
-        off_branch = next(
-            (s.snapshot_id for s in metadata.snapshots if checkpoint_of(s) == (job_id, checkpoint_id)), None
-        )
+        rolled_back = rolled_back_snapshots(metadata, lineage=lineage)
+        off_branch = next((snapshot_id for snapshot_id, found in rolled_back.items() if found == key), None)
     return TableView(
         landed_snapshot_id=landed.snapshot_id if landed is not None else None,
         off_branch_snapshot_id=off_branch,
-        highest_committed=highest_committed_checkpoint(metadata, job_id, branch),
-        lineage_complete=lineage_complete(metadata, branch),
+        highest_committed=_highest(metadata, job_id, lineage),
+        lineage_complete=_complete(lineage),
     )
 
 

@@ -148,14 +148,8 @@ def plan_expire(
     ]
     # a checkpoint is taken off by a rollback only when no branch holds it: one committed to
     # another branch than main is on that branch's ancestry, not rolled back
-    landed = {key for s in every_lineage if (key := ancestry.checkpoint_of(s)) is not None}
-    rolled_back = tuple(
-        key
-        for s in expired
-        if s.snapshot_id not in on_branch
-        and (key := ancestry.checkpoint_of(s)) is not None
-        and key not in landed  # re-committed since: on the branch in another snapshot
-    )
+    off = ancestry.rolled_back_snapshots(metadata, lineage=every_lineage)
+    rolled_back = tuple(key for s in expired if (key := off.get(s.snapshot_id)) is not None)
     retained = [s for s in loaded.metadata.snapshots if s not in expired]
     root = keys_of([loaded.metadata.location], name).pop()
     others = footprint_of_others(catalog, name)

@@ -41,9 +41,9 @@ from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
 from icecommit.maintenance.compaction import DEFAULT_MIN_INPUT_FILES, CompactionPlan, PartitionGroup, StepHook, compact
 from icecommit.maintenance.expire import apply_expire, plan_expire
-from icecommit.state.checkpoints import utc_now
 from icecommit.state.identity import table_state
 from icecommit.state.leases import LeaseStore
+from icecommit.state.models import utc_now
 from icecommit.state.partitions import PartitionStatusStore
 
 logger = logging.getLogger(__name__)

@@ -185,14 +185,11 @@ def plan_rollback(
 
 
 def _off_branch_committed(table: Table, committed: list[CheckpointState]) -> dict[tuple[str, int], int]:
-    """Checkpoints recorded as committed whose snapshot is still in the metadata but no
-    longer on the main branch: (job, checkpoint) -> that snapshot."""
-    snapshots = {s.snapshot_id for s in table.metadata.snapshots}
-    on_branch = {s.snapshot_id for s in ancestry.branch_ancestry(table.metadata)}
+    """Checkpoints recorded as committed that a rollback took off the main branch (their
+    snapshot is still in the metadata): (job, checkpoint) -> that snapshot."""
+    keys = {(state.job_id, state.checkpoint_id) for state in committed if state.snapshot_id is not None}
     return {
-        (state.job_id, state.checkpoint_id): state.snapshot_id
-        for state in committed
-        if state.snapshot_id is not None and state.snapshot_id in snapshots and state.snapshot_id not in on_branch
+        key: snapshot_id for snapshot_id, key in ancestry.rolled_back_snapshots(table.metadata).items() if key in keys
     }
 
 

@@ -27,8 +27,9 @@ from icecommit.metrics.report_model import (
     Thresholds,
     WindowLine,
 )
-from icecommit.state.checkpoints import ABANDONED, ROLLED_BACK, SOURCE, WRITTEN, CheckpointState
+from icecommit.state.checkpoints import ABANDONED, ROLLED_BACK, CheckpointState
 from icecommit.state.partitions import PartitionStatus
+from icecommit.state.samples import SOURCE, WRITTEN
 
 Key = tuple[str, int]  # (job id, checkpoint id)
 Window = datetime | None

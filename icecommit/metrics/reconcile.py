@@ -39,7 +39,13 @@ from icecommit.metrics.report_model import (
     ReconciliationReport,
     Thresholds,
 )
-from icecommit.state.checkpoints import (
+from icecommit.state.checkpoints import CheckpointState
+from icecommit.state.compactions import CompactionStore, Lineage
+from icecommit.state.identity import table_state
+from icecommit.state.manifests import read_staged_manifest
+from icecommit.state.models import CheckpointTaskRow, MetricRow, as_utc, in_utc
+from icecommit.state.partitions import PartitionStatusStore
+from icecommit.state.samples import (
     QUERY_INPUT_KEPT,
     QUERY_INPUT_ROUTED,
     QUERY_INPUT_ROUTED_KEPT,
@@ -47,15 +53,7 @@ from icecommit.state.checkpoints import (
     SOURCE,
     STAGE_COMMITTED,
     WRITTEN,
-    CheckpointState,
-    as_utc,
-    in_utc,
 )
-from icecommit.state.compactions import CompactionStore, Lineage
-from icecommit.state.identity import table_state
-from icecommit.state.manifests import read_staged_manifest
-from icecommit.state.models import CheckpointTaskRow, MetricRow
-from icecommit.state.partitions import PartitionStatusStore
 
 logger = logging.getLogger(__name__)
 

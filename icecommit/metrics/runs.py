@@ -11,8 +11,7 @@ from sqlalchemy.orm import Session
 
 from icecommit.metrics.render import duration
 from icecommit.metrics.report_model import ReconciliationReport
-from icecommit.state.checkpoints import as_utc
-from icecommit.state.models import ReconcileRunRow
+from icecommit.state.models import ReconcileRunRow, as_utc
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,11 @@ abandon); read by everything else. Imports nothing above it (no committer, catal
 metrics, writers or Spark).
 """
 
-from icecommit.state.checkpoints import (
-    COMMITTED,
-    PREPARED,
-    CheckpointState,
-    CheckpointStore,
-    MetricSample,
-    PublishCounters,
-    SourceRange,
-)
+from icecommit.state.checkpoints import COMMITTED, PREPARED, CheckpointState, CheckpointStore, PublishCounters
 from icecommit.state.database import dispose_state_engines, state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
+from icecommit.state.samples import MetricSample, SourceRange
 
 __all__ = [
     "COMMITTED",

@@ -22,8 +22,7 @@ from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from icecommit.core.lineage import landed_compactions
-from icecommit.state.checkpoints import utc_now
-from icecommit.state.models import CompactionRow, RewrittenRowsRow
+from icecommit.state.models import CompactionRow, RewrittenRowsRow, utc_now
 
 logger = logging.getLogger(__name__)
 

@@ -16,8 +16,7 @@ from sqlalchemy import Engine, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from icecommit.state.checkpoints import utc_now
-from icecommit.state.models import LeaseRow
+from icecommit.state.models import LeaseRow, utc_now
 
 
 @dataclass(frozen=True)

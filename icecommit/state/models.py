@@ -8,7 +8,7 @@ schema is versioned in ``icecommit_schema_version`` and created on first use.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -294,3 +294,19 @@ ACCEPTED_ATTEMPT = and_(
     CheckpointTaskRow.task_id == MetricRow.task_id,
     CheckpointTaskRow.attempt == MetricRow.attempt,
 )
+
+
+# -- stored times: every time is stored in UTC ------------------------------------------
+def utc_now() -> datetime:
+    """The wall clock, in UTC (the default clock of the stores)."""
+    return datetime.now(timezone.utc)
+
+
+def as_utc(value: datetime) -> datetime:
+    """SQLite returns naive datetimes; every stored time is UTC."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def in_utc(value: datetime) -> datetime:
+    """An aware time in UTC (a naive one is taken as UTC)."""
+    return as_utc(value).astimezone(timezone.utc)

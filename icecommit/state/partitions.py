@@ -18,8 +18,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from icecommit.core.completeness import TimePartition, WriterMark, closing, from_micros, micros, newly_complete
-from icecommit.state.checkpoints import COMMITTED, as_utc, utc_now
-from icecommit.state.models import CheckpointPartitionRow, CheckpointRow, CompletenessPolicyRow, PartitionStatusRow
+from icecommit.state.checkpoints import COMMITTED
+from icecommit.state.models import (
+    CheckpointPartitionRow,
+    CheckpointRow,
+    CompletenessPolicyRow,
+    PartitionStatusRow,
+    as_utc,
+    utc_now,
+)
 
 
 @dataclass(frozen=True)

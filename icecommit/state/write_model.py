@@ -8,8 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from icecommit.state.checkpoints import utc_now
-from icecommit.state.models import WriteModelRow
+from icecommit.state.models import WriteModelRow, utc_now
 
 
 class WriteModelStore:

@@ -18,6 +18,7 @@ import icecommit as ic
 import icecommit.committer.planning as planning
 import icecommit.core.ancestry as ancestry
 from icecommit.core.decision import Decision
+from icecommit.options import WriteOptions
 from tests.conftest import unique_table
 from tests.fakes import CLICKS, VIEWS, routed_source
 
@@ -107,3 +108,19 @@ def test_a_replay_of_a_committed_checkpoint_writes_nothing_and_decides_once(
     again = ic.write(df, name, catalog=sqlite_catalog, job_id="plan", checkpoint_id=1)
     assert (again.status, again.snapshot_id) == ("already-committed", first.snapshot_id)
     assert counted.decisions == 1 and counted.loads == {name: 1}
+
+
+def test_options_given_as_one_value_route_and_commit_as_the_keywords_do(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    clicks, views, dead = unique_table("clicks"), unique_table("views"), unique_table("unrouted")
+    ic.create_table(sqlite_catalog, clicks, CLICKS, partition_by=["hour(ts)"])
+    ic.create_table(sqlite_catalog, views, VIEWS, partition_by=["page"])
+    options = WriteOptions(route_by="kind", dead_letter=dead, distribution="none")
+    routes = {"click": clicks, "tap": clicks, "view": views}
+    source = routed_source(spark, 0, 250)
+    result = ic.write(source, routes, catalog=sqlite_catalog, job_id="opts", checkpoint_id=3, options=options)
+    assert result.committed and result.records == 250 and set(result.results) == {clicks, views, dead}
+    again = ic.write(source, routes, catalog=sqlite_catalog, job_id="opts", checkpoint_id=3, route_by="kind",
+                     dead_letter=dead, distribution="none")  # fmt: skip
+    assert {r.status for r in again.results.values()} == {"already-committed"}

@@ -16,8 +16,9 @@ from icecommit.core.lineage import Fate, path_key
 from icecommit.metrics import Thresholds
 from icecommit.metrics.judge import Facts, LiveDeleteFile, LiveFile, judge
 from icecommit.metrics.report_model import CheckpointLine, CommitHealth, Lag, PartitionLine, Problem, WindowLine
-from icecommit.state.checkpoints import SOURCE, WRITTEN, CheckpointState, PublishCounters
+from icecommit.state.checkpoints import CheckpointState, PublishCounters
 from icecommit.state.partitions import PartitionStatus
+from icecommit.state.samples import SOURCE, WRITTEN
 
 T = datetime(2026, 5, 1, tzinfo=timezone.utc)
 W0, W1 = T, T + timedelta(minutes=1)

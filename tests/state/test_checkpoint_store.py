@@ -14,21 +14,19 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from icecommit.state import CheckpointStore, state_engine, state_uri
-from icecommit.state.checkpoints import (
+from icecommit.state.checkpoints import CheckpointState, PublishCounters
+from icecommit.state.models import CheckpointRow, MetricRow, PartitionStatusRow, in_utc
+from icecommit.state.partitions import PartitionStatusStore
+from icecommit.state.samples import (
     QUERY_INPUT,
     QUERY_INPUT_KEPT,
     QUERY_INPUT_ROUTED,
     QUERY_INPUT_ROUTED_KEPT,
     STAGE_COMMITTED,
     WRITTEN,
-    CheckpointState,
     MetricSample,
-    PublishCounters,
     SourceRange,
-    in_utc,
 )
-from icecommit.state.models import CheckpointRow, MetricRow, PartitionStatusRow
-from icecommit.state.partitions import PartitionStatusStore
 from tests.conftest import unique_table
 
 NOW = datetime(2026, 11, 20, 9, 30, tzinfo=timezone.utc)
@@ -304,7 +302,7 @@ def test_jobs_and_has_job_are_per_table(store: CheckpointStore, names: dict[str,
 
 
 def test_the_default_clock_is_utc() -> None:
-    from icecommit.state.checkpoints import utc_now
+    from icecommit.state.models import utc_now
 
     before = datetime.now(timezone.utc)
     now = utc_now()

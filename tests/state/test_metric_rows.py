@@ -13,9 +13,9 @@ from sqlalchemy import create_engine, insert, select
 from sqlalchemy.orm import Session
 
 from icecommit.state import CheckpointStore, state_engine, state_uri
-from icecommit.state.checkpoints import _METRIC_COLUMNS, COPY_MIN_ROWS, MetricSample, _copy_rows, _sqlite_rows
 from icecommit.state.database import state_identity
 from icecommit.state.models import MetricRow
+from icecommit.state.samples import _METRIC_COLUMNS, COPY_MIN_ROWS, MetricSample, _copy_rows, _sqlite_rows
 from tests.conftest import pg_uri, unique_table
 
 START = datetime(2026, 11, 20, tzinfo=timezone.utc)
