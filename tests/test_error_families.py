@@ -116,3 +116,37 @@ def test_errors_name_the_operation_never_checkpoint_0() -> None:
     assert str(conflict).startswith("rollback of ns.t to snapshot 7: gave up after 3") and "retry later" in str(
         conflict
     )
+
+
+#: Every error that stops a job, as it is raised (one of each kind).
+STOPPING = [
+    errors.DataFileMissingError("f", checkpoint_id=3, expected=10, actual=None, bad=1, total=2),
+    errors.DataFileMissingError("f", checkpoint_id=3, expected=10, actual=None, bad=1, total=2, staged=True),
+    errors.StagedManifestError("j", 3, "t", "m.avro", "is missing from storage"),
+    errors.PartitionSpecChangedError("j", 3, "t", 0, 1),
+    errors.SchemaChangedError("j", 3, "t", "id"),
+    errors.CheckpointFeatureError("j", 3, "t", ["row-delta"]),
+    errors.StagingError(3, "m.avro", OSError("disk full")),
+    errors.StateDatabaseUnavailableError("sqlite:///s.db", "cannot be reached"),
+    errors.StateSchemaError("sqlite:///s.db", 99, 10),
+    errors.StateDatabaseMismatchError("t", expected_id="a", expected_uri="x", actual_id="b", uri="y"),
+    errors.CommitConflictError("t", 3, 5, 1.0),
+    errors.CommitStateUnknownError("t", 3, TimeoutError()),
+    errors.PlanChangedError("t", "rollback"),
+    errors.CheckpointRolledBackError("j", 3, 7, "t"),
+    errors.CheckpointOutOfOrderError("j", 3, 5, "t"),
+    errors.StreamingQueryMismatchError("j", 3, "t", "q2", "q1"),
+    errors.CheckpointReusedError("j", 3, "t", status="committed"),
+    errors.CheckpointNotFoundError("j", 3, "t"),
+    errors.UnroutedRecordsError("kind", 2, ["x"], checkpoint_id=3),
+]
+#: What a way forward says (one of these, in the message).
+WAYS_FORWARD = (
+    "abandon(", "recover()", "retry later", "again", "new job", "job_id", "upgrade icecommit", "recommit=True",
+    "dead_letter=", "prepare it first", "icecommit.state-uri", "the icecommit version",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("error", STOPPING, ids=lambda e: type(e).__name__)
+def test_every_message_that_stops_a_job_names_the_way_forward(error: IcecommitError) -> None:
+    assert any(way in str(error) for way in WAYS_FORWARD), str(error)

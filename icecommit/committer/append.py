@@ -172,6 +172,7 @@ class AppendCheckpoint(protocol.Operation):
             total=len(self.data_files),
             table=self.table_name,
             job_id=self.job_id,
+            staged=True,
         )
 
 

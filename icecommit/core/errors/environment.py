@@ -14,6 +14,7 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         path: the first bad file; expected / actual: its recorded size and its size on
             storage (None when absent); bad / total: how many of the checkpoint's files.
         table / job_id: where known.
+        staged: whether the checkpoint was prepared (the file was lost after staging).
     """
 
     def __init__(
@@ -27,14 +28,24 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         total: int,
         table: str | None = None,
         job_id: str | None = None,
+        staged: bool = False,
     ) -> None:
         self.bad = bad
         self.total = total
         self.table = table
         self.job_id = job_id
+        self.staged = staged
         what = "is missing from storage" if actual is None else f"has {actual} bytes on storage, {expected} recorded"
+        if staged:
+            forward = (
+                "nothing was committed. If the file is lost for good, give the checkpoint up with "
+                f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) (icecommit abandon) and write its rows "
+                "again under a new checkpoint id"
+            )
+        else:
+            forward = "nothing was staged: write the checkpoint again"
         super().__init__(
-            f"data file {path} {what} ({bad} of {total} files bad)",
+            f"data file {path} {what} ({bad} of {total} files bad); {forward}",
             checkpoint_id=checkpoint_id,
             expected=expected,
             actual=actual,
@@ -181,7 +192,13 @@ class StateDatabaseError(EnvironmentFailureError):
 
 
 class StateDatabaseUnavailableError(StateDatabaseError):
-    """The state database could not be reached or opened (the cause is ``__cause__``)."""
+    """The state database could not be reached or opened (the cause is ``__cause__``);
+    the same call succeeds once it is back (a prepared checkpoint is committed by the next
+    ``recover()``, never twice)."""
+
+    def __init__(self, uri: str, reason: str) -> None:
+        super().__init__(uri, reason)
+        self.args = (f"{self.args[0]}; run it again once the database is reachable",)
 
 
 class StateSchemaError(StateDatabaseError):

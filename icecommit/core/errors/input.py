@@ -61,7 +61,10 @@ class CheckpointNotFoundError(InvalidInputError):
         self.checkpoint_id = checkpoint_id
         self.table = table
         where = f" for table {table}" if table else ""
-        super().__init__(f"job {job_id!r} has no checkpoint {checkpoint_id}{where}")
+        super().__init__(
+            f"job {job_id!r} has no checkpoint {checkpoint_id}{where}: prepare it first (GlobalCommitter.prepare, "
+            "or ic.write), or check the job id and the table"
+        )
 
 
 class SnapshotNotFoundError(InvalidInputError):
