@@ -52,7 +52,7 @@ from icecommit.core.errors import (
 )
 from icecommit.core.settings import icecommit_home
 from icecommit.core.timeparse import format_duration
-from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint
+from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint, recover_job
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.maintenance.orphans import find_orphans
 from icecommit.maintenance.rollback import apply_rollback, plan_rollback
@@ -606,6 +606,29 @@ def abandon(ctx: Context, table: str, job: str, checkpoint_id: int, reason: str 
         else:
             state = abandon_checkpoint(catalog, table, job_id=job, checkpoint_id=checkpoint_id, reason=reason)
         ctx.output.abandoned(state)
+
+    _run(ctx, action)
+
+
+@cli.command()
+@click.argument("table")
+@click.option("--job", required=True, help="The job whose prepared checkpoints to commit.")
+@click.pass_obj
+def recover(ctx: Context, table: str, job: str) -> None:
+    """Commit, in order, every checkpoint the job prepared and did not commit.
+
+    What every ic.write of the job does first: nothing is committed twice and no file is
+    deleted; a checkpoint a rollback removed is recorded as rolled back, not committed
+    again. Exit 3 when a commit's outcome stays unknown (run it again), 4 when a checkpoint
+    needs what this icecommit does not know (it was prepared by a newer version).
+
+    \b
+    Example:
+      icecommit recover demo.clickstream --job demo
+    """
+
+    def action() -> None:
+        ctx.output.recovered(table, job, recover_job(ctx.catalog(), table, job_id=job))
 
     _run(ctx, action)
 

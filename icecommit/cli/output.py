@@ -20,6 +20,7 @@ from rich.table import Table
 
 from icecommit.catalog.eventtime import EventTimeVersion
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
+from icecommit.committer.results import CommitResult
 from icecommit.core.timeparse import format_duration
 from icecommit.demo.report import DemoReport
 from icecommit.maintenance.expire import ExpirePlan
@@ -61,6 +62,8 @@ class Output(Protocol):
     def compacted(self, plan: CompactionPlan) -> None: ...
 
     def abandoned(self, state: CheckpointState) -> None: ...
+
+    def recovered(self, table: str, job: str, results: list[CommitResult]) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
 
@@ -169,6 +172,14 @@ class JsonOutput:
 
     def abandoned(self, state: CheckpointState) -> None:
         self._emit(_plain(state))
+
+    def recovered(self, table: str, job: str, results: list[CommitResult]) -> None:
+        checkpoints = []
+        for result in results:
+            document = _plain(result)
+            document["snapshot_id"] = str(result.snapshot_id) if result.snapshot_id is not None else None
+            checkpoints.append(document)
+        self._emit({"table": table, "job": job, "checkpoints": checkpoints})
 
     def error(self, message: str, code: int) -> None:
         self._emit({"error": message, "exit_code": code})
@@ -404,6 +415,18 @@ class TextOutput:
             highlight=False,
             soft_wrap=True,
         )
+
+    def recovered(self, table: str, job: str, results: list[CommitResult]) -> None:
+        if not results:
+            self.console.print(f"{table}: job {job} has no prepared checkpoint to commit", highlight=False)
+        for result in results:
+            landed = f" as snapshot {result.snapshot_id}" if result.snapshot_id is not None else ""
+            self.console.print(
+                f"{table}: checkpoint {result.checkpoint_id} of job {job} {result.status}{landed} "
+                f"({result.records:,} records)",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     def orphans(self, sweep: OrphanSweep) -> None:
         verb = "deleted" if sweep.deleted else "found (nothing deleted; --delete removes them)"

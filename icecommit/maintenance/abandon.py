@@ -1,5 +1,5 @@
-"""Giving up a checkpoint that cannot commit, loudly: the operation behind
-``icecommit abandon``."""
+"""Operator actions on a job's checkpoints: committing what it prepared (``icecommit
+recover``), and giving up one that cannot commit, loudly (``icecommit abandon``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 
 from icecommit.committer.committer import GlobalCommitter
+from icecommit.committer.results import CommitResult
 from icecommit.state.checkpoints import CheckpointState
 
 
@@ -30,3 +31,14 @@ def acknowledge_checkpoint(
         CheckpointNotFoundError: no such abandoned checkpoint.
     """
     return GlobalCommitter(catalog, table, job_id=job_id).acknowledge(checkpoint_id, by=by)
+
+
+def recover_job(catalog: Catalog, table: Table | str, *, job_id: str) -> list[CommitResult]:
+    """Commit, in order, every checkpoint ``job_id`` prepared for ``table`` and did not commit
+    (see ``GlobalCommitter.recover``).
+
+    Raises:
+        CommitStateUnknownError, CommitConflictError, CheckpointFeatureError,
+        DataFileMissingError: as ``GlobalCommitter.commit``.
+    """
+    return GlobalCommitter(catalog, table, job_id=job_id).recover()
