@@ -116,11 +116,7 @@ def list_checkpoints(
     in_ancestry = {
         (c.job_id, c.checkpoint_id): c for c in ancestry.committed_checkpoints(loaded.metadata, branch, job_id)
     }
-    off_branch = {
-        key
-        for snapshot in loaded.metadata.snapshots
-        if (key := ancestry.checkpoint_of(snapshot)) is not None and key not in in_ancestry
-    }
+    off_branch = set(ancestry.rolled_back_snapshots(loaded.metadata, [branch]).values())
     store = CheckpointStore(state_engine(state_uri(catalog)))
     rows: dict[tuple[str, int], CheckpointInfo] = {}
     for state in store.list(name, job_id=job_id):

@@ -337,18 +337,18 @@ def reconcile(
     for state in states:
         if state.committed and state.snapshot_id is not None:
             snapshot_keys.setdefault(state.snapshot_id, (state.job_id, state.checkpoint_id))
+    lineage = list(ancestry.branch_ancestry(loaded.metadata, branch))
     in_ancestry = Counter(
         checkpoint_by_snapshot[snapshot.snapshot_id]
-        for snapshot in ancestry.branch_ancestry(loaded.metadata, branch)
+        for snapshot in lineage
         if snapshot.snapshot_id in checkpoint_by_snapshot
     )
     # a range reads only the manifests that can hold its checkpoints' files
     live, deletes = _live_files(loaded, _first_sequence(loaded.metadata, snapshot_keys) if since is not None else 0)
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live} | {d.path for d in deletes}), loaded.io)
-    off_branch = frozenset(
-        key for snapshot_id, key in snapshot_keys.items() if snapshot_id in snapshots and key not in in_ancestry
-    )
+    rolled_back = set(ancestry.rolled_back_snapshots(loaded.metadata, lineage=lineage).values())
+    off_branch = frozenset(key for key in snapshot_keys.values() if key in rolled_back)
     compactions = CompactionStore(engine)
     rewritten = compactions.lineage(name)
     fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten, compactions.group_lineage(name))
