@@ -12,7 +12,7 @@ from pyiceberg.exceptions import CommitFailedException
 import icecommit as ic
 from icecommit.committer import RetryPolicy
 from icecommit.core import ancestry
-from icecommit.errors import CheckpointRefusedError, CheckpointRolledBackError
+from icecommit.errors import CheckpointRefusedError, CheckpointRolledBackError, CommitStateUnknownError
 from icecommit.writers import write_arrow
 from tests.fakes import ScriptedCatalog, concurrent_append
 from tests.helpers import EVENTS_SCHEMA, events
@@ -95,3 +95,57 @@ def test_a_conflict_with_another_writer_retries_on_the_new_head_and_commits_once
     assert (result.status, result.attempts, result.retries) == ("committed", 2, 1)
     assert _rows(catalog, name) == 11
     assert [c.checkpoint_id for c in ancestry.committed_checkpoints(catalog.load_table(name).metadata)] == [1]
+
+
+def test_an_answer_lost_and_its_snapshot_expired_before_the_retry_is_found_by_the_high_water_mark(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    """The retry finds no key among the new snapshots (its snapshot is gone), but the job's
+    high-water mark moved: it plans again, and the checkpoint's live files say it is in."""
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    landed: list[int] = []
+
+    def landed_then_expired_and_the_answer_lost() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        table = other.load_table(name)
+        landed.append(table.metadata.current_snapshot_id or -1)
+        table.append(events(10_000, 10_001))  # another writer, so that ours is no longer the head
+        other.load_table(name).maintenance.expire_snapshots().by_id(landed[0]).commit()
+        other.engine.dispose()
+        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
+
+    catalog.after = [landed_then_expired_and_the_answer_lost]
+    result = committer.commit(1)
+    assert (result.status, result.snapshot_id) == ("already-committed", landed[0])
+    assert _rows(catalog, name) == 11  # its 10 rows once, and the other writer's one
+    assert all(s.snapshot_id != landed[0] for s in catalog.load_table(name).metadata.snapshots)
+
+
+def test_an_unknown_outcome_of_a_checkpoint_names_it_and_deletes_nothing(scripted_catalog: ScriptedCatalog) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+
+    def no_answer() -> None:
+        raise TimeoutError("the catalog did not answer")
+
+    catalog.before = [no_answer]
+    with pytest.raises(CommitStateUnknownError) as unknown:
+        committer.commit(1)
+    assert (unknown.value.table, unknown.value.checkpoint_id) == (name, 1)
+    assert str(unknown.value).startswith(f"checkpoint 1 of job 'A' in {name}: commit outcome unknown")
+    assert "run recover()" in str(unknown.value)
+    state = committer.store.get("A", name, 1)
+    assert state is not None and (state.status, state.unknown_outcomes) == ("prepared", 1)
+    assert committer.recover()[0].status == "committed" and _rows(catalog, name) == 10
+
+
+def test_an_empty_checkpoint_is_recorded_with_no_attempt(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    committer.prepare(1, [write_arrow(committer.load_table(), events(0, 0), job_id="A", checkpoint_id=1)])
+    result = committer.commit(1)
+    state = committer.store.get("A", name, 1)
+    assert result.status == "empty" and state is not None
+    assert (state.status, state.snapshot_id, state.attempts, state.retries) == ("committed", None, 0, 0)

@@ -26,6 +26,7 @@ class SetKey(protocol.Operation):
     each attempt's compare-and-swap, ``after`` after it."""
 
     kind = "key"
+    remedy = "look for the key by hand"
 
     def __init__(self, table: str, *, before: Callable[[int], None] = lambda _n: None,
                  after: Callable[[int], None] = lambda _n: None) -> None:  # fmt: skip
@@ -128,6 +129,7 @@ def test_an_outcome_the_table_does_not_show_is_unknown_and_named(sqlite_catalog:
     with pytest.raises(CommitStateUnknownError) as unknown:
         protocol.run(operation, base=load(), load=load, policy=FAST, sleep=lambda _s: None)
     assert str(unknown.value).startswith(f"setting the key of {name}: commit outcome unknown")
+    assert str(unknown.value).endswith("; look for the key by hand") and unknown.value.remedy == operation.remedy
     assert unknown.value.checkpoint_id is None and "checkpoint 0" not in str(unknown.value)
 
 

@@ -13,6 +13,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
+from icecommit.core.ancestry import newest_without_data_after
 from icecommit.errors import CompletenessNotReachedError, SnapshotNotFoundError
 from tests.cli.runner import invoke
 from tests.fakes import catalog_of
@@ -93,3 +94,20 @@ def test_a_rollback_by_event_time_says_how_many_rows_up_to_t_its_target_lacks(ca
     # now: 00:10, 00:20 and the late 00:15 are at or before 00:30; the target holds two of them
     assert plan.lacking_up_to_event_time == 1
     assert plan_rollback(catalog, name, to_checkpoint=0, job_id="job").lacking_up_to_event_time is None
+
+
+def test_the_rollback_target_by_event_time_keeps_a_checkpoint_ending_exactly_then_and_reads_its_branch(
+    catalog: SqlCatalog,
+) -> None:
+    name, snapshots = _table(catalog)
+    metadata = catalog.load_table(name).metadata
+    # checkpoint 0's last row is at 00:20: at exactly 00:20 it is all "at or before"
+    assert newest_without_data_after(metadata, name, T0 + timedelta(minutes=20)).snapshot_id == snapshots[0]
+    with pytest.raises(SnapshotNotFoundError):
+        newest_without_data_after(metadata, name, T0 + timedelta(minutes=20) - timedelta(microseconds=1))
+    # a branch of its own: the walk follows that branch, not main
+    catalog.load_table(name).manage_snapshots().create_branch(snapshots[0], "audit").commit()
+    metadata = catalog.load_table(name).metadata
+    later = T0 + timedelta(days=1)
+    assert newest_without_data_after(metadata, name, later, "audit").snapshot_id == snapshots[0]
+    assert newest_without_data_after(metadata, name, later).snapshot_id == snapshots[2]
