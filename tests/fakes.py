@@ -7,21 +7,71 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import icecommit as ic
+import icecommit.committer.planning as planning
+import icecommit.core.ancestry as ancestry
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from tests.cli.runner import invoke
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+# -- counting what a call reads ----------------------------------------------------------
+
+
+class Counted:
+    """Counts what a call reads: checkpoint decisions, walks of a branch's lineage and table
+    loads per table (the catalog's own reads inside a commit left out)."""
+
+    def __init__(self, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.decisions = 0
+        self.walks = 0
+        self.loads: Counter[str] = Counter()
+        decide, ancestors_of, load_table = planning.decide, ancestry.ancestors_of, catalog.load_table
+        commit_table = catalog.commit_table
+        committing = False
+
+        def counted_decide(*args: Any, **kwargs: Any) -> Any:
+            self.decisions += 1
+            return decide(*args, **kwargs)
+
+        def counted_walk(*args: Any, **kwargs: Any) -> Any:
+            self.walks += 1
+            return ancestors_of(*args, **kwargs)
+
+        def counted_load(identifier: str | tuple[str, ...]) -> Table:
+            name = identifier if isinstance(identifier, str) else ".".join(identifier)
+            self.loads[name] += not committing  # the SQL catalog's own read inside a commit is not the caller's
+            return load_table(identifier)
+
+        def commit(*args: Any, **kwargs: Any) -> Any:
+            nonlocal committing
+            committing = True
+            try:
+                return commit_table(*args, **kwargs)
+            finally:
+                committing = False
+
+        monkeypatch.setattr(planning, "decide", counted_decide)
+        monkeypatch.setattr(ancestry, "ancestors_of", counted_walk)
+        monkeypatch.setattr(catalog, "load_table", counted_load)
+        monkeypatch.setattr(catalog, "commit_table", commit)
+
+    def reset(self) -> None:
+        self.decisions, self.walks = 0, 0
+        self.loads.clear()
+
 
 # -- a catalog commit interrupted ---------------------------------------------------------
 

@@ -314,7 +314,8 @@ class GlobalCommitter:
         committed_any = False
         for state in self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id):
             own = plan if plan is not None and plan.checkpoint_id == state.checkpoint_id and plan.state else None
-            result = self._commit_prepared(state, plan=own)
+            # after this call committed earlier checkpoints, the table they left is the base
+            result = self._commit_prepared(state, plan=own, base=self._latest if committed_any else None)
             committed_any = True
             if state.checkpoint_id == checkpoint_id:
                 outcome = result
@@ -385,16 +386,9 @@ class GlobalCommitter:
         also records ``icecommit.recovered-by`` with this job's id.
         """
         old = GlobalCommitter(
-            self._catalog,
-            self._table_name,
-            job_id=old_job_id,
-            branch=self.branch,
-            retry_policy=self._retry_policy,
-            store=self._store,
-            sleep=self._sleep,
-            fault=self._fault,
-            completeness=self._completeness,
-        )
+            self._catalog, self._table_name, job_id=old_job_id, branch=self.branch, retry_policy=self._retry_policy,
+            store=self._store, sleep=self._sleep, fault=self._fault, completeness=self._completeness,
+        )  # fmt: skip
         old._recovered_by = self.job_id
         logger.info("job %s takes over the prepared checkpoints of job %s", self.job_id, old_job_id)
         return old.recover()
@@ -444,7 +438,9 @@ class GlobalCommitter:
 
     # -- internals ---------------------------------------------------------------------
 
-    def _commit_prepared(self, state: CheckpointState, *, plan: CheckpointPlan | None = None) -> CommitResult:
+    def _commit_prepared(
+        self, state: CheckpointState, *, plan: CheckpointPlan | None = None, base: Table | None = None
+    ) -> CommitResult:
         checkpoint_id = state.checkpoint_id
         require_supported(state)  # a later version's checkpoint is never committed as a plain append
         if plan is None:
@@ -473,10 +469,12 @@ class GlobalCommitter:
             snapshot_id = plan.decision.snapshot_id or snapshot_that_added(plan.table, data_files, self.branch)
             outcome = protocol.Outcome(snapshot_id, None, found_before=True, recovered=False, sent=0, retries=0)
         else:
-            outcome = self._append(plan, state, data_files)
+            outcome = self._append(plan, state, data_files, base or plan.table)
         return self._record_outcome(state, plan, outcome, len(data_files))
 
-    def _append(self, plan: CheckpointPlan, state: CheckpointState, data_files: list[DataFile]) -> protocol.Outcome:
+    def _append(
+        self, plan: CheckpointPlan, state: CheckpointState, data_files: list[DataFile], base: Table
+    ) -> protocol.Outcome:
         """The checkpoint's append through the commit protocol."""
         operation = AppendCheckpoint(
             self._catalog,
@@ -492,7 +490,7 @@ class GlobalCommitter:
         )
         policy = self._retry_policy or RetryPolicy.from_properties(plan.table.metadata.properties)
         try:
-            outcome = protocol.run(operation, base=plan.table, load=self.load_table, policy=policy, sleep=self._sleep)
+            outcome = protocol.run(operation, base=base, load=self.load_table, policy=policy, sleep=self._sleep)
         except Exception:
             self._latest = None  # whatever failed, the next attempt starts from the table as it is
             raise

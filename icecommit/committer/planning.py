@@ -112,7 +112,7 @@ class Changes:
         off_branch: a new snapshot carries the key and is not on the branch (it landed,
             and a rollback took it off).
         unsure: something moved that only a full decision can judge (the planned head left
-            the branch, or the job's high-water mark moved).
+            the branch, or the job's high-water mark moved to this checkpoint or past it).
     """
 
     landed: int | None = None
@@ -134,9 +134,12 @@ def changed_since(plan: CheckpointPlan, table: Table, *, job_id: str, branch: st
     ]
     recorded = ancestry.recorded_highest_checkpoints(table.metadata.properties).get(job_id)
     planned_mark = ancestry.recorded_highest_checkpoints(plan.table.metadata.properties).get(job_id)
+    # the job's mark says something about this checkpoint only once it reaches it (the job's
+    # earlier checkpoints, committed meanwhile, move it below)
+    mark_moved = recorded != planned_mark and recorded is not None and recorded >= plan.checkpoint_id
     head = head_of(table, branch)
     if not mine and head == plan.head:
-        return Changes(unsure=recorded != planned_mark)
+        return Changes(unsure=mark_moved)
     on_branch = {s.snapshot_id for s in ancestry.branch_ancestry(table.metadata, branch)}
     for snapshot_id in mine:
         if snapshot_id in on_branch:
@@ -144,7 +147,7 @@ def changed_since(plan: CheckpointPlan, table: Table, *, job_id: str, branch: st
     if mine:
         return Changes(off_branch=mine[0])
     left = plan.head is not None and plan.head not in on_branch
-    return Changes(unsure=left or recorded != planned_mark)
+    return Changes(unsure=left or mark_moved)
 
 
 def _files_decide(checkpoint_id: int, state: CheckpointState | None, view: TableView) -> bool:

@@ -14,7 +14,7 @@ from icecommit.committer import RetryPolicy
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointRefusedError, CheckpointRolledBackError, CommitStateUnknownError
 from icecommit.writers import write_arrow
-from tests.fakes import ScriptedCatalog, concurrent_append
+from tests.fakes import Counted, ScriptedCatalog, concurrent_append
 from tests.helpers import EVENTS_SCHEMA, events
 
 FAST = RetryPolicy(max_attempts=4, max_seconds=60, min_wait_s=0.001, max_wait_s=0.002)
@@ -149,3 +149,134 @@ def test_an_empty_checkpoint_is_recorded_with_no_attempt(catalog: SqlCatalog) ->
     state = committer.store.get("A", name, 1)
     assert result.status == "empty" and state is not None
     assert (state.status, state.snapshot_id, state.attempts, state.retries) == ("committed", None, 0, 0)
+
+
+# -- what each attempt reads: the plan's one decision, and a second only where the key
+# -- check and the high-water mark cannot tell
+
+
+def _lose_once() -> None:
+    raise CommitFailedException("another commit won the compare-and-swap")
+
+
+def test_a_retry_that_finds_its_key_decides_nothing_more(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    _name, committer = _prepared_table(catalog)
+
+    def lost() -> None:
+        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
+
+    catalog.after = [lost]
+    counted = Counted(catalog, monkeypatch)
+    assert committer.commit(1).status == "already-committed"
+    assert counted.decisions == 1  # commit() plans it once; the retry finds its key among the new snapshots
+
+
+def test_a_retry_after_another_writer_decides_nothing_more_and_a_conflict_that_changed_nothing_reads_no_lineage(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)  # the job's high-water mark is 1 from here on
+    _prepare(committer, 2)
+    catalog.before = [concurrent_append(catalog, name)]
+    counted = Counted(catalog, monkeypatch)
+    assert committer.commit(2).status == "committed"
+    assert counted.decisions == 1  # the head moved, the planned head is still on the branch, the mark is the same
+    _prepare(committer, 3)
+    catalog.before = [_lose_once]  # lost, and nothing changed in the table
+    counted.reset()
+    assert committer.commit(3).status == "committed"
+    assert (counted.decisions, counted.walks) == (1, 1)  # the plan's one walk, none for the retry
+
+
+def test_a_rollback_between_two_attempts_is_refused_without_a_second_decision(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    _prepare(committer, 2)
+    before = catalog.load_table(name).metadata.current_snapshot_id
+
+    def landed_then_rolled_back() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        other.load_table(name).manage_snapshots().rollback_to_snapshot(before).commit()
+        other.engine.dispose()
+        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
+
+    catalog.after = [landed_then_rolled_back]
+    counted = Counted(catalog, monkeypatch)
+    with pytest.raises(CheckpointRolledBackError):
+        committer.commit(2)
+    assert counted.decisions == 1  # its key off the branch among the new snapshots says it all
+
+
+def test_a_retry_whose_planned_head_a_rollback_took_off_decides_again(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    first = catalog.load_table(name).metadata.current_snapshot_id
+    concurrent_append(catalog, name)()  # the head the next checkpoint is planned on
+    committer = _committer(catalog, name)  # a new process: no table cached from its last commit
+    _prepare(committer, 2)
+
+    def rolled_back_before_the_swap() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        other.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+        other.engine.dispose()
+        raise CommitFailedException("the head moved")
+
+    catalog.before = [rolled_back_before_the_swap]
+    counted = Counted(catalog, monkeypatch)
+    result = committer.commit(2)
+    assert result.status == "committed" and counted.decisions == 2  # only a full decision can judge that
+    assert _rows(catalog, name) == 20  # checkpoints 1 and 2; the rolled-back append is gone
+
+
+def test_a_recommit_whose_base_a_rollback_moved_is_planned_again_as_a_recommit(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    first = catalog.load_table(name).metadata.current_snapshot_id
+    _prepare(committer, 2)
+    committer.commit(2)
+    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+    with pytest.raises(CheckpointRolledBackError):
+        committer.commit(2)  # recorded as rolled back
+    concurrent_append(catalog, name)()  # another writer's snapshot: the re-commit's planned head
+
+    def rolled_back_before_the_swap() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        other.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+        other.engine.dispose()
+        raise CommitFailedException("the head moved")
+
+    catalog.before = [rolled_back_before_the_swap]
+    result = committer.recommit(2)
+    assert result.status == "committed" and _rows(catalog, name) == 20
+
+
+def test_commit_takes_the_plan_of_its_checkpoint_and_plans_the_earlier_ones_itself(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)  # checkpoint 1 prepared
+    rows = events(200, 210)
+    plan = committer.prepare_planned(2, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=2)])
+    counted = Counted(catalog, monkeypatch)
+    catalog.calls = 0
+    result = committer.commit(2, plan=plan)
+    assert (result.status, result.attempts, catalog.calls) == ("committed", 1, 2)  # on the table 1 left
+    assert counted.decisions == 1  # checkpoint 1's own; checkpoint 2 reused its plan
+    landed = ancestry.committed_checkpoints(catalog.load_table(name).metadata, job_id="A")
+    assert [c.checkpoint_id for c in landed] == [2, 1] and _rows(catalog, name) == 20
+    counted.reset()
+    replay = committer.plan(2)
+    assert committer.commit(2, plan=replay).status == "already-committed" and counted.decisions == 1

@@ -5,66 +5,16 @@ single table is a route of one: the same orchestration, the same loads per table
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 import icecommit as ic
-import icecommit.committer.planning as planning
-import icecommit.core.ancestry as ancestry
-from icecommit.core.decision import Decision
 from icecommit.options import WriteOptions
 from tests.conftest import unique_table
-from tests.fakes import CLICKS, VIEWS, routed_source
+from tests.fakes import CLICKS, VIEWS, Counted, routed_source
 
 pytestmark = pytest.mark.spark
-
-
-class Counted:
-    """Counts the decisions, the lineage walks and the table loads (per table) of a call."""
-
-    def __init__(self, catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.decisions = 0
-        self.walks = 0
-        self.loads: Counter[str] = Counter()
-        decide, ancestors_of, load_table = planning.decide, ancestry.ancestors_of, catalog.load_table
-        commit_table = catalog.commit_table
-        committing = False
-
-        def counted_decide(*args: Any, **kwargs: Any) -> Decision:
-            self.decisions += 1
-            return decide(*args, **kwargs)
-
-        def counted_walk(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            self.walks += 1
-            return ancestors_of(*args, **kwargs)
-
-        def counted_load(identifier: str | tuple[str, ...]) -> Table:
-            name = identifier if isinstance(identifier, str) else ".".join(identifier)
-            self.loads[name] += not committing  # the SQL catalog's own read inside a commit is not the caller's
-            return load_table(identifier)
-
-        def commit(*args: Any, **kwargs: Any) -> Any:
-            nonlocal committing
-            committing = True
-            try:
-                return commit_table(*args, **kwargs)
-            finally:
-                committing = False
-
-        monkeypatch.setattr(planning, "decide", counted_decide)
-        monkeypatch.setattr(ancestry, "ancestors_of", counted_walk)
-        monkeypatch.setattr(catalog, "load_table", counted_load)
-        monkeypatch.setattr(catalog, "commit_table", commit)
-
-    def reset(self) -> None:
-        self.decisions, self.walks = 0, 0
-        self.loads.clear()
 
 
 def test_a_single_table_write_decides_once_walks_the_lineage_at_most_three_times(
