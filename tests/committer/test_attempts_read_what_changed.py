@@ -280,3 +280,27 @@ def test_commit_takes_the_plan_of_its_checkpoint_and_plans_the_earlier_ones_itse
     counted.reset()
     replay = committer.plan(2)
     assert committer.commit(2, plan=replay).status == "already-committed" and counted.decisions == 1
+
+
+def test_a_recommit_never_lowers_the_mark_the_job_raised_between_its_attempts(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    first = catalog.load_table(name).metadata.current_snapshot_id
+    _prepare(committer, 2)
+    committer.commit(2)
+    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+    with pytest.raises(CheckpointRolledBackError):
+        committer.commit(2)
+    other = _committer(SqlCatalog(catalog.name, **catalog.properties), name)  # the job's other process
+
+    def the_job_commits_3_meanwhile() -> None:
+        _prepare(other, 3)
+        other.commit(3)
+        raise CommitFailedException("the job's checkpoint 3 won the compare-and-swap")
+
+    catalog.before = [the_job_commits_3_meanwhile]
+    assert committer.recommit(2).status == "committed"
+    assert catalog.load_table(name).metadata.properties[ancestry.job_checkpoint_property("A")] == "3"
