@@ -41,8 +41,10 @@ class AppendCheckpoint(protocol.Operation):
     """Committing one prepared checkpoint as one snapshot that appends its data files and
     carries the (job, checkpoint) key in its summary.
 
-    Attempt 0 runs on the planned table (the plan decided to commit). A later attempt reads
-    only what changed since the planned head: the key among the new snapshots (on the
+    Attempt 0 runs on the planned table (the plan decided to commit). An attempt on any
+    other table (a retry's, or a base that the caller's earlier checkpoints left) first
+    checks that the branch and the table's state database are still the ones planned for,
+    then reads only what changed since the planned head: the key among the new snapshots (on the
     branch: it landed, an earlier attempt's answer was lost; off it: it landed and a
     rollback removed it, refused) and the job's high-water mark; where those cannot tell, it
     plans again on the table as it is. Then the validators run on that table: the files'
@@ -84,7 +86,9 @@ class AppendCheckpoint(protocol.Operation):
         return f"checkpoint {self.checkpoint} of job {self.job_id!r} in {self.table_name}"
 
     def check(self, table: Table, number: int) -> protocol.Found | None:
-        if number > 0:
+        if table is not self.plan.table:  # a retry's fresh table, or a base newer than the plan's
+            ancestry.require_branch(table.metadata, self.branch)
+            records_state(self.table_name, table.metadata.properties, self._store.engine)
             found = self._landed_since_plan(table)
             if found is not None:
                 return found

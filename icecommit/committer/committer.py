@@ -11,6 +11,7 @@ twice, whatever crashed, retried or lost its response before.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -32,11 +33,11 @@ from icecommit.committer.append import (
 )
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
-from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_plan
+from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state, result_from_summary
 from icecommit.committer.retry import RetryPolicy
-from icecommit.committer.samples import minute_start
+from icecommit.committer.samples import source_samples
 from icecommit.committer.staging import read_staged, same_files_or_error, stage_checkpoint, staged_paths
 from icecommit.committer.validation import refuse_reused_checkpoint, validate_results
 from icecommit.core import ancestry
@@ -53,7 +54,6 @@ from icecommit.state.checkpoints import PREPARED, ROLLED_BACK, CheckpointState, 
 from icecommit.state.database import state_engine, state_errors, state_uri
 from icecommit.state.identity import records_state
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
-from icecommit.state.samples import SOURCE, MetricSample
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +181,10 @@ class GlobalCommitter:
         order, another streaming query's batch); nothing for any other decision."""
         if isinstance(decision, CheckpointPlan):
             refuse_plan(decision, job_id=self.job_id, table_name=self._table_name, query_id=self._query_id)
-        elif decision.action in (Action.OTHER_QUERY, Action.ROLLED_BACK, Action.OUT_OF_ORDER):
-            self.refuse(checkpoint_id, self.plan(checkpoint_id, query_id=self._query_id))
+            return
+        state = functools.partial(self._store.get, self.job_id, self._table_name, checkpoint_id)
+        refuse_decision(checkpoint_id, decision, state=state, highest=self.last_committed_checkpoint,
+                        job_id=self.job_id, table_name=self._table_name, query_id=self._query_id)  # fmt: skip
 
     # -- phase 1 -----------------------------------------------------------------------
 
@@ -322,7 +324,13 @@ class GlobalCommitter:
         if outcome is not None and outcome.status != "rolled-back":
             return outcome
         target = self._store.get(self.job_id, self._table_name, checkpoint_id)
-        if plan is None or committed_any or plan.checkpoint_id != checkpoint_id:
+        # a plan to append that this call did not append is stale (another process did): decide again
+        if (
+            plan is None
+            or committed_any
+            or plan.action in (Action.COMMIT, Action.RECOMMIT)
+            or plan.checkpoint_id != checkpoint_id
+        ):
             plan = self.plan(checkpoint_id, query_id=self._query_id)
         self.refuse(checkpoint_id, plan)
         decision = plan.decision
@@ -410,11 +418,7 @@ class GlobalCommitter:
         """Record source counts the caller knows (a Kafka offset range, a file's line count)
         per one-minute event-time window; reconciliation then checks the written rows
         against them instead of against what the tasks received."""
-        samples = [
-            MetricSample(SOURCE, minute_start(window) if window is not None else None, int(records))
-            for window, records in counts.items()
-        ]
-        self._store.record_samples(self.job_id, self._table_name, checkpoint_id, samples)
+        self._store.record_samples(self.job_id, self._table_name, checkpoint_id, source_samples(counts))
 
     def publish_complete_partitions(self) -> list[PartitionStatus]:
         """Publish the time partitions the writers' watermarks have closed (the committer

@@ -190,11 +190,34 @@ def refuse_plan(plan: CheckpointPlan, *, job_id: str, table_name: str, query_id:
     Raises:
         StreamingQueryMismatchError, CheckpointRolledBackError, CheckpointOutOfOrderError.
     """
-    action, checkpoint_id = plan.action, plan.checkpoint_id
-    if action is Action.OTHER_QUERY:
-        committed_by = (plan.state.query_id if plan.state is not None else None) or ""
+    refuse_decision(
+        plan.checkpoint_id,
+        plan.decision,
+        state=lambda: plan.state,
+        highest=lambda: plan.view.highest_committed,
+        job_id=job_id,
+        table_name=table_name,
+        query_id=query_id,
+    )
+
+
+def refuse_decision(
+    checkpoint_id: int,
+    decision: Decision,
+    *,
+    state: Callable[[], CheckpointState | None],
+    highest: Callable[[], int | None],
+    job_id: str,
+    table_name: str,
+    query_id: str | None,
+) -> None:
+    """:func:`refuse_plan` for a decision alone: ``state`` and ``highest`` are read only for
+    the refusal that names them (the batch's query, the job's highest checkpoint)."""
+    if decision.action is Action.OTHER_QUERY:
+        row = state()
+        committed_by = (row.query_id if row is not None else None) or ""
         raise StreamingQueryMismatchError(job_id, checkpoint_id, table_name, query_id or "", committed_by)
-    if action is Action.ROLLED_BACK:
-        raise CheckpointRolledBackError(job_id, checkpoint_id, plan.decision.snapshot_id, table_name)
-    if action is Action.OUT_OF_ORDER:
-        raise CheckpointOutOfOrderError(job_id, checkpoint_id, plan.view.highest_committed or 0, table_name)
+    if decision.action is Action.ROLLED_BACK:
+        raise CheckpointRolledBackError(job_id, checkpoint_id, decision.snapshot_id, table_name)
+    if decision.action is Action.OUT_OF_ORDER:
+        raise CheckpointOutOfOrderError(job_id, checkpoint_id, highest() or 0, table_name)

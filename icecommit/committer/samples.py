@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 
 from icecommit.core.datafiles import WindowCount, WriteResult
@@ -71,3 +71,11 @@ def max_of(a: int | None, b: int | None) -> int | None:
     if a is None:
         return b
     return a if b is None else max(a, b)
+
+
+def source_samples(counts: Mapping[datetime | None, int]) -> list[MetricSample]:
+    """Source counts a caller declares, per one-minute event-time window, as samples."""
+    return [
+        MetricSample(SOURCE, minute_start(window) if window is not None else None, int(records))
+        for window, records in counts.items()
+    ]

@@ -12,7 +12,12 @@ from pyiceberg.exceptions import CommitFailedException
 import icecommit as ic
 from icecommit.committer import RetryPolicy
 from icecommit.core import ancestry
-from icecommit.errors import CheckpointRefusedError, CheckpointRolledBackError, CommitStateUnknownError
+from icecommit.errors import (
+    CheckpointRefusedError,
+    CheckpointRolledBackError,
+    CommitStateUnknownError,
+    InvalidArgumentError,
+)
 from icecommit.writers import write_arrow
 from tests.fakes import Counted, ScriptedCatalog, concurrent_append
 from tests.helpers import EVENTS_SCHEMA, events
@@ -294,13 +299,81 @@ def test_a_recommit_never_lowers_the_mark_the_job_raised_between_its_attempts(
     catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
     with pytest.raises(CheckpointRolledBackError):
         committer.commit(2)
-    other = _committer(SqlCatalog(catalog.name, **catalog.properties), name)  # the job's other process
+    other_catalog = SqlCatalog(catalog.name, **catalog.properties)
+    other = _committer(other_catalog, name)  # the job's other process
 
     def the_job_commits_3_meanwhile() -> None:
         _prepare(other, 3)
         other.commit(3)
+        other_catalog.engine.dispose()
         raise CommitFailedException("the job's checkpoint 3 won the compare-and-swap")
 
     catalog.before = [the_job_commits_3_meanwhile]
     assert committer.recommit(2).status == "committed"
     assert catalog.load_table(name).metadata.properties[ancestry.job_checkpoint_property("A")] == "3"
+
+
+# -- what another process does between the plan and the append
+
+
+def test_a_planned_checkpoint_another_process_landed_while_earlier_ones_committed_is_found_not_appended_again(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    """Checkpoint 4 was left prepared; ``commit(5, plan=...)`` commits 4 first. Meanwhile an
+    operator's ``recover`` lands 4 and 5: the first attempt of 5, on the table 4 left, finds
+    5's key among the snapshots new since its plan and appends nothing."""
+    catalog = scripted_catalog
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    _prepare(committer, 4)
+    rows = events(500, 510)
+    plan = committer.prepare_planned(5, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=5)])
+
+    def the_operator_recovers_4_and_5() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        _committer(other, name).recover()
+        other.engine.dispose()
+        raise CommitFailedException("the operator's commit of checkpoint 4 won")
+
+    catalog.before = [the_operator_recovers_4_and_5]
+    result = committer.commit(5, plan=plan)
+    assert result.status == "already-committed"
+    landed = ancestry.committed_checkpoints(catalog.load_table(name).metadata, job_id="A")
+    assert sorted(c.checkpoint_id for c in landed) == [4, 5] and _rows(catalog, name) == 20
+
+
+def test_a_plan_to_commit_that_another_process_committed_is_answered_already_committed(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    rows = events(0, 10)
+    plan = committer.prepare_planned(1, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=1)])
+    assert _committer(catalog, name).recover()[0].status == "committed"  # another process
+    assert committer.commit(1, plan=plan).status == "already-committed"
+    assert _rows(catalog, name) == 10
+
+
+def test_a_branch_removed_between_two_attempts_is_refused_and_not_made_again(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    base = catalog.load_table(name).metadata.current_snapshot_id
+    assert base is not None
+    catalog.load_table(name).manage_snapshots().create_branch(base, "audit").commit()
+    audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit", retry_policy=FAST, sleep=lambda _s: None)
+    audit.prepare(1, [write_arrow(audit.load_table(), events(300, 305), job_id="B", checkpoint_id=1)])
+
+    def the_branch_goes() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        other.load_table(name).manage_snapshots().remove_branch("audit").commit()
+        other.engine.dispose()
+        raise CommitFailedException("the branch moved")
+
+    catalog.before = [the_branch_goes]
+    with pytest.raises(InvalidArgumentError) as refused:
+        audit.commit(1)
+    assert refused.value.argument == "branch"
+    assert "audit" not in catalog.load_table(name).metadata.refs
