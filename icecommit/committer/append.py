@@ -27,7 +27,6 @@ from icecommit.core.errors import (
 )
 from icecommit.core.identifiers import table_name
 from icecommit.state.checkpoints import CheckpointState, CheckpointStore
-from icecommit.state.database import state_errors
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.partitions import PartitionStatusStore
 
@@ -219,16 +218,10 @@ def claim_table(
     sleep: Callable[[float], None],
 ) -> Table:
     """The table, made to record ``store``'s state database before anything is staged for
-    it (one catalog commit in the table's life).
-
-    Raises:
-        StateDatabaseMismatchError: the table records another state database.
-        StateDatabaseUnavailableError: the state database cannot be reached.
+    it (one catalog commit in the table's life). The caller has found that it records none
+    yet (``records_state``, which refuses another state database).
     """
     name = table_name(table)
-    with state_errors(store, "nothing was staged"):
-        if records_state(name, table.metadata.properties, store.engine):
-            return table
     outcome = protocol.run(ClaimTable(name, store.engine), base=table, load=load, policy=policy, sleep=sleep)
     logger.info("table %s now records its state database (%s)", name, STATE_ID_PROPERTY)
     return outcome.table if outcome.table is not None else load()

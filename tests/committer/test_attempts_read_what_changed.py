@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
+from sqlalchemy.exc import OperationalError
 
 import icecommit as ic
+import icecommit.committer.committer as committer_module
 from icecommit.committer import RetryPolicy
 from icecommit.core import ancestry
 from icecommit.errors import (
@@ -17,9 +19,11 @@ from icecommit.errors import (
     CheckpointRolledBackError,
     CommitStateUnknownError,
     InvalidArgumentError,
+    StateDatabaseUnavailableError,
 )
+from icecommit.state.database import shown_uri
 from icecommit.writers import write_arrow
-from tests.fakes import Counted, ScriptedCatalog, concurrent_append
+from tests.fakes import Counted, Crash, ScriptedCatalog, concurrent_append, crash_at
 from tests.helpers import EVENTS_SCHEMA, events
 
 FAST = RetryPolicy(max_attempts=4, max_seconds=60, min_wait_s=0.001, max_wait_s=0.002)
@@ -377,3 +381,63 @@ def test_a_branch_removed_between_two_attempts_is_refused_and_not_made_again(
         audit.commit(1)
     assert refused.value.argument == "branch"
     assert "audit" not in catalog.load_table(name).metadata.refs
+
+
+# -- reuse of a plan, and what a commit records when it finds its checkpoint in
+
+
+def test_prepare_reuses_a_current_plan_and_decides_again_on_a_moved_head(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    table = committer.load_table()
+    plan = committer.plan(1, table=table)  # before the table's claim of its state database
+    results = [write_arrow(table, events(0, 10), job_id="A", checkpoint_id=1)]
+    counted = Counted(catalog, monkeypatch)
+    prepared = committer.prepare_planned(1, results, plan=plan, table=table)
+    assert counted.decisions == 0 and counted.loads[name] == 0  # the claim moved no head
+    committer.validate(1, results, table=prepared.table)
+    assert counted.loads[name] == 0
+    catalog.calls = 0
+    assert committer.commit(1, plan=prepared).attempts == 1 and catalog.calls == 1  # on the claimed table
+    stale = committer.plan(2)
+    concurrent_append(catalog, name)()
+    rows = events(100, 110)
+    counted.reset()
+    committer.prepare(2, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=2)], plan=stale)
+    assert counted.decisions == 1  # the head moved since that plan
+
+
+def test_a_checkpoint_found_in_the_table_by_its_plan_records_no_attempt(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", fault=crash_at("after-commit", 1))
+    _prepare(committer, 1)
+    with pytest.raises(Crash):
+        committer.commit(1)  # landed; the process died before recording it
+    restarted = _committer(catalog, name)
+    [result] = restarted.recover()
+    state = restarted.store.get("A", name, 1)
+    assert (result.status, result.attempts, result.retries) == ("already-committed", 0, 0)
+    assert state is not None and (state.status, state.attempts, state.retries) == ("committed", 0, 0)
+
+
+def test_a_state_database_failing_while_a_checkpoint_is_decided_names_itself(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    _prepare(committer, 1)
+
+    def unreachable(*_args: object) -> bool:
+        raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
+
+    monkeypatch.setattr(committer_module, "records_state", unreachable)
+    with pytest.raises(StateDatabaseUnavailableError) as down:
+        committer.commit(1)
+    assert down.value.reason.endswith("; nothing was decided or changed")
+    assert down.value.uri == shown_uri(committer.store.engine)

@@ -76,12 +76,16 @@ def _another_commit_wins_once() -> Callable[[int], None]:
     return lose
 
 
-def test_a_rebase_operation_retries_on_the_new_head_and_lands_once(sqlite_catalog: SqlCatalog) -> None:
+def test_a_rebase_operation_retries_on_the_new_head_and_lands_once(
+    sqlite_catalog: SqlCatalog, caplog: pytest.LogCaptureFixture
+) -> None:
     name, load = _table(sqlite_catalog)
     base = load()
     operation = SetKey(name, before=_another_commit_wins_once())
-    outcome = protocol.run(operation, base=base, load=load, policy=FAST, sleep=lambda _s: None)
-    assert (outcome.sent, outcome.retries, outcome.found_before) == (2, 1, False)
+    with caplog.at_level("WARNING", logger="icecommit.committer.retry"):
+        outcome = protocol.run(operation, base=base, load=load, policy=FAST, sleep=lambda _s: None)
+    assert (outcome.sent, outcome.retries, outcome.found_before, outcome.recovered) == (2, 1, False, False)
+    assert caplog.messages[0].startswith(f"commit of setting the key of {name} conflicted (attempt 1)")
     assert load().metadata.properties[KEY] == "set"
 
 
@@ -141,3 +145,15 @@ def test_an_error_before_the_catalog_was_reached_is_the_callers_as_it_is(sqlite_
 
     with pytest.raises(OSError, match="No space left"):
         protocol.run(SetKey(name, before=disk_full), base=load(), load=load, policy=FAST, sleep=lambda _s: None)
+
+
+def test_a_retry_that_finds_its_key_sends_nothing_more(sqlite_catalog: SqlCatalog) -> None:
+    name, load = _table(sqlite_catalog)
+
+    def landed_but_lost(_sent: int) -> None:
+        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
+
+    outcome = protocol.run(
+        SetKey(name, after=landed_but_lost), base=load(), load=load, policy=FAST, sleep=lambda _s: None
+    )
+    assert (outcome.sent, outcome.retries, outcome.found_before, outcome.recovered) == (1, 1, True, False)

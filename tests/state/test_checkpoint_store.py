@@ -375,3 +375,17 @@ def test_a_time_read_back_is_in_utc_whatever_the_process_time_zone(monkeypatch: 
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_a_prepared_row_keeps_the_features_its_commit_needs_sorted_once_each(
+    store: CheckpointStore, names: dict[str, str]
+) -> None:
+    table = names["T"]
+    for checkpoint_id, features in ((1, ("schema-change", "row-delta", "row-delta")), (2, ())):
+        store.insert_prepared(
+            job_id="j", table_name=table, checkpoint_id=checkpoint_id, manifest_path=None, files_digest="d",
+            source_records=1, records=1, files=0, bytes_=0, max_event_time_us=None, features=features,
+        )  # fmt: skip
+    first, second = store.get("j", table, 1), store.get("j", table, 2)
+    assert first is not None and first.features == ("row-delta", "schema-change")
+    assert second is not None and second.features == ()
