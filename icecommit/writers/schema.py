@@ -198,11 +198,45 @@ def aligned_columns(df: DataFrame, schema: Schema, table: str, *, ignore: Collec
     return _columns(_alignment(df, schema, table, ignore=ignore))
 
 
+def check_distinct_columns(df: DataFrame, table: str) -> None:
+    """Refuse a DataFrame with two columns of one name, or of names Spark takes for one
+    (differing only by case while ``spark.sql.caseSensitive`` is false, its default): Spark
+    would fail on them as ambiguous references, deep inside a job.
+
+    Raises:
+        SchemaMismatchError: names the column and the other spelling.
+    """
+    names = [f.name for f in df.schema.fields]
+    case_sensitive = _case_sensitive(df)
+    seen: dict[str, str] = {}
+    for name in names:
+        key = name if case_sensitive else name.lower()
+        first = seen.setdefault(key, name)
+        if first == name and names.count(name) > 1:
+            reason = f"the DataFrame has {names.count(name)} columns of this name: rename or drop all but one"
+            raise SchemaMismatchError(name, reason, table=table)
+        if first != name:
+            reason = (
+                f"the DataFrame also has {name!r}, and Spark takes them for one column (spark.sql.caseSensitive "
+                "is false): rename one of them"
+            )
+            raise SchemaMismatchError(first, reason, table=table)
+
+
+def _case_sensitive(df: DataFrame) -> bool:
+    """Whether the DataFrame's session tells column names apart by case (false by default)."""
+    try:
+        return str(df.sparkSession.conf.get("spark.sql.caseSensitive", "false")).strip().lower() == "true"
+    except Exception:  # a session that cannot say: Spark's default
+        return False
+
+
 def _alignment(
     df: DataFrame, schema: Schema, table: str, *, ignore: Collection[str]
 ) -> list[tuple[NestedField, T.StructField | None, T.DataType]]:
     """Each table column with the DataFrame column that fills it (None: nulls) and the
     Spark type it must have; refuses what cannot be written (see :func:`align_to_schema`)."""
+    check_distinct_columns(df, table)
     by_name = {f.name: f for f in df.schema.fields}
     known = {f.name for f in schema.fields}
     extras = [name for name in by_name if name not in known and name not in ignore]

@@ -55,6 +55,16 @@ BAD_INPUTS = {
         "amount",
         "decimal\\(14,2\\) cannot be written to Iceberg type decimal\\(10, 2\\)",
     ),
+    "two columns of one name": (
+        lambda df: df.select("id", "name", "amount", "note", F.lit("y").alias("note")),
+        "note",
+        "the DataFrame has 2 columns of this name",
+    ),
+    "two names that differ only by case": (
+        lambda df: df.select("*", F.lit("y").alias("NOTE")),
+        "note",
+        "also has 'NOTE', and Spark takes them for one column",
+    ),
     "nested type for a primitive column": (
         lambda df: df.withColumn("note", F.array(F.lit("a"))),
         "note",
