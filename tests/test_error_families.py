@@ -62,6 +62,7 @@ EXPECTED = {
     "StateSchemaError": EnvironmentFailureError,
     "StateDatabaseMismatchError": EnvironmentFailureError,
     "CheckpointFeatureError": EnvironmentFailureError,
+    "UnreadableTablesError": EnvironmentFailureError,
 }
 
 
@@ -139,11 +140,12 @@ STOPPING = [
     errors.CheckpointReusedError("j", 3, "t", status="committed"),
     errors.CheckpointNotFoundError("j", 3, "t"),
     errors.UnroutedRecordsError("kind", 2, ["x"], checkpoint_id=3),
+    errors.UnreadableTablesError("ns.a", "delete orphan files", {"ns.b": "FileNotFoundError: gone"}),
 ]
 #: What a way forward says (one of these, in the message).
 WAYS_FORWARD = (
     "abandon(", "recover()", "retry later", "again", "new job", "job_id", "upgrade icecommit", "recommit=True",
-    "dead_letter=", "prepare it first", "icecommit.state-uri", "the icecommit version",
+    "dead_letter=", "prepare it first", "icecommit.state-uri", "the icecommit version", "--ignore-unreadable",
 )  # fmt: skip
 
 

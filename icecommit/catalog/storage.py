@@ -10,8 +10,9 @@ percent-escapes are never decoded into path segments.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import pyarrow.fs as pafs
@@ -21,12 +22,14 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit.core.completeness import marker_path
-from icecommit.core.errors import UnsafeLocationError
+from icecommit.core.errors import UnreadableTablesError, UnsafeLocationError
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.state.checkpoints import ABANDONED, CheckpointStore
-from icecommit.state.database import state_engine, state_uri
+from icecommit.state.database import briefly, state_engine, state_uri
 from icecommit.state.manifests import read_staged_manifest
 from icecommit.state.partitions import PartitionStatusStore
+
+logger = logging.getLogger(__name__)
 
 
 def snapshot_files(table: Table, snapshot: Snapshot) -> set[str]:
@@ -89,8 +92,8 @@ def keys_of(paths: Iterable[str], table: str) -> set[StorageKey]:
     return keys
 
 
-def catalog_tables(catalog: Catalog) -> Iterator[tuple[str, Table]]:
-    """Every table of the catalog, loaded, in every namespace (nested ones included)."""
+def catalog_table_names(catalog: Catalog) -> Iterator[str]:
+    """Every table name of the catalog, in every namespace (nested ones included)."""
     pending = list(catalog.list_namespaces())
     seen: set[tuple[str, ...]] = set()
     while pending:
@@ -101,28 +104,60 @@ def catalog_tables(catalog: Catalog) -> Iterator[tuple[str, Table]]:
         with contextlib.suppress(Exception):  # catalogs without nested namespaces say so their own way
             pending.extend(catalog.list_namespaces(namespace))
         for identifier in catalog.list_tables(namespace):
-            name = ".".join(identifier)
-            yield name, catalog.load_table(name)
+            yield ".".join(identifier)
+
+
+def catalog_tables(catalog: Catalog) -> Iterator[tuple[str, Table]]:
+    """Every table of the catalog, loaded, in every namespace (nested ones included)."""
+    for name in catalog_table_names(catalog):
+        yield name, catalog.load_table(name)
 
 
 @dataclass(frozen=True)
 class Footprint:
-    """What the other tables of a catalog hold: their locations and referenced files."""
+    """What the other tables of a catalog hold: their locations and referenced files, and
+    which of them could not be read (name -> why; left out of the two others)."""
 
     locations: dict[str, StorageKey]
     referenced: frozenset[StorageKey]
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+    def refuse_unreadable(self, table: str, action: str, ignore: Iterable[str] = ()) -> None:
+        """Raise before a deletion that needs every other table's files, unless each
+        unreadable one is named in ``ignore``.
+
+        Raises:
+            UnreadableTablesError: names the unreadable tables and the ways forward.
+        """
+        left = {name: why for name, why in self.unreadable.items() if name not in set(ignore)}
+        if left:
+            raise UnreadableTablesError(table, action, left)
 
 
 def footprint_of_others(catalog: Catalog, name: str) -> Footprint:
-    """The locations and referenced files of every table of the catalog but ``name``."""
+    """The locations and referenced files of every table of the catalog but ``name``;
+    a table that cannot be read (its metadata or a manifest gone, cut short or unreachable)
+    is listed as unreadable instead of failing the whole footprint."""
     locations: dict[str, StorageKey] = {}
     referenced: set[StorageKey] = set()
-    for other, table in catalog_tables(catalog):
+    unreadable: dict[str, str] = {}
+    for other in catalog_table_names(catalog):
         if other == name:
             continue
-        locations[other] = keys_of([table.metadata.location], other).pop()
-        referenced |= keys_of(referenced_files(catalog, table), other)
-    return Footprint(locations, frozenset(referenced))
+        try:
+            table = catalog.load_table(other)
+            location = keys_of([table.metadata.location], other).pop()
+            files = keys_of(referenced_files(catalog, table), other)
+        except UnsafeLocationError:
+            raise
+        except Exception as e:  # any failure to read it: it cannot vouch for its files
+            unreadable[other] = briefly(e)
+            continue
+        locations[other] = location
+        referenced |= files
+    if unreadable:
+        logger.warning("tables of the catalog that cannot be read: %s", ", ".join(sorted(unreadable)))
+    return Footprint(locations, frozenset(referenced), unreadable)
 
 
 def refuse_shared_location(name: str, root: StorageKey, others: Footprint) -> None:

@@ -489,8 +489,17 @@ def rollback(
 @click.option(
     "--dry-run/--no-dry-run", default=True, show_default=True, help="List only (the default); --no-dry-run acts."
 )
+@click.option("--ignore-unreadable", "ignore", multiple=True, metavar="TABLE",
+              help="Delete files although this other table cannot be read (repeat for each).")  # fmt: skip
 @click.pass_obj
-def expire(ctx: Context, table: str, older_than: timedelta | None, retain_last: int | None, dry_run: bool) -> None:
+def expire(
+    ctx: Context,
+    table: str,
+    older_than: timedelta | None,
+    retain_last: int | None,
+    dry_run: bool,
+    ignore: tuple[str, ...],
+) -> None:
     """Expire old snapshots and delete the files only they referenced (dry run by default).
 
     Keeps what Apache Iceberg keeps: every branch and tag head, and on every branch its
@@ -509,7 +518,7 @@ def expire(ctx: Context, table: str, older_than: timedelta | None, retain_last: 
 
     def action() -> None:
         catalog = ctx.catalog()
-        plan = plan_expire(catalog, table, older_than=older_than, retain_last=retain_last)
+        plan = plan_expire(catalog, table, older_than=older_than, retain_last=retain_last, ignore_unreadable=ignore)
         ctx.output.expire(plan if dry_run else apply_expire(catalog, plan))
 
     _run(ctx, action)
@@ -519,8 +528,10 @@ def expire(ctx: Context, table: str, older_than: timedelta | None, retain_last: 
 @click.argument("table")
 @click.option("--older-than", type=DURATION, default="3d", show_default=True, help="Only files older than this.")
 @click.option("--delete", is_flag=True, help="Delete the orphans (default: only list them).")
+@click.option("--ignore-unreadable", "ignore", multiple=True, metavar="TABLE",
+              help="Delete although this other table of the catalog cannot be read (repeat for each).")  # fmt: skip
 @click.pass_obj
-def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool) -> None:
+def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool, ignore: tuple[str, ...]) -> None:
     """List (or delete) files under the table that no snapshot or prepared checkpoint references.
 
     \b
@@ -528,7 +539,12 @@ def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool) -> No
       icecommit orphans demo.clickstream --older-than 3d
       icecommit orphans demo.clickstream --older-than 3d --delete
     """
-    _run(ctx, lambda: ctx.output.orphans(find_orphans(ctx.catalog(), table, older_than=older_than, delete=delete)))
+
+    def action() -> None:
+        sweep = find_orphans(ctx.catalog(), table, older_than=older_than, delete=delete, ignore_unreadable=ignore)
+        ctx.output.orphans(sweep)
+
+    _run(ctx, action)
 
 
 @cli.command()

@@ -406,6 +406,19 @@ class TextOutput:
             self.console.print(
                 f"  {'deleted' if plan.applied else 'would delete'}: {path}", highlight=False, soft_wrap=True
             )
+        self._unreadable(plan.unreadable_tables, plan.ignored_tables)
+
+    def _unreadable(self, unreadable: dict[str, str], ignored: Sequence[str]) -> None:
+        """Other tables of the catalog that could not be read (a deletion refuses while one
+        is left that --ignore-unreadable does not name)."""
+        for name, why in sorted(unreadable.items()):
+            self.console.print(
+                f"  could not read table {name} ({why}): deleting needs --ignore-unreadable {name}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        for name in ignored:
+            self.console.print(f"  could not read table {name}: ignored as asked", highlight=False, soft_wrap=True)
 
     def abandoned(self, state: CheckpointState) -> None:
         acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""
@@ -441,6 +454,7 @@ class TextOutput:
             self.console.print(
                 f"  {orphan.path} ({orphan.size:,} bytes, {_time(orphan.modified)})", highlight=False, soft_wrap=True
             )
+        self._unreadable(sweep.unreadable_tables, sweep.ignored_tables)
 
     def error(self, message: str, code: int) -> None:
         Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)

@@ -9,7 +9,8 @@ icecommit that lists a directory (the sweep), and it never runs on the write pat
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from pyiceberg.catalog import Catalog
@@ -27,7 +28,7 @@ from icecommit.catalog.storage import (
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry
-from icecommit.core.errors import InvalidArgumentError, TableSpecError
+from icecommit.core.errors import InvalidArgumentError, TableSpecError, UnreadableTablesError
 from icecommit.core.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
@@ -86,6 +87,11 @@ class ExpirePlan:
     #: rollback, a commit or a new tag in between could make a planned snapshot one that the
     #: rules keep)
     refs: tuple[RefHead, ...] = ()
+    #: other tables of the catalog that could not be read (name -> why) and were not named
+    #: in ``ignore_unreadable``: applying a plan that deletes files refuses while any is left
+    unreadable_tables: dict[str, str] = field(default_factory=dict)
+    #: unreadable tables the caller named in ``ignore_unreadable`` (the plan went on without them)
+    ignored_tables: tuple[str, ...] = ()
 
 
 def plan_expire(
@@ -95,6 +101,7 @@ def plan_expire(
     older_than: timedelta | None = None,
     retain_last: int | None = None,
     now: datetime | None = None,
+    ignore_unreadable: Sequence[str] = (),
 ) -> ExpirePlan:
     """Which snapshots expire and which files go with them; changes nothing.
 
@@ -103,7 +110,10 @@ def plan_expire(
     any other snapshot (on no branch) younger than the default age. A branch's own settings
     (on its ref) win; otherwise ``older_than`` and ``retain_last`` where given, else the
     table's ``history.expire.max-snapshot-age-ms`` and ``history.expire.min-snapshots-to-keep``,
-    else five days and one. Unlike Iceberg, no branch or tag is ever removed (its
+    else five days and one. A file is planned for deletion only when no other table of the
+    catalog references it; a table that cannot be read is listed in the plan
+    (``unreadable_tables``), and applying a plan that deletes files refuses while one is
+    left (``ignore_unreadable`` names those to go on without). Unlike Iceberg, no branch or tag is ever removed (its
     ``max-ref-age-ms`` is not applied). No snapshot is kept for a job's sake: the committer
     finds what a job committed in the table property every commit sets
     (``icecommit.job.<job>.checkpoint``), which expiry does not touch, so a retired job pins
@@ -164,6 +174,7 @@ def plan_expire(
         if (stored := keys_of([path], name).pop()) not in still_needed and stored.is_under(root)
     )
     head = loaded.metadata.refs.get("main")
+    ignored = set(ignore_unreadable)
     return ExpirePlan(
         table=name,
         current_snapshot_id=head.snapshot_id if head is not None else None,
@@ -172,6 +183,8 @@ def plan_expire(
         files_to_delete=tuple(doomed),
         retention=retention,
         refs=_ref_heads(metadata),
+        unreadable_tables={n: why for n, why in others.unreadable.items() if n not in ignored},
+        ignored_tables=tuple(sorted(n for n in others.unreadable if n in ignored)),
     )
 
 
@@ -297,7 +310,11 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
             TableSpecError); nothing was expired or deleted: plan again.
         StateDatabaseError: the table's state database cannot be reached or is not the
             one opened; nothing was expired.
+        UnreadableTablesError: the plan deletes files and other tables of the catalog could
+            not be read (not named in ``ignore_unreadable``); nothing was expired.
     """
+    if plan.files_to_delete and plan.unreadable_tables:  # before anything is expired
+        raise UnreadableTablesError(plan.table, "expire snapshots and delete their files", plan.unreadable_tables)
     loaded = catalog.load_table(plan.table)
     store = table_state(catalog, loaded)
     if _ref_heads(loaded.metadata) != plan.refs:  # main's head among them

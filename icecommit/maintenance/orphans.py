@@ -9,7 +9,8 @@ path.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from pyiceberg.catalog import Catalog
@@ -50,6 +51,10 @@ class OrphanSweep:
     older_than: datetime
     orphans: tuple[OrphanFile, ...]
     deleted: bool = False
+    #: other tables of the catalog that could not be read (name -> why; a listing still
+    #: works, a deletion refuses while any is left) and those the caller chose to go on without
+    unreadable_tables: dict[str, str] = field(default_factory=dict)
+    ignored_tables: tuple[str, ...] = ()
 
 
 def find_orphans(
@@ -59,6 +64,7 @@ def find_orphans(
     older_than: timedelta = DEFAULT_ORPHAN_AGE,
     delete: bool = False,
     now: datetime | None = None,
+    ignore_unreadable: Sequence[str] = (),
 ) -> OrphanSweep:
     """Files under the table's location that nothing references and that are older than
     ``older_than``; deleted only when ``delete`` is True.
@@ -75,6 +81,9 @@ def find_orphans(
             one opened (its prepared checkpoints would look like orphans); nothing is deleted.
         TableSpecError: ``delete`` where the table's ``gc.enabled`` is not ``true`` (as
             Iceberg); listing alone is allowed.
+        UnreadableTablesError: ``delete`` while other tables of the catalog cannot be read
+            (one of them might reference a file here) and are not named in
+            ``ignore_unreadable``; nothing is deleted. A listing says which they are.
     """
     name = table_name(table)
     loaded = resolve_table(catalog, table)
@@ -88,6 +97,8 @@ def find_orphans(
     refuse_foreign_stores(name, root, own)
     others = footprint_of_others(catalog, name)
     refuse_shared_location(name, root, others)
+    if delete:
+        others.refuse_unreadable(name, "delete orphan files", ignore_unreadable)
     referenced = own | others.referenced
     filesystem, stored = list_location(loaded, name, root)
     orphans = []
@@ -105,4 +116,12 @@ def find_orphans(
         for orphan in orphans:
             filesystem.delete_file(natives[orphan.path])
         logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
-    return OrphanSweep(name, limit, tuple(orphans), deleted=delete)
+    ignored = set(ignore_unreadable)
+    return OrphanSweep(
+        name,
+        limit,
+        tuple(orphans),
+        deleted=delete,
+        unreadable_tables={n: why for n, why in others.unreadable.items() if n not in ignored},
+        ignored_tables=tuple(sorted(n for n in others.unreadable if n in ignored)),
+    )

@@ -42,6 +42,7 @@ from icecommit.core.errors.environment import (
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
     StateSchemaError,
+    UnreadableTablesError,
     UnsafeLocationError,
 )
 from icecommit.core.errors.input import (
@@ -107,6 +108,7 @@ __all__ = [
     "StreamingQueryMismatchError",
     "TableNotFoundError",
     "TableSpecError",
+    "UnreadableTablesError",
     "UnroutedRecordsError",
     "UnsafeLocationError",
     "ValidationError",

@@ -262,3 +262,24 @@ class CheckpointFeatureError(EnvironmentFailureError):
             f"needs {', '.join(features)}, which this version does not know; nothing was committed. Commit it with "
             "the icecommit version that prepared it, or a newer one"
         )
+
+
+class UnreadableTablesError(EnvironmentFailureError):
+    """Other tables of the catalog cannot be read, so no file of this table can be proven
+    unreferenced (one of them might share it): the deleting command deleted nothing.
+
+    Attributes:
+        table: the table being cleaned; action: what was refused.
+        unreadable: each unreadable table and why it could not be read.
+    """
+
+    def __init__(self, table: str, action: str, unreadable: dict[str, str]) -> None:
+        self.table = table
+        self.action = action
+        self.unreadable = dict(unreadable)
+        shown = "; ".join(f"{name}: {why}" for name, why in sorted(unreadable.items()))
+        super().__init__(
+            f"table {table}: cannot {action}: {len(unreadable)} other table(s) of the catalog cannot be read, so no "
+            f"file can be proven unreferenced ({shown}); nothing was deleted. Repair or drop their catalog entries, "
+            "or name each one with --ignore-unreadable TABLE (ignore_unreadable=[...]) to go on without them"
+        )
