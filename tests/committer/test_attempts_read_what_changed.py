@@ -20,6 +20,7 @@ from icecommit.errors import (
     CommitStateUnknownError,
     InvalidArgumentError,
     StateDatabaseUnavailableError,
+    StreamingQueryMismatchError,
 )
 from icecommit.state.database import shown_uri
 from icecommit.writers import write_arrow
@@ -441,3 +442,71 @@ def test_a_state_database_failing_while_a_checkpoint_is_decided_names_itself(
         committer.commit(1)
     assert down.value.reason.endswith("; nothing was decided or changed")
     assert down.value.uri == shown_uri(committer.store.engine)
+
+
+def test_a_batch_another_streaming_query_committed_is_refused_by_commit_too(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    first = ic.GlobalCommitter(catalog, name, job_id="A", query_id="q1")
+    _prepare(first, 1)
+    first.commit(1)
+    second = ic.GlobalCommitter(catalog, name, job_id="A", query_id="q2")
+    for refusal in (lambda: second.commit(1), lambda: second.refuse(1, second.plan(1, query_id="q2"))):
+        with pytest.raises(StreamingQueryMismatchError) as refused:
+            refusal()
+        assert (refused.value.query_id, refused.value.committed_by) == ("q2", "q1")
+
+
+def test_a_commit_after_another_writer_starts_from_its_plan_not_from_the_table_its_last_commit_left(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA)
+    committer = _committer(catalog, name)
+    plan = committer.prepare_planned(
+        1, [write_arrow(committer.load_table(), events(0, 10), job_id="A", checkpoint_id=1)]
+    )
+    committer.commit(1, plan=plan)
+    concurrent_append(catalog, name)()  # after the table committer's last commit left
+    rows = events(100, 110)
+    plan = committer.prepare_planned(2, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=2)])
+    catalog.calls = 0
+    assert committer.commit(2, plan=plan).attempts == 1 and catalog.calls == 1
+
+
+def test_a_recommit_after_another_writer_decides_nothing_more(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    first = catalog.load_table(name).metadata.current_snapshot_id
+    _prepare(committer, 2)
+    committer.commit(2)
+    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+    with pytest.raises(CheckpointRolledBackError):
+        committer.commit(2)
+    catalog.before = [concurrent_append(catalog, name)]
+    counted = Counted(catalog, monkeypatch)
+    result = committer.recommit(2)
+    assert (result.status, result.attempts) == ("committed", 2) and counted.decisions == 1
+
+
+def test_a_lost_answer_on_a_branch_is_found_on_that_branch(scripted_catalog: ScriptedCatalog) -> None:
+    catalog = scripted_catalog
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    base = catalog.load_table(name).metadata.current_snapshot_id
+    assert base is not None
+    catalog.load_table(name).manage_snapshots().create_branch(base, "audit").commit()
+    audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit", retry_policy=FAST, sleep=lambda _s: None)
+    audit.prepare(1, [write_arrow(audit.load_table(), events(300, 305), job_id="B", checkpoint_id=1)])
+
+    def lost() -> None:
+        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
+
+    catalog.after = [lost]
+    assert audit.commit(1).status == "already-committed"
+    landed = ancestry.committed_checkpoints(catalog.load_table(name).metadata, "audit", job_id="B")
+    assert [c.checkpoint_id for c in landed] == [1]

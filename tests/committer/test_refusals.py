@@ -114,6 +114,9 @@ def test_a_data_file_missing_at_prepare_and_a_staged_file_lost_before_commit(cat
     assert catalog.load_table(name).current_snapshot() is None
     state = committer.store.get("A", name, 2)
     assert state is not None and (state.status, state.counters.missing) == ("prepared", 1)
+    # the way forward: a file lost before staging is written again; one lost after, abandoned
+    assert not at_prepare.value.staged and "nothing was staged: write the checkpoint again" in str(at_prepare.value)
+    assert e.staged and "abandon(2, reason=...)" in str(e)
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "missing"])
