@@ -402,6 +402,7 @@ def test_prepare_reuses_a_current_plan_and_decides_again_on_a_moved_head(
     assert counted.decisions == 0 and counted.loads[name] == 0  # the claim moved no head
     committer.validate(1, results, table=prepared.table)
     assert counted.loads[name] == 0
+    assert committer.prepare(1, results, plan=prepared) == prepared.state and counted.decisions == 0
     catalog.calls = 0
     assert committer.commit(1, plan=prepared).attempts == 1 and catalog.calls == 1  # on the claimed table
     stale = committer.plan(2)

@@ -8,6 +8,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer.recording import CheckpointRecorder
+from icecommit.core.ancestry import rolled_back_snapshots
 from icecommit.state.checkpoints import PublishCounters
 from icecommit.writers import write_arrow
 from tests.helpers import EVENTS_SCHEMA, events
@@ -43,3 +44,11 @@ def test_a_rollback_recorded_after_the_append_landed_stays_when_the_branch_lacks
     recorder = CheckpointRecorder(audit.store, name, "A", "main", lambda: catalog.load_table(name).metadata)
     state = recorder.committed(1, landed, attempts=1, retries=0, counters=PublishCounters(), recommit=False)
     assert state.status == "rolled-back"  # main, this recorder's branch, does not hold it
+
+
+def test_rolled_back_is_read_against_the_branches_asked_for(catalog: SqlCatalog) -> None:
+    name, _audit, landed = _committed_on_audit(catalog)
+    metadata = catalog.load_table(name).metadata
+    assert rolled_back_snapshots(metadata, ["audit"]) == {}  # on audit's lineage: in
+    assert rolled_back_snapshots(metadata, ["main"]) == {landed: ("A", 1)}  # on no lineage of main's
+    assert rolled_back_snapshots(metadata, ["main", "audit"]) == {}
