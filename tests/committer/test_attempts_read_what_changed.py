@@ -5,6 +5,8 @@ the job's high-water mark; where those cannot tell, it plans again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
@@ -54,6 +56,48 @@ def _rows(catalog: SqlCatalog, name: str) -> int:
     return catalog.load_table(name).scan().to_arrow().num_rows
 
 
+LOST = "the answer was lost; the catalog says it conflicted"
+
+
+def _answer_lost() -> None:
+    """A catalog-commit hook: the commit landed, and the catalog's answer says it conflicted."""
+    raise CommitFailedException(LOST)
+
+
+def _another_process(catalog: SqlCatalog, step: Callable[[SqlCatalog], object], *, then: str) -> Callable[[], None]:
+    """A catalog-commit hook: another process does ``step`` through a catalog of its own,
+    then the attempt loses its compare-and-swap with ``then``."""
+
+    def hook() -> None:
+        other = SqlCatalog(catalog.name, **catalog.properties)
+        try:
+            step(other)
+        finally:
+            other.engine.dispose()
+        raise CommitFailedException(then)
+
+    return hook
+
+
+def _rolls_back(name: str, snapshot_id: int | None) -> Callable[[SqlCatalog], object]:
+    """Another process's rollback of ``name`` to ``snapshot_id``."""
+    return lambda other: other.load_table(name).manage_snapshots().rollback_to_snapshot(snapshot_id).commit()
+
+
+def _checkpoint_2_rolled_back(catalog: SqlCatalog) -> tuple[str, ic.GlobalCommitter, int | None]:
+    """Checkpoints 1 and 2 of job A committed, then a rollback to 1 that the committer has
+    recorded (its commit of 2 refused): 2 waits for a re-commit. Returns 1's snapshot too."""
+    name, committer = _prepared_table(catalog)
+    committer.commit(1)
+    first = catalog.load_table(name).metadata.current_snapshot_id
+    _prepare(committer, 2)
+    committer.commit(2)
+    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
+    with pytest.raises(CheckpointRolledBackError):
+        committer.commit(2)
+    return name, committer, first
+
+
 def test_a_rollback_that_lands_between_two_attempts_is_refused(scripted_catalog: ScriptedCatalog) -> None:
     catalog = scripted_catalog
     name, committer = _prepared_table(catalog)
@@ -61,13 +105,7 @@ def test_a_rollback_that_lands_between_two_attempts_is_refused(scripted_catalog:
     _prepare(committer, 2)
     before = catalog.load_table(name).metadata.current_snapshot_id
 
-    def landed_then_rolled_back_and_the_answer_lost() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).manage_snapshots().rollback_to_snapshot(before).commit()
-        other.engine.dispose()
-        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
-
-    catalog.after = [landed_then_rolled_back_and_the_answer_lost]
+    catalog.after = [_another_process(catalog, _rolls_back(name, before), then=LOST)]  # landed, rolled back
     catalog.calls = 0
     with pytest.raises(CheckpointRolledBackError) as refused:
         committer.commit(2)
@@ -85,10 +123,7 @@ def test_an_attempt_whose_answer_was_lost_is_found_by_its_key_and_never_sent_aga
     catalog = scripted_catalog
     name, committer = _prepared_table(catalog)
 
-    def lost() -> None:
-        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
-
-    catalog.after = [lost]
+    catalog.after = [_answer_lost]
     catalog.calls = 0
     result = committer.commit(1)
     assert (result.status, result.attempts, result.retries) == ("already-committed", 1, 1)
@@ -175,10 +210,7 @@ def test_a_retry_that_finds_its_key_decides_nothing_more(
     catalog = scripted_catalog
     _name, committer = _prepared_table(catalog)
 
-    def lost() -> None:
-        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
-
-    catalog.after = [lost]
+    catalog.after = [_answer_lost]
     counted = Counted(catalog, monkeypatch)
     assert committer.commit(1).status == "already-committed"
     assert counted.decisions == 1  # commit() plans it once; the retry finds its key among the new snapshots
@@ -211,13 +243,7 @@ def test_a_rollback_between_two_attempts_is_refused_without_a_second_decision(
     _prepare(committer, 2)
     before = catalog.load_table(name).metadata.current_snapshot_id
 
-    def landed_then_rolled_back() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).manage_snapshots().rollback_to_snapshot(before).commit()
-        other.engine.dispose()
-        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
-
-    catalog.after = [landed_then_rolled_back]
+    catalog.after = [_another_process(catalog, _rolls_back(name, before), then=LOST)]  # landed, rolled back
     counted = Counted(catalog, monkeypatch)
     with pytest.raises(CheckpointRolledBackError):
         committer.commit(2)
@@ -235,13 +261,7 @@ def test_a_retry_whose_planned_head_a_rollback_took_off_decides_again(
     committer = _committer(catalog, name)  # a new process: no table cached from its last commit
     _prepare(committer, 2)
 
-    def rolled_back_before_the_swap() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
-        other.engine.dispose()
-        raise CommitFailedException("the head moved")
-
-    catalog.before = [rolled_back_before_the_swap]
+    catalog.before = [_another_process(catalog, _rolls_back(name, first), then="the head moved")]
     counted = Counted(catalog, monkeypatch)
     result = committer.commit(2)
     assert result.status == "committed" and counted.decisions == 2  # only a full decision can judge that
@@ -252,23 +272,10 @@ def test_a_recommit_whose_base_a_rollback_moved_is_planned_again_as_a_recommit(
     scripted_catalog: ScriptedCatalog,
 ) -> None:
     catalog = scripted_catalog
-    name, committer = _prepared_table(catalog)
-    committer.commit(1)
-    first = catalog.load_table(name).metadata.current_snapshot_id
-    _prepare(committer, 2)
-    committer.commit(2)
-    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
-    with pytest.raises(CheckpointRolledBackError):
-        committer.commit(2)  # recorded as rolled back
+    name, committer, first = _checkpoint_2_rolled_back(catalog)
     concurrent_append(catalog, name)()  # another writer's snapshot: the re-commit's planned head
 
-    def rolled_back_before_the_swap() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
-        other.engine.dispose()
-        raise CommitFailedException("the head moved")
-
-    catalog.before = [rolled_back_before_the_swap]
+    catalog.before = [_another_process(catalog, _rolls_back(name, first), then="the head moved")]
     result = committer.recommit(2)
     assert result.status == "committed" and _rows(catalog, name) == 20
 
@@ -296,14 +303,7 @@ def test_a_recommit_never_lowers_the_mark_the_job_raised_between_its_attempts(
     scripted_catalog: ScriptedCatalog,
 ) -> None:
     catalog = scripted_catalog
-    name, committer = _prepared_table(catalog)
-    committer.commit(1)
-    first = catalog.load_table(name).metadata.current_snapshot_id
-    _prepare(committer, 2)
-    committer.commit(2)
-    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
-    with pytest.raises(CheckpointRolledBackError):
-        committer.commit(2)
+    name, committer, _first = _checkpoint_2_rolled_back(catalog)
     other_catalog = SqlCatalog(catalog.name, **catalog.properties)
     other = _committer(other_catalog, name)  # the job's other process
 
@@ -335,13 +335,8 @@ def test_a_planned_checkpoint_another_process_landed_while_earlier_ones_committe
     rows = events(500, 510)
     plan = committer.prepare_planned(5, [write_arrow(committer.load_table(), rows, job_id="A", checkpoint_id=5)])
 
-    def the_operator_recovers_4_and_5() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        _committer(other, name).recover()
-        other.engine.dispose()
-        raise CommitFailedException("the operator's commit of checkpoint 4 won")
-
-    catalog.before = [the_operator_recovers_4_and_5]
+    recovers = lambda other: _committer(other, name).recover()  # noqa: E731  # the operator's recover of 4 and 5
+    catalog.before = [_another_process(catalog, recovers, then="the operator's commit of checkpoint 4 won")]
     result = committer.commit(5, plan=plan)
     assert result.status == "already-committed"
     landed = ancestry.committed_checkpoints(catalog.load_table(name).metadata, job_id="A")
@@ -371,13 +366,8 @@ def test_a_branch_removed_between_two_attempts_is_refused_and_not_made_again(
     audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit", retry_policy=FAST, sleep=lambda _s: None)
     audit.prepare(1, [write_arrow(audit.load_table(), events(300, 305), job_id="B", checkpoint_id=1)])
 
-    def the_branch_goes() -> None:
-        other = SqlCatalog(catalog.name, **catalog.properties)
-        other.load_table(name).manage_snapshots().remove_branch("audit").commit()
-        other.engine.dispose()
-        raise CommitFailedException("the branch moved")
-
-    catalog.before = [the_branch_goes]
+    removes = lambda other: other.load_table(name).manage_snapshots().remove_branch("audit").commit()  # noqa: E731
+    catalog.before = [_another_process(catalog, removes, then="the branch moved")]
     with pytest.raises(InvalidArgumentError) as refused:
         audit.commit(1)
     assert refused.value.argument == "branch"
@@ -480,14 +470,7 @@ def test_a_recommit_after_another_writer_decides_nothing_more(
     scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog = scripted_catalog
-    name, committer = _prepared_table(catalog)
-    committer.commit(1)
-    first = catalog.load_table(name).metadata.current_snapshot_id
-    _prepare(committer, 2)
-    committer.commit(2)
-    catalog.load_table(name).manage_snapshots().rollback_to_snapshot(first).commit()
-    with pytest.raises(CheckpointRolledBackError):
-        committer.commit(2)
+    name, committer, _first = _checkpoint_2_rolled_back(catalog)
     catalog.before = [concurrent_append(catalog, name)]
     counted = Counted(catalog, monkeypatch)
     result = committer.recommit(2)
@@ -504,10 +487,7 @@ def test_a_lost_answer_on_a_branch_is_found_on_that_branch(scripted_catalog: Scr
     audit = ic.GlobalCommitter(catalog, name, job_id="B", branch="audit", retry_policy=FAST, sleep=lambda _s: None)
     audit.prepare(1, [write_arrow(audit.load_table(), events(300, 305), job_id="B", checkpoint_id=1)])
 
-    def lost() -> None:
-        raise CommitFailedException("the answer was lost; the catalog says it conflicted")
-
-    catalog.after = [lost]
+    catalog.after = [_answer_lost]
     assert audit.commit(1).status == "already-committed"
     landed = ancestry.committed_checkpoints(catalog.load_table(name).metadata, "audit", job_id="B")
     assert [c.checkpoint_id for c in landed] == [1]
