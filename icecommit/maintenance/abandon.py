@@ -8,6 +8,7 @@ from pyiceberg.table import Table
 
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.results import CommitResult
+from icecommit.core.errors import JobNotFoundError
 from icecommit.state.checkpoints import CheckpointState
 
 
@@ -38,7 +39,12 @@ def recover_job(catalog: Catalog, table: Table | str, *, job_id: str) -> list[Co
     (see ``GlobalCommitter.recover``).
 
     Raises:
+        JobNotFoundError: the job has no checkpoint of the table at all (a typo, most
+            likely): names the jobs that have some.
         CommitStateUnknownError, CommitConflictError, CheckpointFeatureError,
         DataFileMissingError: as ``GlobalCommitter.commit``.
     """
-    return GlobalCommitter(catalog, table, job_id=job_id).recover()
+    committer = GlobalCommitter(catalog, table, job_id=job_id)
+    if not committer.store.has_job(committer.table_name, job_id):
+        raise JobNotFoundError(committer.table_name, job_id, committer.store.jobs(committer.table_name))
+    return committer.recover()

@@ -41,6 +41,8 @@ def test_recover_commits_what_the_job_prepared_once(tmp_path: Path) -> None:
     assert committer.load_table().scan().to_arrow().num_rows == 10
     again = invoke(tmp_path, "recover", TABLE, "--job", "job")
     assert again.returncode == 0 and "no prepared checkpoint" in again.stdout
+    typo = invoke(tmp_path, "recover", TABLE, "--job", "jbo")
+    assert typo.returncode == 2 and "known jobs: job" in typo.stderr
     assert committer.load_table().scan().to_arrow().num_rows == 10
 
 
