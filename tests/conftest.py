@@ -12,6 +12,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
+from icecommit.core import connections
 from icecommit.state.database import dispose_state_engines
 from icecommit.writers.session import local_session
 from tests import postgres
@@ -140,8 +141,13 @@ def pg_uri() -> str:
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     for name in ("ICECOMMIT_CATALOG_URI", "ICECOMMIT_WAREHOUSE", "ICECOMMIT_METRICS_URI", "ICECOMMIT_STATE_URI"):
         monkeypatch.delenv(name, raising=False)
+    for name in (connections.ENV_ATTEMPTS, connections.ENV_SECONDS):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ICECOMMIT_HOME", str(tmp_path / "home"))
+    # the default number of tries, with short waits between them
+    connections.set_connection_retry(connections.ConnectionRetry(first_wait_s=0.001, max_wait_s=0.01))
     yield
+    connections.set_connection_retry(None)
     dispose_state_engines()
 
 

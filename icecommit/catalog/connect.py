@@ -70,6 +70,12 @@ def _embedded_uri_in(warehouse: str, create: bool) -> str:
     return f"sqlite:///{folder / 'catalog.db'}"
 
 
+def _pre_ping(uri: str) -> dict[str, str]:
+    """The catalog property that has a server database's pooled connections checked before
+    use (a connection the server or the network dropped is replaced, not failed on)."""
+    return {} if uri.startswith("sqlite") else {"pool_pre_ping": "true"}
+
+
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
     """A SQL catalog that must exist already: nothing is created, not even an empty file."""
     shown = shown_uri(uri)
@@ -81,7 +87,9 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
     if sqlite_file and not Path(str(url.database)).is_file():
         raise CatalogUnavailableError(shown, "does not exist (nothing was created)")
     try:
-        catalog = SqlCatalog(name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **properties})
+        catalog = SqlCatalog(
+            name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **_pre_ping(uri), **properties}
+        )
         present = inspect(catalog.engine).has_table("iceberg_tables")
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's database driver is not installed
         raise CatalogUnavailableError(shown, f"cannot be opened: {briefly(e)}") from e
@@ -170,7 +178,7 @@ def _connect(
             name or DEFAULT_CATALOG_NAME,
             uri=catalog_uri,
             warehouse=catalog_warehouse,
-            **properties,
+            **{**_pre_ping(catalog_uri), **properties},
         )
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the database driver is not installed
         raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e

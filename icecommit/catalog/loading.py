@@ -6,10 +6,12 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
 from pyiceberg.table import Table
+from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.core.errors import TableNotFoundError, TableSpecError
+from icecommit.core.connections import retry_transient
+from icecommit.core.errors import CatalogUnavailableError, TableNotFoundError, TableSpecError
 from icecommit.core.identifiers import table_name
-from icecommit.state.database import shown_uri
+from icecommit.state.database import briefly, shown_uri
 
 
 def load_table(catalog: Catalog, table: Table | str) -> Table:
@@ -20,10 +22,14 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
         TableNotFoundError: the catalog has no such table; names the tables its
             namespace holds.
         TableSpecError: its metadata file is missing or cannot be parsed.
+        CatalogUnavailableError: the catalog could not be reached (a transient failure
+            such as a dropped connection is retried first, with bounded backoff).
     """
     name = table_name(table)
     try:
-        return catalog.load_table(name)
+        return retry_transient(lambda _: catalog.load_table(name), what=f"catalog {_where(catalog)}: loading {name}")
+    except (SQLAlchemyError, ConnectionError) as e:  # before OSError: a ConnectionError is one
+        raise unreachable(catalog, e, f"table {name} could not be loaded") from e
     except (NoSuchTableError, NoSuchNamespaceError) as e:
         namespace = name.rsplit(".", 1)[0]
         try:
@@ -34,6 +40,12 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
         raise TableNotFoundError(name, known, namespace_exists=exists, catalog=_where(catalog)) from e
     except (OSError, ValueError, PyIcebergValidationError) as e:  # a metadata file missing, cut short or corrupt
         raise TableSpecError(name, f"its metadata cannot be read: {type(e).__name__}: {_first_line(e)}") from e
+
+
+def unreachable(catalog: Catalog, error: BaseException, then: str) -> CatalogUnavailableError:
+    """The error of a catalog that failed to answer (its retries spent): what failed, and
+    what it means for the caller (``then``)."""
+    return CatalogUnavailableError(_where(catalog), f"failed: {briefly(error)}; {then}: run again once it is reachable")
 
 
 def _where(catalog: Catalog) -> str:

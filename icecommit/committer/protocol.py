@@ -38,9 +38,11 @@ from typing import ClassVar, Literal
 
 from pyiceberg.table import Table
 
+from icecommit.catalog.loading import unreachable
 from icecommit.committer.attempt import SendingCatalog
 from icecommit.committer.retry import RetryPolicy, run_with_retries
-from icecommit.core.conflicts import is_commit_conflict
+from icecommit.core.conflicts import AttemptLostError, is_commit_conflict
+from icecommit.core.connections import is_transient
 from icecommit.core.errors import CommitConflictError, CommitStateUnknownError, IcecommitError, PlanChangedError
 
 logger = logging.getLogger(__name__)
@@ -187,6 +189,8 @@ def run(
         except Exception as e:
             if isinstance(e, IcecommitError) or is_commit_conflict(e):
                 raise  # a refusal, or a conflict for the retry policy
+            if watched is not None and watched.sent and is_transient(e) and operation.conflict == "rebase":
+                return _after_lost_connection(operation, e, load, sent, number)
             if operation.resolve_unsent or (watched is not None and watched.sent):
                 raise  # the table tells whether it landed
             raise _NotSent(e) from e  # it never reached the catalog: it did not land
@@ -209,6 +213,8 @@ def run(
         raise  # a refusal of check(), or an error the operation itself named
     except _NotSent as e:
         raise e.error from e.error.__cause__
+    except AttemptLostError as e:  # the policy stopped on an attempt whose connection failed
+        return _resolve_unknown(operation, e.cause, load, sent, retries, base)
     except Exception as e:
         if is_commit_conflict(e):
             if operation.conflict == "refuse":
@@ -220,7 +226,7 @@ def run(
                 time.monotonic() - started,
                 operation=operation.label,
             ) from e
-        return _resolve_unknown(operation, e, load, sent, retries)
+        return _resolve_unknown(operation, e, load, sent, retries, base)
 
 
 class _NotSent(Exception):
@@ -233,21 +239,42 @@ class _NotSent(Exception):
         self.error = error
 
 
-def _resolve_unknown(
-    operation: Operation, cause: Exception, load: Callable[[], Table], sent: int, retries: int
+def _after_lost_connection(
+    operation: Operation, cause: Exception, load: Callable[[], Table], sent: int, number: int
 ) -> Outcome:
-    """After an error that does not prove the attempt failed: ask the table. Deletes nothing."""
-    logger.warning("%s: commit outcome unknown (%r); looking for it in the table", operation.label, cause)
+    """An attempt whose connection failed after it was sent: ask the table at once. Found,
+    it landed; not found, :class:`AttemptLostError` has the retry policy try again (a
+    compare-and-swap, so at most one attempt lands; the next one's check finds a late one)."""
+    found = _ask_table(operation, cause, load, "the connection failed after the attempt was sent")
+    if found is None:
+        raise AttemptLostError(cause) from cause
+    logger.info("%s: found in the table after a lost connection (snapshot %s)", operation.label, found.snapshot_id)
+    return Outcome(found.snapshot_id, None, found_before=False, recovered=True, sent=sent, retries=number)
+
+
+def _ask_table(operation: Operation, cause: Exception, load: Callable[[], Table], why: str) -> Found | None:
+    """Record an unknown outcome and look for the operation's key in the table as it is
+    now; a table that cannot be read leaves the outcome unknown."""
+    logger.warning("%s: %s (%r); looking for it in the table", operation.label, why, cause)
     try:
         operation.unknown(cause)
     except Exception:  # recording it is a courtesy: the outcome decides what the caller does
         logger.warning("%s: could not record the unknown outcome", operation.label, exc_info=True)
     try:
-        found = operation.find(load())
+        return operation.find(load())
     except Exception as e:
         raise _unknown_error(operation, cause) from e
+
+
+def _resolve_unknown(
+    operation: Operation, cause: Exception, load: Callable[[], Table], sent: int, retries: int, base: Table
+) -> Outcome:
+    """After an error that does not prove the attempt failed: ask the table. Deletes nothing."""
+    found = _ask_table(operation, cause, load, "commit outcome unknown")
     if found is None:
-        if operation.idempotent:
+        if operation.idempotent:  # doing it again is safe: the attempt's own error says what failed
+            if is_transient(cause):
+                raise unreachable(base.catalog, cause, f"{operation.label} did not land") from cause
             raise cause
         raise _unknown_error(operation, cause) from cause
     logger.info("%s: found in the table after an unknown outcome (snapshot %s)", operation.label, found.snapshot_id)

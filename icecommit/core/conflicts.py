@@ -13,6 +13,21 @@ class AttemptNotSentError(Exception):
     on a fresh copy of the table, like a lost compare-and-swap."""
 
 
+class AttemptLostError(Exception):
+    """A commit attempt's connection failed after it was sent (a transient failure, see
+    :func:`icecommit.core.connections.is_transient`) and the table, asked at once, does not
+    show it. Retried like a lost compare-and-swap: the next attempt is a compare-and-swap too,
+    so at most one of them lands, and its check finds the key of one that landed late.
+
+    Attributes:
+        cause: the attempt's error.
+    """
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(f"the connection failed after the attempt was sent, and the table does not show it: {cause!r}")
+        self.cause = cause
+
+
 #: pyiceberg's metadata update refusing a snapshot whose sequence number another commit
 #: has passed since the attempt's base was loaded (a commit to another branch: the branch's
 #: own requirement still held). Catalogs that apply updates in-process (SQL, Glue, Hive)
@@ -24,12 +39,13 @@ def is_commit_conflict(error: BaseException) -> bool:
     """True for errors that prove an attempt did not land and another may succeed.
 
     A lost compare-and-swap (``CommitFailedException``), an attempt that failed before
-    it reached the catalog (:class:`AttemptNotSentError`), a snapshot refused because a
+    it reached the catalog (:class:`AttemptNotSentError`), one whose connection failed and
+    that the table does not show (:class:`AttemptLostError`), a snapshot refused because a
     commit to another branch moved the table's sequence number on meanwhile, and SQLite's
     "database is locked" (the statement did not run; SQLite serialises writers across
     processes).
     """
-    if isinstance(error, (CommitFailedException, AttemptNotSentError)):
+    if isinstance(error, (CommitFailedException, AttemptNotSentError, AttemptLostError)):
         return True
     if isinstance(error, ValueError) and _STALE_SEQUENCE_NUMBER in str(error):
         return True

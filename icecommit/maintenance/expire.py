@@ -315,7 +315,7 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """
     if plan.files_to_delete and plan.unreadable_tables:  # before anything is expired
         raise UnreadableTablesError(plan.table, "expire snapshots and delete their files", plan.unreadable_tables)
-    loaded = catalog.load_table(plan.table)
+    loaded = load_table(catalog, plan.table)
     store = table_state(catalog, loaded)
     if _ref_heads(loaded.metadata) != plan.refs:  # main's head among them
         raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")

@@ -19,7 +19,14 @@ from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry
-from icecommit.core.errors import InvalidArgumentError, NotAnAncestorError, SnapshotNotFoundError, TableSpecError
+from icecommit.core.errors import (
+    CatalogUnavailableError,
+    InvalidArgumentError,
+    NotAnAncestorError,
+    SnapshotNotFoundError,
+    StateDatabaseUnavailableError,
+    TableSpecError,
+)
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_checkpoint_id, checked_instant, table_name
 from icecommit.state.checkpoints import COMMITTED, CheckpointState
@@ -237,7 +244,7 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         CommitStateUnknownError: the catalog's answer was lost and the table does not show
             the rollback.
     """
-    loaded = catalog.load_table(plan.table)
+    loaded = load_table(catalog, plan.table)
     current = loaded.current_snapshot()
     if (current.snapshot_id if current else None) != plan.current_snapshot_id:
         raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
@@ -246,11 +253,19 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     # what an earlier rollback killed between its swap and this step (or another tool's
     # rollback) left recorded as committed while its snapshot is off the branch: recorded
     # now, so running a rollback again finishes what a crashed one began
-    left_over = _off_branch_committed(catalog.load_table(plan.table), store.list(plan.table, status=COMMITTED))
-    hidden = sorted(set(plan.hidden_checkpoints) | set(left_over))
-    if hidden or plan.restored_checkpoints:
-        store.mark_rolled_back(plan.table, hidden, snapshots=left_over)
-        store.mark_restored(plan.table, plan.restored_checkpoints)
+    try:
+        left_over = _off_branch_committed(load_table(catalog, plan.table), store.list(plan.table, status=COMMITTED))
+        hidden = sorted(set(plan.hidden_checkpoints) | set(left_over))
+        if hidden or plan.restored_checkpoints:
+            store.mark_rolled_back(plan.table, hidden, snapshots=left_over)
+            store.mark_restored(plan.table, plan.restored_checkpoints)
+    except (CatalogUnavailableError, StateDatabaseUnavailableError) as e:
+        raise type(e)(
+            e.uri,
+            f"{e.reason}; the rollback of {plan.table} to snapshot {plan.target_snapshot_id} landed, but the "
+            "checkpoints it hid are not recorded as rolled back yet (committers read them so meanwhile): run the "
+            "same rollback again to record them",
+        ) from e
     logger.warning(
         "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",
         plan.table, plan.target_snapshot_id, plan.selector, len(plan.hidden_snapshot_ids), plan.hidden_records,

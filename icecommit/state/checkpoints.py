@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 if TYPE_CHECKING:
     pass
 
+from icecommit.state.database import is_retry, retried, tried_once
 from icecommit.state.models import (
     CheckpointPartitionRow,
     CheckpointRow,
@@ -163,12 +164,14 @@ class CheckpointStore(MetricSampleStore):
         """The clock rows are stamped with."""
         return self._clock
 
+    @retried
     def get(self, job_id: str, table_name: str, checkpoint_id: int) -> CheckpointState | None:
         """The row of one checkpoint, or None."""
         with Session(self._engine) as session:
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
             return _to_state(row) if row is not None else None
 
+    @retried
     def records_in_all_tables(self, job_id: str, checkpoint_id: int) -> dict[str, int]:
         """Rows one checkpoint of a job wrote, per table (a routed batch writes several)."""
         query = select(CheckpointRow.table_name, CheckpointRow.records).where(
@@ -177,6 +180,7 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return {name: int(records or 0) for name, records in session.execute(query)}
 
+    @retried
     def in_range(
         self, table_name: str, *, job_id: str | None = None, since: datetime | None = None, until: datetime
     ) -> list[CheckpointState]:
@@ -199,18 +203,21 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return [_to_state(r) for r in session.execute(query).scalars()]
 
+    @retried
     def has_job(self, table_name: str, job_id: str) -> bool:
         """Whether ``job_id`` has any checkpoint of the table."""
         query = select(CheckpointRow.id).where(CheckpointRow.table_name == table_name, CheckpointRow.job_id == job_id)
         with Session(self._engine) as session:
             return session.execute(query.limit(1)).first() is not None
 
+    @retried
     def jobs(self, table_name: str) -> list[str]:
         """The jobs with checkpoints of the table, sorted."""
         query = select(CheckpointRow.job_id).where(CheckpointRow.table_name == table_name).distinct()
         with Session(self._engine) as session:
             return sorted(session.execute(query).scalars())
 
+    @retried
     def list(
         self,
         table_name: str,
@@ -231,6 +238,7 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return [_to_state(r) for r in session.execute(query).scalars()]
 
+    @retried
     def insert_prepared(
         self,
         *,
@@ -313,6 +321,7 @@ class CheckpointStore(MetricSampleStore):
                 raise
             return existing, False
 
+    @retried
     def mark_rolled_back(
         self,
         table_name: str,
@@ -341,6 +350,7 @@ class CheckpointStore(MetricSampleStore):
                 changed += 1
         return changed
 
+    @retried
     def _set_if(
         self, job_id: str, table_name: str, checkpoint_id: int, statuses: tuple[str, ...], **values: object
     ) -> bool:
@@ -357,7 +367,13 @@ class CheckpointStore(MetricSampleStore):
                 )
                 .values(**values)
             )
-            return bool(changed.rowcount)  # type: ignore[attr-defined]
+            if changed.rowcount or not is_retry():  # type: ignore[attr-defined]
+                return bool(changed.rowcount)  # type: ignore[attr-defined]
+            # a retry after a lost answer: the earlier try may have set it (its own values are there)
+            row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
+            return row is not None and all(
+                getattr(row, k) == v for k, v in values.items() if not isinstance(v, datetime)
+            )
 
     def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
         """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
@@ -367,6 +383,7 @@ class CheckpointStore(MetricSampleStore):
             status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock(),
         )  # fmt: skip
 
+    @retried
     def reopen_abandoned(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Undo an abandon that lost a race with a commit (the table holds the checkpoint)."""
         with Session(self._engine) as session, session.begin():
@@ -383,6 +400,7 @@ class CheckpointStore(MetricSampleStore):
             job_id, table_name, checkpoint_id, (ABANDONED,), acknowledged_by=by, acknowledged_at=self._clock()
         )
 
+    @retried
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)
         pairs back on the branch: committed again. Returns how many rows changed."""
@@ -395,18 +413,21 @@ class CheckpointStore(MetricSampleStore):
                     changed += 1
         return changed
 
+    @tried_once
     def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Count a commit attempt whose outcome was unknown."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             row.unknown_outcomes = (row.unknown_outcomes or 0) + 1
 
+    @retried
     def record_missing(self, job_id: str, table_name: str, checkpoint_id: int, missing: int) -> None:
         """Record how many staged files were missing from storage at the last commit try."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             row.files_missing = missing
 
+    @retried
     def mark_committed(
         self,
         job_id: str,
@@ -430,6 +451,8 @@ class CheckpointStore(MetricSampleStore):
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             if row.status == ROLLED_BACK and not from_rolled_back:
                 return _to_state(row)
+            if is_retry() and row.status == COMMITTED and row.snapshot_id == snapshot_id:
+                return _to_state(row)  # the earlier try recorded it and lost its answer: once only
             if row.status != COMMITTED or from_rolled_back:
                 # a re-commit cleared the committed metrics first, whatever the row said (a
                 # rollback by another tool leaves it saying committed)

@@ -16,12 +16,15 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from pyiceberg.table import Table
 from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from icecommit.core.lineage import landed_compactions
+from icecommit.state.database import is_retry, retried
 from icecommit.state.models import CompactionRow, RewrittenRowsRow, utc_now
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,7 @@ class CompactionStore:
         self._engine = engine
         self._clock = clock
 
+    @retried
     def prepare(
         self,
         table_name: str,
@@ -71,6 +75,15 @@ class CompactionStore:
             {"compaction_id": compaction_id, "table_name": table_name, "input_path": i, "output_path": o, "records": n}
             for i, o, n in rewritten
         ]
+        try:
+            self._insert_group(table_name, compaction_id, rows, input_files=input_files, output_files=output_files)
+        except IntegrityError:
+            if not is_retry():  # a retry finds the group its lost try recorded; anything else is a bug
+                raise
+
+    def _insert_group(
+        self, table_name: str, compaction_id: str, rows: list[dict[str, Any]], *, input_files: int, output_files: int
+    ) -> None:
         with Session(self._engine) as session, session.begin():
             session.add(
                 CompactionRow(
@@ -88,6 +101,7 @@ class CompactionStore:
             if rows:
                 session.execute(insert(RewrittenRowsRow), rows)
 
+    @retried
     def committed(self, compaction_id: str, snapshot_id: int) -> None:
         """The group's snapshot landed."""
         with Session(self._engine) as session, session.begin():
@@ -97,6 +111,7 @@ class CompactionStore:
                 .values(status=COMMITTED, snapshot_id=snapshot_id, finished_at=self._clock())
             )
 
+    @retried
     def aborted(self, compaction_id: str) -> None:
         """The group was not committed and never will be: its lineage goes with it."""
         with Session(self._engine) as session, session.begin():
@@ -107,6 +122,7 @@ class CompactionStore:
                 .values(status=ABORTED, finished_at=self._clock())
             )
 
+    @retried
     def groups(self, table_name: str) -> list[CompactionRecord]:
         """The table's compaction groups, oldest first."""
         with Session(self._engine) as session:
@@ -130,6 +146,7 @@ class CompactionStore:
                 for r in rows
             ]
 
+    @retried
     def resolve_landed(self, table_name: str, landed: Mapping[str, int]) -> list[str]:
         """Mark committed every group of the table still ``prepared`` whose snapshot the
         table shows (``landed``: compaction id to the snapshot carrying it): its process
@@ -150,6 +167,7 @@ class CompactionStore:
                 )
         return marked
 
+    @retried
     def group_lineage(self, table_name: str) -> dict[str, dict[str, list[tuple[str, int]]]]:
         """Each group's own lineage (group id to input path to the outputs holding its rows),
         aborted groups left out: what a snapshot carrying a group's id did to its inputs."""
@@ -158,6 +176,7 @@ class CompactionStore:
             by_group[group][input_path].append((output_path, records))
         return {group: dict(inputs) for group, inputs in by_group.items()}
 
+    @retried
     def lineage(self, table_name: str) -> dict[str, list[tuple[str, int]]]:
         """Where each rewritten input file's rows went. An input that several groups list
         (a group that crashed, or was rolled back, then a later one) takes the latest

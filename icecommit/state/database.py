@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timezone
+from typing import Any, TypeVar
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
@@ -17,6 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from icecommit.core.connections import retry_transient
 from icecommit.core.errors import StateDatabaseUnavailableError, StateSchemaError
 from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
@@ -52,10 +56,41 @@ def state_uri(catalog: Catalog | None = None) -> str:
     return f"sqlite:///{home / 'icecommit-state.db'}"
 
 
-def _sqlite_pragmas(dbapi_connection: object, _record: object) -> None:
-    cursor = dbapi_connection.cursor()  # type: ignore[attr-defined]
-    cursor.execute("PRAGMA busy_timeout = 30000")
-    cursor.close()
+#: How long a SQLite connection waits for another writer's lock before it reports the
+#: database locked (then retried as a transient failure); a URL's ``?timeout=SECONDS`` sets it.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+def _sqlite_engine(uri: str) -> Engine:
+    """A SQLite engine whose connections wait for a lock (``?timeout=`` of the URL, else
+    :data:`SQLITE_BUSY_TIMEOUT_S`) and that refuses to go on with a database file removed
+    or replaced since it was opened: its pooled connections would write on into a file no
+    other process sees (a new process would make an empty database in its place)."""
+    url = make_url(uri)
+    timeout = float(url.query.get("timeout", SQLITE_BUSY_TIMEOUT_S))  # type: ignore[arg-type]
+    engine = create_engine(url.difference_update_query(["timeout"]), connect_args={"timeout": timeout})
+    path = url.database
+    if path in (None, "", ":memory:") or str(path).startswith("file:"):
+        return engine
+    opened: list[tuple[int, int]] = []
+
+    def same_file(_dbapi: object, _record: object, _proxy: object) -> None:
+        try:
+            now = os.stat(str(path))
+        except FileNotFoundError:
+            now = None
+        if not opened and now is not None:
+            opened.append((now.st_dev, now.st_ino))
+        if now is None or (now.st_dev, now.st_ino) != opened[0]:
+            raise StateDatabaseUnavailableError(
+                shown_uri(uri),
+                "the database file was removed or replaced since this process opened it; nothing more was "
+                "written to it. Put the file back (restore it) and run again: a new empty database in its "
+                "place would not know the tables' checkpoints",
+            )
+
+    event.listen(engine, "checkout", same_file)
+    return engine
 
 
 def shown_uri(engine_or_uri: Engine | str) -> str:
@@ -86,12 +121,10 @@ def state_engine(uri: str) -> Engine:
         if engine is not None:
             return engine
         try:
-            if uri.startswith("sqlite"):
-                engine = create_engine(uri, connect_args={"timeout": 30})
-                event.listen(engine, "connect", _sqlite_pragmas)
-            else:
-                engine = create_engine(uri, pool_pre_ping=True)
-            _create_schema(engine)
+            # on a server, a connection it or the network dropped is found before use (pre-ping)
+            engine = _sqlite_engine(uri) if uri.startswith("sqlite") else create_engine(uri, pool_pre_ping=True)
+            created = engine
+            retry_transient(lambda _: _create_schema(created), what=f"state database {shown_uri(uri)}")
         except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's driver is not installed
             if engine is not None:
                 engine.dispose()
@@ -106,14 +139,66 @@ def state_engine(uri: str) -> Engine:
 
 @contextmanager
 def state_errors(store_or_engine: object, then: str) -> Iterator[None]:
-    """Turn a database error of the state into :class:`StateDatabaseUnavailableError`
-    saying what it means for the caller (``then``), the original as ``__cause__``."""
+    """Turn a database error of the state (raw, or the store's own after its retries)
+    into :class:`StateDatabaseUnavailableError` saying what it means for the caller
+    (``then``), the original as ``__cause__``."""
     try:
         yield
+    except StateDatabaseUnavailableError as e:
+        raise StateDatabaseUnavailableError(e.uri, f"{e.reason}; {then}") from e.__cause__ or e
     except SQLAlchemyError as e:
         engine = getattr(store_or_engine, "engine", store_or_engine)
         shown = shown_uri(engine) if isinstance(engine, Engine) else "the state database"
         raise StateDatabaseUnavailableError(shown, f"failed: {briefly(e)}; {then}") from e
+
+
+#: How many tries of the running state call came before this one (0: the first).
+_tries_before: ContextVar[int] = ContextVar("icecommit_state_tries_before", default=0)
+
+
+def is_retry() -> bool:
+    """True inside a state call that is being tried again after a transient failure (its
+    earlier try may have landed: a write then accepts finding its own result)."""
+    return _tries_before.get() > 0
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(*, retried: bool) -> Callable[[F], F]:
+    """Decorate a method of a state store (anything with an ``_engine``): a transient
+    connection failure (see :func:`icecommit.core.connections.is_transient`) is retried
+    with bounded backoff when ``retried`` (reads, and writes that are the same done once
+    or twice), and whatever database error is left becomes
+    :class:`StateDatabaseUnavailableError` naming the database (password hidden)."""
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            engine = self._engine
+            what = f"state database {shown_uri(engine)}: {method.__name__}"
+
+            def once(tries: int) -> Any:
+                token = _tries_before.set(tries)
+                try:
+                    return method(self, *args, **kwargs)
+                finally:
+                    _tries_before.reset(token)
+
+            try:
+                return retry_transient(once, what=what) if retried else once(0)
+            except SQLAlchemyError as e:
+                raise StateDatabaseUnavailableError(shown_uri(engine), f"failed: {briefly(e)}") from e
+
+        return call  # type: ignore[return-value]
+
+    return decorate
+
+
+#: Reads, and writes safe to run twice: retried.
+retried = guarded(retried=True)
+#: Writes that would count twice (an increment, an added sample): tried once.
+tried_once = guarded(retried=False)
 
 
 def state_identity(engine: Engine) -> str:
@@ -122,6 +207,13 @@ def state_identity(engine: Engine) -> str:
         known = _identities.get(engine)
     if known is not None:
         return known
+    identity = retry_transient(lambda _: _read_identity(engine), what=f"state database {shown_uri(engine)}")
+    with _lock:
+        _identities[engine] = identity
+    return identity
+
+
+def _read_identity(engine: Engine) -> str:
     with Session(engine) as session:
         try:
             identity = session.execute(
@@ -133,9 +225,7 @@ def state_identity(engine: Engine) -> str:
         _create_schema(engine)
         with Session(engine) as session:
             identity = session.execute(select(StateIdentityRow.identity).where(StateIdentityRow.key == 1)).scalar_one()
-    with _lock:
-        _identities[engine] = identity
-    return identity
+    return str(identity)
 
 
 #: Tries at making the schema. A try fails only on a race lost to another process making

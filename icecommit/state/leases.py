@@ -16,6 +16,7 @@ from sqlalchemy import Engine, delete, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from icecommit.state.database import retried
 from icecommit.state.models import LeaseRow, utc_now
 
 
@@ -44,6 +45,7 @@ class LeaseStore:
         self._engine = engine
         self._clock = clock
 
+    @retried
     def acquire(self, name: str, holder: str, duration: timedelta) -> bool:
         """Take (or renew) the lease for ``duration``: True when ``holder`` has it now,
         False when another holder's lease has not lapsed."""
@@ -66,11 +68,13 @@ class LeaseStore:
         except IntegrityError:  # another process inserted it first
             return False
 
+    @retried
     def release(self, name: str, holder: str) -> None:
         """Give the lease up, if ``holder`` still has it."""
         with Session(self._engine) as session, session.begin():
             session.execute(delete(LeaseRow).where(LeaseRow.name == name, LeaseRow.holder == holder))
 
+    @retried
     def current(self, name: str) -> Lease | None:
         """The lease as it stands (lapsed or not), None when nobody holds it."""
         with Session(self._engine) as session:

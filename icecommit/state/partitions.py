@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from icecommit.core.completeness import TimePartition, WriterMark, closing, from_micros, micros, newly_complete
 from icecommit.state.checkpoints import COMMITTED
+from icecommit.state.database import retried
 from icecommit.state.models import (
     CheckpointPartitionRow,
     CheckpointRow,
@@ -92,6 +93,7 @@ class PartitionStatusStore:
         self._engine = engine
         self._clock = clock
 
+    @retried
     def watermark_through(self, job_id: str, table_name: str, checkpoint_id: int) -> int | None:
         """The job's watermark once ``checkpoint_id`` is committed: the largest event time
         of its checkpoints up to that one (checkpoints commit in order)."""
@@ -104,6 +106,7 @@ class PartitionStatusStore:
             value = session.execute(query).scalar_one_or_none()
         return int(value) if value is not None else None
 
+    @retried
     def late_records_in(self, job_id: str, table_name: str, checkpoint_id: int) -> int:
         """Records of a checkpoint that fall into partitions already published complete."""
         query = (
@@ -140,6 +143,7 @@ class PartitionStatusStore:
             )
         return marks
 
+    @retried
     def record_policy(
         self,
         table_name: str,
@@ -167,6 +171,7 @@ class PartitionStatusStore:
                 row.writers, row.lateness_s, row.idle_timeout_s = values.values()  # type: ignore[assignment]
                 row.recorded_by, row.recorded_at = recorded_by, self._clock()
 
+    @retried
     def policy(self, table_name: str) -> tuple[tuple[str, ...], timedelta, timedelta | None] | None:
         """The recorded policy (writers, lateness, idle timeout), None when no committer
         with a completeness policy has committed to the table yet."""
@@ -185,6 +190,7 @@ class PartitionStatusStore:
         )
         return {int(v): int(n) for v, n in session.execute(query)}
 
+    @retried
     def publish(
         self,
         table_name: str,
@@ -261,6 +267,7 @@ class PartitionStatusStore:
         """Published partitions whose completion callback has not returned yet."""
         return [s for s in self.statuses(table_name) if s.notified_at is None]
 
+    @retried
     def mark_notified(self, status: PartitionStatus) -> None:
         """Record that the completion callback for ``status`` returned."""
         with Session(self._engine) as session, session.begin():
@@ -273,6 +280,7 @@ class PartitionStatusStore:
             ).scalar_one()
             row.notified_at = self._clock()
 
+    @retried
     def statuses(self, table_name: str) -> list[PartitionStatus]:
         """Every published partition of the table, oldest partition first, with its
         committed and late record counts as of now."""

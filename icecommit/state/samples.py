@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 if TYPE_CHECKING:
     import psycopg
 
+from icecommit.state.database import retried, tried_once
 from icecommit.state.models import ACCEPTED_ATTEMPT, CheckpointRow, CheckpointTaskRow, MetricRow, as_utc
 
 #: The stages a metric sample counts at (stored values; a checkpoint's *status* constants,
@@ -172,11 +173,13 @@ class MetricSampleStore:
             return
         session.execute(insert(MetricRow), [dict(zip(_METRIC_COLUMNS, row, strict=True)) for row in rows])
 
+    @tried_once
     def record_samples(self, job_id: str, table_name: str, checkpoint_id: int, samples: Sequence[MetricSample]) -> None:
         """Add metrics rows for a checkpoint (for example source counts a caller declares)."""
         with Session(self._engine) as session, session.begin():
             self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
 
+    @retried
     def record_query_input(
         self,
         job_id: str,
@@ -216,6 +219,7 @@ class MetricSampleStore:
             )
             self._add_metrics(session, job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)])
 
+    @retried
     def window_totals(self, job_id: str, table_name: str, checkpoint_id: int, stage: str) -> dict[datetime | None, int]:
         """Records per window at ``stage``, from the accepted task attempts only."""
         query = (
@@ -234,6 +238,7 @@ class MetricSampleStore:
                 (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
             }
 
+    @retried
     def clear_committed_metrics(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Drop a rolled-back checkpoint's committed-stage metrics before it is committed
         again, so that nothing counts twice (its status stays until the commit records it)."""

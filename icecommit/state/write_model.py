@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from icecommit.state.database import retried
 from icecommit.state.models import WriteModelRow, utc_now
 
 
@@ -18,12 +19,14 @@ class WriteModelStore:
         self._engine = engine
         self._clock = clock
 
+    @retried
     def shuffle_ratio(self, table_name: str) -> float | None:
         """The ratio the table's last bin-packed write left, None before the first."""
         with Session(self._engine) as session:
             row = session.get(WriteModelRow, table_name)
             return float(row.shuffle_ratio) if row is not None else None
 
+    @retried
     def record_shuffle_ratio(self, table_name: str, ratio: float) -> None:
         """Keep ``ratio`` for the table's next bin-packed write."""
         with Session(self._engine) as session, session.begin():

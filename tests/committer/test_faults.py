@@ -67,6 +67,13 @@ def _fail_once(monkeypatch: pytest.MonkeyPatch, owner: Any, method: str, error: 
     monkeypatch.setattr(owner, method, failing)
 
 
+def _always(error: BaseException) -> Any:
+    def failing(*_args: Any, **_kwargs: Any) -> Any:
+        raise error
+
+    return failing
+
+
 def _db_error() -> OperationalError:
     return OperationalError("INSERT ...", {}, Exception("server closed the connection unexpectedly"))
 
@@ -120,8 +127,8 @@ def test_the_ancestry_read_failing_after_a_lost_response(
     files = _files(scripted)
 
     def lose_the_response() -> None:
-        # the catalog accepted the commit; the reply is lost, and so is the next read
-        _fail_once(monkeypatch, scripted, "load_table", ConnectionError("catalog unreachable"))
+        # the catalog accepted the commit; the reply is lost, and the catalog stays unreachable
+        monkeypatch.setattr(scripted, "load_table", _always(ConnectionError("catalog unreachable")))
         raise ConnectionError("connection reset after the commit was sent")
 
     scripted.after.append(lose_the_response)
@@ -133,6 +140,28 @@ def test_the_ancestry_read_failing_after_a_lost_response(
     [recovered] = ic.GlobalCommitter(scripted, name, job_id="A").recover()
     assert recovered.status == "already-committed"
     assert len(scripted.load_table(name).metadata.snapshots) == 1 and _ids(scripted, name) == _expected(1)
+
+
+def test_a_lost_response_and_a_failed_read_after_it_are_retried_and_found(
+    scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scripted = scripted_catalog
+    name = _name(scripted)
+    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
+    committer.prepare(1, _results(committer, 1))
+
+    def lose_the_response() -> None:
+        # the catalog accepted the commit; the reply is lost, and so is the next read
+        _fail_once(monkeypatch, scripted, "load_table", ConnectionError("catalog unreachable"))
+        raise ConnectionError("connection reset after the commit was sent")
+
+    scripted.after.append(lose_the_response)
+    result = committer.commit(1)  # the read is tried again, and the table shows the commit
+    [snapshot] = scripted.load_table(name).metadata.snapshots
+    assert (result.status, result.snapshot_id) == ("committed", snapshot.snapshot_id)
+    state = committer.store.get("A", name, 1)
+    assert state is not None and (state.status, state.unknown_outcomes) == ("committed", 1)
+    assert _ids(scripted, name) == _expected(1)
 
 
 def test_a_full_disk_while_staging_records_nothing(catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
