@@ -17,7 +17,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from icecommit.core.connections import retry_transient
@@ -63,33 +63,62 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 
 def _sqlite_engine(uri: str) -> Engine:
     """A SQLite engine whose connections wait for a lock (``?timeout=`` of the URL, else
-    :data:`SQLITE_BUSY_TIMEOUT_S`) and that refuses to go on with a database file removed
-    or replaced since it was opened: its pooled connections would write on into a file no
-    other process sees (a new process would make an empty database in its place)."""
+    :data:`SQLITE_BUSY_TIMEOUT_S`) and that keeps to its database file.
+
+    Once the file holds icecommit's state, a file removed since is refused (SQLite would
+    make an empty one in its place, and a new process a new state there); a pooled
+    connection to a file replaced since is dropped for one to the file there now, which is
+    used only when it holds the same state database (restored from a backup, say)."""
     url = make_url(uri)
     timeout = float(url.query.get("timeout", SQLITE_BUSY_TIMEOUT_S))  # type: ignore[arg-type]
     engine = create_engine(url.difference_update_query(["timeout"]), connect_args={"timeout": timeout})
     path = url.database
     if path in (None, "", ":memory:") or str(path).startswith("file:"):
         return engine
-    opened: list[tuple[int, int]] = []
+    shown = shown_uri(engine)
 
-    def same_file(_dbapi: object, _record: object, _proxy: object) -> None:
+    def inode() -> tuple[int, int] | None:
         try:
-            now = os.stat(str(path))
+            found = os.stat(str(path))
         except FileNotFoundError:
-            now = None
-        if not opened and now is not None:
-            opened.append((now.st_dev, now.st_ino))
-        if now is None or (now.st_dev, now.st_ino) != opened[0]:
+            return None
+        return found.st_dev, found.st_ino
+
+    def removed() -> StateDatabaseUnavailableError:
+        return StateDatabaseUnavailableError(
+            shown,
+            "the database file was removed since this process opened it; nothing more was written to it. "
+            "Put the file back (restore it) and run again: a new empty database in its place would not know "
+            "the tables' checkpoints",
+        )
+
+    def before_connect(_dialect: object, _record: object, _cargs: object, _cparams: object) -> None:
+        if inode() is None and engine in _identities:  # made once, gone now
+            raise removed()
+
+    def connected(dbapi: Any, record: Any) -> None:
+        record.info["inode"] = inode()
+        known = _identities.get(engine)
+        if known is None:
+            return
+        row = dbapi.execute("SELECT identity FROM icecommit_state_identity WHERE key = 1").fetchone()
+        if row is None or row[0] != known:
             raise StateDatabaseUnavailableError(
-                shown_uri(uri),
-                "the database file was removed or replaced since this process opened it; nothing more was "
-                "written to it. Put the file back (restore it) and run again: a new empty database in its "
-                "place would not know the tables' checkpoints",
+                shown,
+                f"the database file was replaced by another database (identity {row[0] if row else 'none'}, not "
+                f"{known}) since this process opened it; nothing was written to it. Put the original back",
             )
 
-    event.listen(engine, "checkout", same_file)
+    def checked_out(_dbapi: object, record: Any, _proxy: object) -> None:
+        now = inode()
+        if now is None:
+            raise removed()
+        if record.info.get("inode") != now:  # a connection to the file as it was: open the one there now
+            raise DisconnectionError("the database file was replaced")
+
+    event.listen(engine, "do_connect", before_connect)
+    event.listen(engine, "connect", connected)
+    event.listen(engine, "checkout", checked_out)
     return engine
 
 
