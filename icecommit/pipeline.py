@@ -24,9 +24,17 @@ from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
+from icecommit.committer.staging import lost_files
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
-from icecommit.core.errors import IcecommitError, InvalidArgumentError, UnroutedRecordsError, nothing_staged
+from icecommit.core.errors import (
+    DataFileMissingError,
+    IcecommitError,
+    InvalidArgumentError,
+    StateDatabaseError,
+    UnroutedRecordsError,
+    nothing_staged,
+)
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
@@ -238,13 +246,22 @@ class _Landing:
         out of order, another query's batch) raise here, before any Spark job runs."""
         pending = []
         for name, committer in self.committers.items():
-            if committer.recover():  # it committed something: the table changed
-                self.tables[name] = committer.load_table()
+            try:
+                if committer.recover():  # it committed something: the table changed
+                    self.tables[name] = committer.load_table()
+            except DataFileMissingError as e:
+                self.tables[name] = committer.load_table()  # what it committed before the lost one
+                if e.checkpoint_id is not None and e.checkpoint_id < self.checkpoint_id:
+                    raise e.behind(self.checkpoint_id) from e
+                if e.checkpoint_id != self.checkpoint_id:  # a later one: this checkpoint does not wait for it
+                    logger.warning("%s", e)
             plan = committer.plan(
                 self.checkpoint_id, recommit=self.options.recommit, table=self.tables[name], query_id=self.query_id
             )
             committer.refuse(self.checkpoint_id, plan)
-            if plan.action is Action.WRITE:
+            # this very checkpoint was prepared and its staged files lost: written again, prepared again
+            lost = plan.action is Action.COMMIT and plan.state is not None and lost_files(plan.state, plan.table)
+            if plan.action is Action.WRITE or lost:
                 self.plans[name] = plan
                 pending.append(name)
             elif plan.action is Action.RECOMMIT:
@@ -345,7 +362,7 @@ def _maintain_after(
 def _dead_letter_table(catalog: Catalog, table: str, df: DataFrame) -> Table:
     """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""
     try:
-        return catalog.load_table(table)
+        return load_table(catalog, table)
     except NoSuchTableError:
         try:
             arrow = to_arrow_schema(df.schema, timezone="UTC")
@@ -361,7 +378,7 @@ def _known_ratio(model: WriteModelStore, table: str) -> float | None:
     the state database could not say; the default is used then)."""
     try:
         return model.shuffle_ratio(table)
-    except SQLAlchemyError:
+    except (SQLAlchemyError, StateDatabaseError):
         logger.warning("could not read the shuffle ratio of %s; bin-packing with the default", table, exc_info=True)
         return None
 
@@ -377,7 +394,7 @@ def _learn(model: WriteModelStore, table: str, writer: SparkWriter, task_bytes: 
     try:
         model.record_shuffle_ratio(table, ratio)
         logger.info("%s: shuffle bytes per Parquet byte now estimated at %.2f", table, ratio)
-    except SQLAlchemyError:
+    except (SQLAlchemyError, StateDatabaseError):
         logger.warning("could not record the shuffle ratio of %s", table, exc_info=True)
 
 

@@ -38,7 +38,14 @@ from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state, result_from_summary
 from icecommit.committer.retry import RetryPolicy
 from icecommit.committer.samples import source_samples
-from icecommit.committer.staging import read_staged, same_files_or_error, stage_checkpoint, staged_paths
+from icecommit.committer.staging import (
+    read_staged,
+    replays_lost,
+    same_files_or_error,
+    stage_checkpoint,
+    staged_paths,
+    waits_behind,
+)
 from icecommit.committer.validation import refuse_reused_checkpoint, validate_results
 from icecommit.core import ancestry
 from icecommit.core.datafiles import WriteResult
@@ -256,7 +263,7 @@ class GlobalCommitter:
         )
         if plan is None or plan.checkpoint_id != checkpoint_id or not plan.is_current(table, self.branch):
             plan = self.plan(checkpoint_id, table=table)
-        if plan.state is not None:
+        if plan.state is not None and not (lost := replays_lost(plan, validated.digest)):  # lost: prepared again
             same_files_or_error(plan.state, validated.digest, len(validated.data_files))
             return plan
         self.refuse(checkpoint_id, plan)
@@ -273,6 +280,7 @@ class GlobalCommitter:
             table_name=self._table_name,
             query_id=self._query_id,
             fault=self._fault,
+            replacing=plan.state if plan.state is not None and lost else None,
         )
         if not inserted:  # another process prepared it meanwhile
             same_files_or_error(state, validated.digest, len(validated.data_files))
@@ -309,7 +317,7 @@ class GlobalCommitter:
             CommitConflictError: concurrent commits won until the retry policy gave up.
             CommitStateUnknownError: an attempt failed without proof that it did not land
                 and the table did not show it; ``recover()`` resolves it.
-            DataFileMissingError: a staged data file is missing from storage.
+            DataFileMissingError: a staged data file is missing (or of an earlier one it waits behind).
         """
         checked_checkpoint_id(checkpoint_id)
         outcome: CommitResult | None = None
@@ -317,7 +325,8 @@ class GlobalCommitter:
         for state in self._store.list(self._table_name, job_id=self.job_id, status=PREPARED, up_to=checkpoint_id):
             own = plan if plan is not None and plan.checkpoint_id == state.checkpoint_id and plan.state else None
             # after this call committed earlier checkpoints, the table they left is the base
-            result = self._commit_prepared(state, plan=own, base=self._latest if committed_any else None)
+            with waits_behind(state.checkpoint_id, checkpoint_id):  # a lost earlier one is named as such
+                result = self._commit_prepared(state, plan=own, base=self._latest if committed_any else None)
             committed_any = True
             if state.checkpoint_id == checkpoint_id:
                 outcome = result

@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from icecommit.catalog.tables import resolve_table
 from icecommit.core.completeness import lateness, marker_path, records_per_partition, time_partition
 from icecommit.core.datafiles import DataFileRecord
-from icecommit.core.errors import InvalidArgumentError, StateDatabaseUnavailableError
+from icecommit.core.errors import InvalidArgumentError, StateDatabaseError
 from icecommit.core.identifiers import table_name
 from icecommit.core.tableprops import idle_timeout, partition_marker
 from icecommit.state.database import state_engine, state_uri
@@ -127,7 +127,7 @@ class CompletionPublisher:
             published = self._store.publish(
                 self._table_name, field, writers=writers, lateness=allowed, completed_by=self._job_id, idle_timeout=idle
             )
-        except (SQLAlchemyError, StateDatabaseUnavailableError):
+        except (SQLAlchemyError, StateDatabaseError):
             logger.exception(
                 "publishing complete partitions of %s failed; retried after the next commit", self._table_name
             )
@@ -144,7 +144,7 @@ class CompletionPublisher:
         write_markers(table, published)
         try:
             self._deliver()
-        except StateDatabaseUnavailableError:
+        except StateDatabaseError:
             logger.exception("delivering completions of %s failed; retried after the next commit", self._table_name)
         return published
 

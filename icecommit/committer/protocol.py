@@ -43,7 +43,14 @@ from icecommit.committer.attempt import SendingCatalog
 from icecommit.committer.retry import RetryPolicy, run_with_retries
 from icecommit.core.conflicts import AttemptLostError, is_commit_conflict
 from icecommit.core.connections import is_transient
-from icecommit.core.errors import CommitConflictError, CommitStateUnknownError, IcecommitError, PlanChangedError
+from icecommit.core.errors import (
+    CatalogUnavailableError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    IcecommitError,
+    PlanChangedError,
+    StateDatabaseUnavailableError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -171,9 +178,10 @@ def run(
     """
     sent = 0
     retries = 0
+    lost = False  # an attempt's connection failed after it was sent, and the table did not show it
 
     def attempt(number: int) -> Outcome:
-        nonlocal sent, retries
+        nonlocal sent, retries, lost
         retries = number
         table = base if number == 0 else load()
         watched: SendingCatalog | None = None
@@ -190,6 +198,7 @@ def run(
             if isinstance(e, IcecommitError) or is_commit_conflict(e):
                 raise  # a refusal, or a conflict for the retry policy
             if watched is not None and watched.sent and is_transient(e) and operation.conflict == "rebase":
+                lost = True
                 return _after_lost_connection(operation, e, load, sent, number)
             if operation.resolve_unsent or (watched is not None and watched.sent):
                 raise  # the table tells whether it landed
@@ -209,12 +218,16 @@ def run(
             label=label,
             sleep=sleep,
         ).value
+    except (CatalogUnavailableError, StateDatabaseUnavailableError) as e:
+        if lost:  # an attempt after a lost one could not look: whether that one landed late is not known
+            raise _unknown_error(operation, e) from e
+        raise
     except IcecommitError:
         raise  # a refusal of check(), or an error the operation itself named
     except _NotSent as e:
         raise e.error from e.error.__cause__
     except AttemptLostError as e:  # the policy stopped on an attempt whose connection failed
-        return _resolve_unknown(operation, e.cause, load, sent, retries, base)
+        return _resolve_unknown(operation, e.cause, load, sent, retries, base, noted=True)
     except Exception as e:
         if is_commit_conflict(e):
             if operation.conflict == "refuse":
@@ -252,12 +265,15 @@ def _after_lost_connection(
     return Outcome(found.snapshot_id, None, found_before=False, recovered=True, sent=sent, retries=number)
 
 
-def _ask_table(operation: Operation, cause: Exception, load: Callable[[], Table], why: str) -> Found | None:
-    """Record an unknown outcome and look for the operation's key in the table as it is
-    now; a table that cannot be read leaves the outcome unknown."""
+def _ask_table(
+    operation: Operation, cause: Exception, load: Callable[[], Table], why: str, *, noted: bool = False
+) -> Found | None:
+    """Record an unknown outcome (unless ``noted`` already) and look for the operation's
+    key in the table as it is now; a table that cannot be read leaves the outcome unknown."""
     logger.warning("%s: %s (%r); looking for it in the table", operation.label, why, cause)
     try:
-        operation.unknown(cause)
+        if not noted:
+            operation.unknown(cause)
     except Exception:  # recording it is a courtesy: the outcome decides what the caller does
         logger.warning("%s: could not record the unknown outcome", operation.label, exc_info=True)
     try:
@@ -267,10 +283,17 @@ def _ask_table(operation: Operation, cause: Exception, load: Callable[[], Table]
 
 
 def _resolve_unknown(
-    operation: Operation, cause: Exception, load: Callable[[], Table], sent: int, retries: int, base: Table
+    operation: Operation,
+    cause: Exception,
+    load: Callable[[], Table],
+    sent: int,
+    retries: int,
+    base: Table,
+    *,
+    noted: bool = False,
 ) -> Outcome:
     """After an error that does not prove the attempt failed: ask the table. Deletes nothing."""
-    found = _ask_table(operation, cause, load, "commit outcome unknown")
+    found = _ask_table(operation, cause, load, "commit outcome unknown", noted=noted)
     if found is None:
         if operation.idempotent:  # doing it again is safe: the attempt's own error says what failed
             if is_transient(cause):

@@ -11,6 +11,7 @@ from pyiceberg.table.metadata import TableMetadata
 from icecommit.committer.protocol import Outcome
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.core import ancestry
+from icecommit.core.errors import CatalogUnavailableError
 from icecommit.state.checkpoints import ROLLED_BACK, CheckpointState, CheckpointStore, PublishCounters
 from icecommit.state.database import state_errors
 from icecommit.state.samples import STAGE_COMMITTED, WRITTEN, MetricSample
@@ -99,19 +100,22 @@ class CheckpointRecorder:
         counters = PublishCounters(
             created=state.files, committed=0 if landed_before else files, skipped=files if landed_before else 0
         )
-        with state_errors(
-            self._store,
+        landed = (
             f"checkpoint {checkpoint_id} is in the table (snapshot {snapshot_id}) but not recorded: "
-            "recover() records it, and nothing is committed twice",
-        ):
-            recorded = self.committed(
-                checkpoint_id,
-                snapshot_id,
-                attempts=outcome.sent,
-                retries=outcome.retries,
-                counters=counters,
-                recommit=recommit,
-            )
+            "recover() records it, and nothing is committed twice"
+        )
+        try:
+            with state_errors(self._store, landed):
+                recorded = self.committed(
+                    checkpoint_id,
+                    snapshot_id,
+                    attempts=outcome.sent,
+                    retries=outcome.retries,
+                    counters=counters,
+                    recommit=recommit,
+                )
+        except CatalogUnavailableError as e:  # reading the table after a rollback raced the commit
+            raise CatalogUnavailableError(e.uri, f"{e.reason}; {landed}") from e
         if recorded.status == ROLLED_BACK:
             logger.warning(
                 "checkpoint %d of job %s landed, but a rollback removed it before its state was recorded; "

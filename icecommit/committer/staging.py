@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from icecommit.committer.completion import CompletionPublisher
+from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
-from icecommit.committer.validation import CheckpointFiles, require_files_present
+from icecommit.committer.validation import CheckpointFiles, require_files_present, size_mismatches
 from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
-from icecommit.core.errors import CheckpointReusedError, StagedManifestError, StagingError
+from icecommit.core.decision import Action
+from icecommit.core.errors import CheckpointReusedError, DataFileMissingError, StagedManifestError, StagingError
 from icecommit.core.tableprops import future_skew
-from icecommit.state.checkpoints import CheckpointState, CheckpointStore
+from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
 
@@ -71,11 +75,16 @@ def stage_checkpoint(
     table_name: str,
     query_id: str | None,
     fault: Callable[[str, int], None],
+    replacing: CheckpointState | None = None,
 ) -> tuple[CheckpointState, bool]:
     """Stage a validated checkpoint durably: its files present on storage, its staged
     manifest written, then its ``prepared`` row (with its task attempts, metric samples and
     records per time partition) inserted in one transaction. Returns (row, inserted); not
     inserted means another process prepared it first.
+
+    ``replacing``: the prepared row of the same checkpoint whose staged files were lost
+    (:func:`lost_files`); it is replaced instead (a compare-and-set on that row: not
+    inserted, and the row as it is now, when another process changed it first).
 
     Raises:
         DataFileMissingError: a data file is absent or not its recorded size.
@@ -103,24 +112,35 @@ def stage_checkpoint(
             "but do not move the watermark",
             checkpoint_id, job_id, future_records, skew,
         )  # fmt: skip
+    row: dict[str, Any] = dict(
+        manifest_path=manifest_path,
+        files_digest=validated.digest,
+        source_records=validated.source_records,
+        records=validated.records,
+        files=len(validated.data_files),
+        bytes_=validated.bytes,
+        max_event_time_us=validated.max_event_time_us,
+        watermark_us=watermark_us,
+        future_records=future_records,
+        tasks=[(r.task_id, r.attempt) for r in results],
+        samples=prepare_samples(results),
+        partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
+    )
     with state_errors(store, "nothing was recorded: prepare it again"):
+        if replacing is not None:
+            replaced = store.replace_prepared(replacing, **row)
+            if replaced is None:
+                now = store.get(job_id, table_name, checkpoint_id)
+                assert now is not None  # a prepared row is never deleted
+                return now, False
+            logger.warning(
+                "checkpoint %d of job %s: its staged files were lost; prepared again from %d new files "
+                "(the old ones left are orphans for the sweep)",
+                checkpoint_id, job_id, len(validated.data_files),
+            )  # fmt: skip
+            return replaced, True
         state, inserted = store.insert_prepared(
-            job_id=job_id,
-            table_name=table_name,
-            checkpoint_id=checkpoint_id,
-            manifest_path=manifest_path,
-            files_digest=validated.digest,
-            source_records=validated.source_records,
-            records=validated.records,
-            files=len(validated.data_files),
-            bytes_=validated.bytes,
-            max_event_time_us=validated.max_event_time_us,
-            query_id=query_id,
-            watermark_us=watermark_us,
-            future_records=future_records,
-            tasks=[(r.task_id, r.attempt) for r in results],
-            samples=prepare_samples(results),
-            partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
+            job_id=job_id, table_name=table_name, checkpoint_id=checkpoint_id, query_id=query_id, **row
         )
     if inserted:
         logger.info(
@@ -148,3 +168,48 @@ def same_files_or_error(existing: CheckpointState, digest: str, files: int) -> C
         staged=existing.files,
         offered=files,
     )
+
+
+def lost_files(state: CheckpointState, table: Table) -> list[str]:
+    """The staged data files of a prepared checkpoint that storage confirms absent (not
+    found; a file of another size, or a storage error, is not a loss it can confirm), or
+    its staged manifest's path when that is gone. [] when nothing is confirmed lost.
+
+    Raises:
+        OSError: storage failed to answer.
+    """
+    if state.status != PREPARED or state.manifest_path is None:
+        return []
+    try:
+        staged = read_staged(state, table)
+    except StagedManifestError:
+        if table.io.new_input(state.manifest_path).exists():
+            return []  # there but unreadable: damaged, not lost
+        return [state.manifest_path]
+    mismatched = size_mismatches([(f.file_path, f.file_size_in_bytes) for f in staged], table.io)
+    return [path for path, size in mismatched if size is None]
+
+
+def replays_lost(plan: CheckpointPlan, digest: str) -> bool:
+    """Whether a prepare with the files of ``digest`` replays a checkpoint that was
+    prepared, is not in the table, and whose staged files are confirmed lost: then it is
+    prepared again from the replay's files."""
+    state = plan.state
+    return (
+        state is not None
+        and state.files_digest != digest
+        and plan.action is Action.COMMIT
+        and bool(lost_files(state, plan.table))
+    )
+
+
+@contextmanager
+def waits_behind(checkpoint_id: int, asked_for: int) -> Iterator[None]:
+    """Committing ``checkpoint_id`` on the way to ``asked_for``: a staged file it lost is
+    reported as the asked-for checkpoint waiting behind it."""
+    try:
+        yield
+    except DataFileMissingError as e:
+        if checkpoint_id == asked_for:
+            raise
+        raise e.behind(asked_for) from e

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Engine, Select, and_, or_, select, update
+from sqlalchemy import Engine, Select, and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,6 +19,7 @@ from icecommit.state.models import (
     CheckpointPartitionRow,
     CheckpointRow,
     CheckpointTaskRow,
+    MetricRow,
     as_utc,
     in_utc,
     utc_now,
@@ -320,6 +321,77 @@ class CheckpointStore(MetricSampleStore):
             if existing is None:
                 raise
             return existing, False
+
+    @retried
+    def replace_prepared(
+        self,
+        replaced: CheckpointState,
+        *,
+        manifest_path: str | None,
+        files_digest: str,
+        source_records: int,
+        records: int,
+        files: int,
+        bytes_: int,
+        max_event_time_us: int | None,
+        watermark_us: int | None,
+        future_records: int,
+        tasks: Sequence[tuple[int, int]],
+        samples: Sequence[MetricSample],
+        partitions: Sequence[tuple[str, int, int]],
+    ) -> CheckpointState | None:
+        """Prepare a checkpoint again from new files, in place of a prepared row whose staged
+        files were lost: its files, counts, accepted task attempts, task metrics and records
+        per time partition replaced in one transaction. A compare-and-set: only while the row
+        is still ``replaced`` (prepared, with its files digest); None when it is not (another
+        process committed, abandoned or prepared it again meanwhile). A streaming query's
+        input counts and declared source counts (not from tasks) stay."""
+        key = (replaced.job_id, replaced.table_name, replaced.checkpoint_id)
+        with Session(self._engine) as session, session.begin():
+            row = session.execute(_one(*key).with_for_update()).scalar_one_or_none()
+            if row is None or row.status != PREPARED:
+                return None
+            if row.files_digest != replaced.files_digest:  # a retry whose lost try did it takes it
+                return _to_state(row) if is_retry() and row.files_digest == files_digest else None
+            for model in (CheckpointTaskRow, CheckpointPartitionRow):
+                session.execute(
+                    delete(model).where(
+                        model.job_id == key[0], model.table_name == key[1], model.checkpoint_id == key[2]
+                    )
+                )
+            session.execute(
+                delete(MetricRow).where(
+                    MetricRow.job_id == key[0],
+                    MetricRow.table_name == key[1],
+                    MetricRow.checkpoint_id == key[2],
+                    MetricRow.task_id.is_not(None),
+                )
+            )
+            row.manifest_path = manifest_path
+            row.files_digest = files_digest
+            row.source_records = source_records
+            row.records = records
+            row.files = row.files_created = files
+            row.bytes = bytes_
+            row.max_event_time_us = max_event_time_us
+            row.watermark_us = watermark_us if watermark_us is not None or future_records else max_event_time_us
+            row.future_records = future_records
+            row.files_missing = 0
+            row.prepared_at = self._clock()
+            session.add_all(
+                CheckpointTaskRow(job_id=key[0], table_name=key[1], checkpoint_id=key[2], task_id=t, attempt=a)
+                for t, a in tasks
+            )
+            self._add_metrics(session, *key, samples)
+            session.add_all(
+                CheckpointPartitionRow(
+                    job_id=key[0], table_name=key[1], checkpoint_id=key[2],
+                    partition_field=field, partition_value=value, records=n,
+                )
+                for field, value, n in partitions
+            )  # fmt: skip
+            session.flush()
+            return _to_state(row)
 
     @retried
     def mark_rolled_back(

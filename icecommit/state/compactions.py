@@ -78,8 +78,12 @@ class CompactionStore:
         try:
             self._insert_group(table_name, compaction_id, rows, input_files=input_files, output_files=output_files)
         except IntegrityError:
-            if not is_retry():  # a retry finds the group its lost try recorded; anything else is a bug
-                raise
+            if not is_retry() or not self._recorded(compaction_id):
+                raise  # a retry finds the group its lost try recorded; anything else is a bug
+
+    def _recorded(self, compaction_id: str) -> bool:
+        with Session(self._engine) as session:
+            return session.get(CompactionRow, compaction_id) is not None
 
     def _insert_group(
         self, table_name: str, compaction_id: str, rows: list[dict[str, Any]], *, input_files: int, output_files: int

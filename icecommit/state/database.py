@@ -17,11 +17,19 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError, IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DisconnectionError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
-from icecommit.core.connections import retry_transient
-from icecommit.core.errors import StateDatabaseUnavailableError, StateSchemaError
+from icecommit.core.connections import is_transient, retry_transient
+from icecommit.core.errors import StateDatabaseError, StateDatabaseUnavailableError, StateSchemaError
 from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
@@ -72,9 +80,9 @@ def _sqlite_engine(uri: str) -> Engine:
     url = make_url(uri)
     timeout = float(url.query.get("timeout", SQLITE_BUSY_TIMEOUT_S))  # type: ignore[arg-type]
     engine = create_engine(url.difference_update_query(["timeout"]), connect_args={"timeout": timeout})
-    path = url.database
-    if path in (None, "", ":memory:") or str(path).startswith("file:"):
+    if url.database in (None, "", ":memory:") or str(url.database).startswith("file:"):
         return engine
+    path = os.path.abspath(str(url.database))  # the file opened, whatever the working directory becomes
     shown = shown_uri(engine)
 
     def inode() -> tuple[int, int] | None:
@@ -96,8 +104,10 @@ def _sqlite_engine(uri: str) -> Engine:
         if inode() is None and engine in _identities:  # made once, gone now
             raise removed()
 
-    def connected(dbapi: Any, record: Any) -> None:
+    def connected(_dbapi: Any, record: Any) -> None:
         record.info["inode"] = inode()
+
+    def same_identity(dbapi: Any) -> None:
         known = _identities.get(engine)
         if known is None:
             return
@@ -109,12 +119,13 @@ def _sqlite_engine(uri: str) -> Engine:
                 f"{known}) since this process opened it; nothing was written to it. Put the original back",
             )
 
-    def checked_out(_dbapi: object, record: Any, _proxy: object) -> None:
+    def checked_out(dbapi: Any, record: Any, _proxy: object) -> None:
         now = inode()
         if now is None:
             raise removed()
         if record.info.get("inode") != now:  # a connection to the file as it was: open the one there now
             raise DisconnectionError("the database file was replaced")
+        same_identity(dbapi)  # a file copied over this one keeps its inode (tens of microseconds)
 
     event.listen(engine, "do_connect", before_connect)
     event.listen(engine, "connect", connected)
@@ -181,6 +192,18 @@ def state_errors(store_or_engine: object, then: str) -> Iterator[None]:
         raise StateDatabaseUnavailableError(shown, f"failed: {briefly(e)}; {then}") from e
 
 
+def unavailable(engine: Engine, error: SQLAlchemyError) -> StateDatabaseError:
+    """The error a state database's failure surfaces as (its retries spent): a connection
+    that failed is :class:`StateDatabaseUnavailableError` (run again once it is back);
+    anything else (a constraint, a statement the database refused) is a
+    :class:`StateDatabaseError` saying so, for it will fail again."""
+    if isinstance(error, (OperationalError, InterfaceError, DisconnectionError, PoolTimeoutError)) or is_transient(
+        error
+    ):
+        return StateDatabaseUnavailableError(shown_uri(engine), f"failed: {briefly(error)}")
+    return StateDatabaseError(shown_uri(engine), f"refused a statement: {briefly(error)}; nothing was changed")
+
+
 #: How many tries of the running state call came before this one (0: the first).
 _tries_before: ContextVar[int] = ContextVar("icecommit_state_tries_before", default=0)
 
@@ -217,7 +240,7 @@ def guarded(*, retried: bool) -> Callable[[F], F]:
             try:
                 return retry_transient(once, what=what) if retried else once(0)
             except SQLAlchemyError as e:
-                raise StateDatabaseUnavailableError(shown_uri(engine), f"failed: {briefly(e)}") from e
+                raise unavailable(engine, e) from e
 
         return call  # type: ignore[return-value]
 
@@ -236,7 +259,10 @@ def state_identity(engine: Engine) -> str:
         known = _identities.get(engine)
     if known is not None:
         return known
-    identity = retry_transient(lambda _: _read_identity(engine), what=f"state database {shown_uri(engine)}")
+    try:
+        identity = retry_transient(lambda _: _read_identity(engine), what=f"state database {shown_uri(engine)}")
+    except SQLAlchemyError as e:
+        raise unavailable(engine, e) from e
     with _lock:
         _identities[engine] = identity
     return identity
@@ -273,9 +299,9 @@ def _create_schema(engine: Engine) -> None:
         try:
             _create_schema_once(engine)
             return
-        except (IntegrityError, ProgrammingError, OperationalError):
-            if attempt == SCHEMA_TRIES - 1:
-                raise
+        except (IntegrityError, ProgrammingError, OperationalError) as e:
+            if is_transient(e) or attempt == SCHEMA_TRIES - 1:
+                raise  # a lock or a lost connection is the caller's bounded retry's
 
 
 #: Columns added after a table first shipped: version -> (table, column, SQL type and default).
@@ -349,8 +375,10 @@ def _is_current(engine: Engine) -> bool:
                 .join(StateIdentityRow, StateIdentityRow.key == 1)
                 .where(SchemaVersionRow.component == "state")
             ).first()
-        except (OperationalError, ProgrammingError):  # no such tables yet
-            return False
+        except (OperationalError, ProgrammingError) as e:
+            if is_transient(e):
+                raise
+            return False  # no such tables yet
     return found is not None and found.version == SCHEMA_VERSION
 
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from icecommit.state.database import retried
+from icecommit.state.database import retried, tried_once
 from icecommit.state.models import WriteModelRow, utc_now
 
 
@@ -26,7 +26,7 @@ class WriteModelStore:
             row = session.get(WriteModelRow, table_name)
             return float(row.shuffle_ratio) if row is not None else None
 
-    @retried
+    @tried_once
     def record_shuffle_ratio(self, table_name: str, ratio: float) -> None:
         """Keep ``ratio`` for the table's next bin-packed write."""
         with Session(self._engine) as session, session.begin():

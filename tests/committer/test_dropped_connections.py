@@ -28,7 +28,7 @@ from icecommit.core.errors import CommitOutcomeError, EnvironmentFailureError, I
 from icecommit.errors import StateDatabaseUnavailableError
 from icecommit.maintenance import apply_rollback, plan_rollback
 from icecommit.state import CheckpointStore
-from icecommit.state.database import shown_uri, state_engine
+from icecommit.state.database import dispose_state_engines, shown_uri, state_engine
 from tests.conftest import pg_uri
 from tests.faultproxy import CutMode, FaultProxy
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -296,6 +296,11 @@ def test_a_removed_sqlite_state_database_is_refused_not_recreated(sqlite_state: 
     committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=FAST)
     committer.prepare(1, _results(committer, 1))
     saved = state.read_bytes()
+    other = state.with_name("other.db")
+    state_engine(f"sqlite:///{other}")  # another state database ...
+    state.write_bytes(other.read_bytes())  # ... copied over this one in place (the file keeps its inode)
+    with pytest.raises(StateDatabaseUnavailableError, match="replaced by another database"):
+        committer.commit(1)
     state.unlink()
     with pytest.raises(StateDatabaseUnavailableError) as raised:
         committer.commit(1)
@@ -305,9 +310,7 @@ def test_a_removed_sqlite_state_database_is_refused_not_recreated(sqlite_state: 
     with pytest.raises(StateDatabaseUnavailableError):  # a second call does not go on in a new empty file
         committer.prepare(2, _results(committer, 2))
     assert not state.exists()
-    other = state.with_name("other.db")
-    state_engine(f"sqlite:///{other}")  # another state database, copied where this one was
-    state.write_bytes(other.read_bytes())
+    state.write_bytes(other.read_bytes())  # another state database where this one was
     with pytest.raises(StateDatabaseUnavailableError, match="replaced by another database"):
         committer.commit(1)
     assert catalog.load_table(name).metadata.snapshots == []
@@ -326,3 +329,17 @@ def _check_sqlite(catalog: SqlCatalog, name: str, state: Path, checkpoints: list
     assert [s.status for s in store.list(name, job_id="A")] == ["committed"] * len(checkpoints)
     assert shown_uri(store.engine).startswith("sqlite:///")
 
+
+def test_a_state_database_locked_at_start_up_surfaces_within_the_bounds(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    uri = f"sqlite:///{path}?timeout=0.2"
+    state_engine(uri)
+    dispose_state_engines()  # a new process opens it ...
+    holder = _lock(path)  # ... while another holds its lock
+    started = time.monotonic()
+    with pytest.raises(StateDatabaseUnavailableError, match="database is locked"):
+        state_engine(uri)
+    assert time.monotonic() - started < 5  # six tries of 0.2 s, not sixteen times six
+    holder.rollback()
+    holder.close()
+    assert CheckpointStore(state_engine(uri)).list("ns.t") == []

@@ -164,6 +164,46 @@ def test_a_lost_response_and_a_failed_read_after_it_are_retried_and_found(
     assert _ids(scripted, name) == _expected(1)
 
 
+def test_attempts_whose_connection_failed_and_did_not_land_are_retried_then_unknown(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    scripted = scripted_catalog
+    name = _name(scripted)
+    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
+    committer.prepare(1, _results(committer, 1))
+
+    def refused() -> None:  # the connection drops before the catalog did anything
+        raise ConnectionError("connection reset before the commit ran")
+
+    scripted.before.extend([refused] * FAST.max_attempts)
+    claimed = scripted.calls  # the table's claim of its state database, at prepare
+    with pytest.raises(ic.CommitStateUnknownError) as raised:
+        committer.commit(1)
+    assert scripted.calls - claimed == FAST.max_attempts  # each retried once the table showed it had not landed
+    assert isinstance(raised.value.__cause__, ConnectionError)
+    state = committer.store.get("A", name, 1)
+    assert state is not None and (state.status, state.unknown_outcomes) == ("prepared", FAST.max_attempts)
+    assert scripted.load_table(name).metadata.snapshots == []
+    [recovered] = ic.GlobalCommitter(scripted, name, job_id="A").recover()
+    assert recovered.status == "committed" and _ids(scripted, name) == _expected(1)
+
+
+def test_one_failed_attempt_is_retried_and_lands_once(scripted_catalog: ScriptedCatalog) -> None:
+    scripted = scripted_catalog
+    name = _name(scripted)
+    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
+    committer.prepare(1, _results(committer, 1))
+
+    def refused() -> None:
+        raise ConnectionError("connection reset before the commit ran")
+
+    scripted.before.append(refused)
+    claimed = scripted.calls
+    result = committer.commit(1)
+    assert (result.status, result.attempts, scripted.calls - claimed) == ("committed", 2, 2)
+    assert len(scripted.load_table(name).metadata.snapshots) == 1 and _ids(scripted, name) == _expected(1)
+
+
 def test_a_full_disk_while_staging_records_nothing(catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch) -> None:
     name = _name(catalog)
     committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=FAST)

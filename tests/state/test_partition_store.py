@@ -18,7 +18,7 @@ from sqlalchemy.pool import NullPool
 
 import icecommit.state.partitions as partitions_module
 from icecommit.core.completeness import TimePartition, from_micros, micros
-from icecommit.core.errors import StateDatabaseUnavailableError
+from icecommit.core.errors import StateDatabaseError, StateDatabaseUnavailableError
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from icecommit.state.checkpoints import PublishCounters
 from icecommit.state.models import CompletenessPolicyRow, PartitionStatusRow
@@ -136,9 +136,10 @@ def test_a_concurrent_insert_is_looked_at_again_twice_then_raised(
     monkeypatch.setattr(partitions_module, "Session", _ConflictingSession)
     monkeypatch.setattr(_ConflictingSession, "conflicts", conflicts)
     if conflicts == 3:
-        with pytest.raises(StateDatabaseUnavailableError) as raised:
+        with pytest.raises(StateDatabaseError) as raised:
             _publish(stores, T, ["w"])
-        assert isinstance(raised.value.__cause__, IntegrityError)
+        assert isinstance(raised.value.__cause__, IntegrityError)  # a refused statement, not an outage
+        assert not isinstance(raised.value, StateDatabaseUnavailableError)
         assert stores.partitions.statuses(T) == []
     else:
         assert [s.value for s in _publish(stores, T, ["w"])] == [H9]

@@ -10,11 +10,18 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
     """A data file of a checkpoint is absent from storage or not the size recorded for it
     (at prepare, or at commit: a staged file lost since). Nothing was committed.
 
+    A staged file confirmed absent has two ways forward: replay the checkpoint from its
+    source (written again under the same checkpoint id, it is prepared again from the new
+    files and committed once), or abandon it. A later checkpoint of the job waits behind it
+    (commits are in order), and its error names the lost one.
+
     Attributes:
         path: the first bad file; expected / actual: its recorded size and its size on
             storage (None when absent); bad / total: how many of the checkpoint's files.
         table / job_id: where known.
         staged: whether the checkpoint was prepared (the file was lost after staging).
+        waiting_checkpoint_id: the later checkpoint that was asked for and waits behind
+            this one (None when this one was asked for).
     """
 
     def __init__(
@@ -29,27 +36,55 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         table: str | None = None,
         job_id: str | None = None,
         staged: bool = False,
+        waiting: int | None = None,
     ) -> None:
         self.bad = bad
         self.total = total
         self.table = table
         self.job_id = job_id
         self.staged = staged
+        self.waiting_checkpoint_id = waiting
         what = "is missing from storage" if actual is None else f"has {actual} bytes on storage, {expected} recorded"
-        if staged:
+        abandon = (
+            f"give it up with GlobalCommitter(...).abandon({checkpoint_id}, reason=...) (icecommit abandon) and "
+            "write its rows again under a new checkpoint id"
+        )
+        if staged and actual is None:
             forward = (
-                "nothing was committed. If the file is lost for good, give the checkpoint up with "
-                f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) (icecommit abandon) and write its rows "
-                "again under a new checkpoint id"
+                f"nothing was committed. Replay checkpoint {checkpoint_id} from its source (write it again under "
+                f"checkpoint id {checkpoint_id}: it is prepared again from the new files and committed once), "
+                f"or {abandon}"
             )
+        elif staged:
+            forward = f"nothing was committed. If the file is damaged for good, {abandon}"
         else:
             forward = "nothing was staged: write the checkpoint again"
+        behind = ""
+        if waiting is not None:
+            job = f" of job {job_id!r}" if job_id else ""
+            behind = f"checkpoint {waiting} waits behind checkpoint {checkpoint_id}{job}, which cannot commit: "
         super().__init__(
-            f"data file {path} {what} ({bad} of {total} files bad); {forward}",
+            f"{behind}data file {path} {what} ({bad} of {total} files bad); {forward}",
             checkpoint_id=checkpoint_id,
             expected=expected,
             actual=actual,
             path=path,
+        )
+
+    def behind(self, waiting: int) -> DataFileMissingError:
+        """The same error, raised for ``waiting``, a later checkpoint that cannot commit before it."""
+        assert self.path is not None and self.checkpoint_id is not None
+        return DataFileMissingError(
+            self.path,
+            checkpoint_id=self.checkpoint_id,
+            expected=self.expected,  # type: ignore[arg-type]
+            actual=self.actual,  # type: ignore[arg-type]
+            bad=self.bad,
+            total=self.total,
+            table=self.table,
+            job_id=self.job_id,
+            staged=self.staged,
+            waiting=waiting,
         )
 
 
