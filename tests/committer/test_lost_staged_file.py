@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io.pyarrow import PyArrowFileIO
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 import icecommit as ic
 from icecommit.committer import FAULT_POINTS, committed_checkpoints
@@ -215,21 +215,27 @@ def test_storage_that_cannot_answer_or_a_file_of_another_size_is_no_confirmed_lo
     _assert_once(catalog, name, "A", [1])
 
 
+def _frame(spark: SparkSession, checkpoint_id: int) -> DataFrame:
+    """The checkpoint's rows as a Spark DataFrame (from tuples: pyspark 3.5 warns on pandas' dtypes)."""
+    rows = events(_rows(checkpoint_id).start, _rows(checkpoint_id).stop).to_pylist()
+    ddl = "id long, ts timestamp, event string, score double"
+    return spark.createDataFrame([(r["id"], r["ts"], r["event"], r["score"]) for r in rows], ddl)
+
+
 @pytest.mark.spark
 def test_ic_write_replaying_the_lost_checkpoint_commits_it_once(
     spark: SparkSession, sqlite_catalog: SqlCatalog
 ) -> None:
     catalog = sqlite_catalog
     name = _table(catalog)
-    frame = spark.createDataFrame(events(100, 130).to_pandas())
+    frame = _frame(spark, 1)
     committer = ic.GlobalCommitter(catalog, name, job_id="A")
     first = _write(committer, 1)
     committer.prepare(1, first)  # a driver prepared it and died
     _lose_one(first)
     with pytest.raises(DataFileMissingError, match="checkpoint 2 waits behind checkpoint 1"):
-        ic.write(spark.createDataFrame(events(200, 230).to_pandas()), name, catalog=catalog, job_id="A",
-                 checkpoint_id=2)  # fmt: skip
+        ic.write(_frame(spark, 2), name, catalog=catalog, job_id="A", checkpoint_id=2)
     result = ic.write(frame, name, catalog=catalog, job_id="A", checkpoint_id=1)
     assert result.status == "committed"
-    ic.write(spark.createDataFrame(events(200, 230).to_pandas()), name, catalog=catalog, job_id="A", checkpoint_id=2)
+    ic.write(_frame(spark, 2), name, catalog=catalog, job_id="A", checkpoint_id=2)
     _assert_once(catalog, name, "A", [1, 2])
