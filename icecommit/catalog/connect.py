@@ -12,6 +12,7 @@ from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from icecommit.catalog.fileio import IO_IMPL, IO_IMPL_PROPERTY
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.core.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
 from icecommit.state.database import briefly, shown_uri
@@ -70,10 +71,13 @@ def _embedded_uri_in(warehouse: str, create: bool) -> str:
     return f"sqlite:///{folder / 'catalog.db'}"
 
 
-def _pre_ping(uri: str) -> dict[str, str]:
-    """The catalog property that has a server database's pooled connections checked before
-    use (a connection the server or the network dropped is replaced, not failed on)."""
-    return {} if uri.startswith("sqlite") else {"pool_pre_ping": "true"}
+def _catalog_defaults(uri: str) -> dict[str, str]:
+    """The catalog properties icecommit sets where the caller sets none: a server
+    database's pooled connections checked before use (a connection the server or the
+    network dropped is replaced, not failed on), and the FileIO that writes new files
+    without probing for them first (:mod:`icecommit.catalog.fileio`: no LIST on S3)."""
+    defaults = {IO_IMPL_PROPERTY: IO_IMPL}
+    return defaults if uri.startswith("sqlite") else {**defaults, "pool_pre_ping": "true"}
 
 
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
@@ -88,7 +92,10 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
         raise CatalogUnavailableError(shown, "does not exist (nothing was created)")
     try:
         catalog = SqlCatalog(
-            name, uri=uri, warehouse=warehouse, **{"init_catalog_tables": "false", **_pre_ping(uri), **properties}
+            name,
+            uri=uri,
+            warehouse=warehouse,
+            **{"init_catalog_tables": "false", **_catalog_defaults(uri), **properties},
         )
         present = inspect(catalog.engine).has_table("iceberg_tables")
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's database driver is not installed
@@ -178,7 +185,7 @@ def _connect(
             name or DEFAULT_CATALOG_NAME,
             uri=catalog_uri,
             warehouse=catalog_warehouse,
-            **{**_pre_ping(catalog_uri), **properties},
+            **{**_catalog_defaults(catalog_uri), **properties},
         )
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the database driver is not installed
         raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e

@@ -93,7 +93,8 @@ class AppendCheckpoint(protocol.Operation):
                 return found
         require_known_spec(self.data_files, table, self.job_id, self.checkpoint, self.table_name)
         require_readable(self.data_files, table, self.job_id, self.checkpoint, self.table_name)
-        self._require_present(table)
+        if number > 0 or self.plan.staged is None:  # the first attempt after this process's prepare found them
+            self._require_present(table)
         self._fault("before-commit-attempt", self.checkpoint)
         return None
 

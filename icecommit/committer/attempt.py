@@ -11,6 +11,7 @@ from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 
+from icecommit.catalog.fileio import MetadataWriteError
 from icecommit.committer.producer import SpecPreservingAppend
 from icecommit.core import ancestry
 from icecommit.core.conflicts import AttemptNotSentError, is_commit_conflict
@@ -54,7 +55,12 @@ class SendingCatalog:
 
     def commit_table(self, *args: Any, **kwargs: Any) -> Any:
         self.sent = True
-        return self._inner.commit_table(*args, **kwargs)
+        try:
+            return self._inner.commit_table(*args, **kwargs)
+        except MetadataWriteError as e:
+            # a catalog that writes the new metadata file itself does so before its
+            # compare-and-swap: the file failing proves the swap was never tried
+            raise AttemptNotSentError(f"writing the new table metadata failed: {e}") from e
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

@@ -11,6 +11,7 @@ twice, whatever crashed, retried or lost its response before.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -43,6 +44,7 @@ from icecommit.committer.staging import (
     replays_lost,
     same_files_or_error,
     stage_checkpoint,
+    staged_files,
     staged_paths,
     waits_behind,
 )
@@ -286,9 +288,9 @@ class GlobalCommitter:
             same_files_or_error(state, validated.digest, len(validated.data_files))
             return self.plan(checkpoint_id, table=table)
         self._fault("after-prepare", checkpoint_id)
-        if plan.action is Action.WRITE:
-            return plan.prepared(state, table)
-        return self._plan_on(checkpoint_id, table, state)
+        if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
+            return plan.prepared(state, table, staged_files(validated, table))
+        return dataclasses.replace(self._plan_on(checkpoint_id, table, state), staged=staged_files(validated, table))
 
     def _claim(self, table: Table) -> Table:
         with state_errors(self._store, "nothing was staged"):  # refuses another state database
@@ -477,7 +479,7 @@ class GlobalCommitter:
             if state.watermark_us is not None:  # a routed checkpoint's event time reached this table too
                 self._completion.publish(plan.table)
             return result_from_state(state, "empty")
-        data_files = read_staged(state, plan.table)
+        data_files = list(plan.staged) if plan.staged is not None else read_staged(state, plan.table)
         if plan.action is Action.ALREADY_IN:  # one that landed is recorded as it is
             snapshot_id = plan.decision.snapshot_id or snapshot_that_added(plan.table, data_files, self.branch)
             outcome = protocol.Outcome(snapshot_id, None, found_before=True, recovered=False, sent=0, retries=0)

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from icecommit.core import ancestry
@@ -44,6 +45,9 @@ class CheckpointPlan:
     view: TableView
     decision: Decision
     recommit: bool = False
+    #: the data files as this process's prepare staged them, found on storage then (None:
+    #: planned from the state row; the commit reads its staged manifest and checks them)
+    staged: tuple[DataFile, ...] | None = None
 
     @property
     def action(self) -> Action:
@@ -54,13 +58,20 @@ class CheckpointPlan:
         still holds: one snapshot-id comparison)."""
         return head_of(table, branch) == self.head
 
-    def prepared(self, state: CheckpointState, table: Table) -> CheckpointPlan:
+    def prepared(
+        self, state: CheckpointState, table: Table, staged: tuple[DataFile, ...] | None = None
+    ) -> CheckpointPlan:
         """The plan once this checkpoint was prepared on ``table`` (whose head is the
         planned one): a new checkpoint that is now prepared and still not in the table is
-        committed (the decision's rule for a prepared row the table does not hold)."""
+        committed (the decision's rule for a prepared row the table does not hold).
+        ``staged``: its data files as staged, found on storage by the prepare."""
         assert self.action is Action.WRITE
         return dataclasses.replace(
-            self, state=state, table=table, decision=Decision(Action.COMMIT, None, "prepared, not in the table")
+            self,
+            state=state,
+            table=table,
+            decision=Decision(Action.COMMIT, None, "prepared, not in the table"),
+            staged=staged,
         )
 
 

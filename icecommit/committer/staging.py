@@ -21,7 +21,12 @@ from icecommit.core.errors import CheckpointReusedError, DataFileMissingError, S
 from icecommit.core.tableprops import future_skew
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
-from icecommit.state.manifests import read_staged_manifest, staged_manifest_path, write_staged_manifest
+from icecommit.state.manifests import (
+    read_staged_manifest,
+    staged_manifest_path,
+    to_data_file,
+    write_staged_manifest,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -213,3 +218,9 @@ def waits_behind(checkpoint_id: int, asked_for: int) -> Iterator[None]:
         if checkpoint_id == asked_for:
             raise
         raise e.behind(asked_for) from e
+
+
+def staged_files(validated: CheckpointFiles, table: Table) -> tuple[DataFile, ...]:
+    """The data files of a checkpoint just staged, as its staged manifest holds them."""
+    version = table.metadata.format_version
+    return tuple(to_data_file(record, version) for record in validated.data_files)

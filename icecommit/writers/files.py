@@ -393,7 +393,7 @@ class TaskFileWriter:
         self._seq += 1
         key = self._partition_key(partition)
         path = self._locations.new_data_location(data_file_name=name, partition_key=key)
-        stream = self._io.new_output(path).create(overwrite=False)
+        stream = self._io.new_output(path).create(overwrite=True)  # a unique name: no probe (a LIST on S3)
         writer = pq.ParquetWriter(
             cast(IO[Any], stream),
             schema=self._arrow_schema,
