@@ -9,11 +9,14 @@ the same job id counts its batches from 0 again, and is refused rather than skip
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyiceberg.catalog import Catalog
+import pyarrow.fs as pafs
+from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
@@ -26,12 +29,10 @@ from icecommit.core.identifiers import checked_job_id, table_name
 from icecommit.options import WriteOptions
 from icecommit.pipeline import Routes, write
 from icecommit.state.checkpoints import CheckpointStore
-from icecommit.state.database import state_engine, state_uri
+from icecommit.state.database import shown_uri, state_engine, state_uri
 from icecommit.state.samples import SourceRange
 
 logger = logging.getLogger(__name__)
-
-BatchSink = Callable[[DataFrame, int], None]
 
 
 def streaming_sink(
@@ -43,8 +44,9 @@ def streaming_sink(
     on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None = None,
     preserves_rows: bool = False,
     store: CheckpointStore | None = None,
+    checkpoint_location: str | None = None,
     **keywords: Any,
-) -> BatchSink:
+) -> StreamingSink:
     """A ``foreachBatch`` function that commits each micro-batch exactly once.
 
     Args:
@@ -74,6 +76,14 @@ def streaming_sink(
             offset range each source reported (Kafka: offsets per topic partition).
         store: icecommit's state (the checkpoint table); defaults to the state database
             the catalog names.
+        checkpoint_location: the query's ``checkpointLocation``: where the batch cannot
+            see its query (Spark Connect), the query id is read from its ``metadata``, so a
+            query restarted under the same job id with a new location is still refused.
+
+    Returns:
+        A picklable :class:`StreamingSink` (it works as a Spark Connect ``foreachBatch``
+        function): it holds configuration, and opens the catalog and the state where the
+        batch runs.
 
     Example:
         ``df.writeStream.foreachBatch(ic.streaming_sink("ns.events", job_id="events"))``
@@ -88,31 +98,154 @@ def streaming_sink(
             raise InvalidArgumentError(
                 "route_by", None, "the column whose value picks the table, with a mapping of tables"
             )
-        for target in table.values():
-            table_name(target)
+        targets: str | dict[Any, str] = {value: table_name(target) for value, target in table.items()}
     else:
         load_table(catalog or connect(), table)  # a typo fails here, not in the first batch
-    progress = _SourceCounts(table, catalog, job_id, preserves_rows, store, opts.dead_letter)
+        targets = table_name(table)
+    return StreamingSink(
+        targets,
+        catalog=catalog,
+        job_id=job_id,
+        options=opts,
+        on_commit=on_commit,
+        preserves_rows=preserves_rows,
+        store=store,
+        checkpoint_location=checkpoint_location,
+    )
 
-    def sink(batch: DataFrame, batch_id: int) -> None:
-        query_id = _query_id(batch)
-        progress.listen(query_id)
+
+#: Catalog property names whose values are secrets: never shown (a sink's repr, logs).
+_SECRET = ("secret", "password", "token", "credential", "session-key", "access-key")
+
+
+def _shown(properties: Mapping[str, str]) -> dict[str, str]:
+    shown = {}
+    for key, value in properties.items():
+        if any(s in key.lower() for s in _SECRET):
+            shown[key] = "***"
+        elif key == "uri":
+            shown[key] = shown_uri(value)
+        else:
+            shown[key] = value
+    return shown
+
+
+class StreamingSink:
+    """The ``foreachBatch`` function :func:`streaming_sink` returns: a small picklable
+    object that holds configuration only (the tables, the catalog's name and properties,
+    the job, the write options) and opens what it needs in the process that runs the batch.
+
+    On Spark Connect the function is pickled and runs in a Python process beside the
+    server: the catalog (from the properties it held, or the default ``connect()`` and
+    ``~/.pyiceberg.yaml`` of that process), the state database and ``on_commit`` /
+    completion callbacks are resolved and run there, and icecommit must be installed in the
+    server's Python. Where the batch cannot see its query (Connect), the query id is read
+    from ``<checkpoint_location>/metadata``, so a reused job id is still refused.
+    """
+
+    def __init__(
+        self,
+        targets: str | dict[Any, str],
+        *,
+        catalog: Catalog | None,
+        job_id: str,
+        options: WriteOptions,
+        on_commit: Callable[[CommitResult | RoutedCommitResult], None] | None,
+        preserves_rows: bool,
+        store: CheckpointStore | None,
+        checkpoint_location: str | None,
+    ) -> None:
+        self.targets = targets
+        self.job_id = job_id
+        self.options = options
+        self.on_commit = on_commit
+        self.preserves_rows = preserves_rows
+        self.checkpoint_location = checkpoint_location
+        self.catalog_name = catalog.name if catalog is not None else None
+        self.catalog_properties = dict(catalog.properties) if catalog is not None else None
+        self.state_uri = store.engine.url.render_as_string(hide_password=False) if store is not None else None
+        # what the process running the batches opened (never pickled)
+        self._catalog = catalog
+        self._store = store
+        self._progress: _SourceCounts | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_catalog=None, _store=None, _progress=None)
+        return state
+
+    def __repr__(self) -> str:
+        catalog = (
+            "the default connect()"
+            if self.catalog_name is None
+            else f"{self.catalog_name} {_shown(self.catalog_properties or {})}"
+        )
+        return f"StreamingSink({self.targets!r}, job_id={self.job_id!r}, catalog={catalog})"
+
+    def catalog(self) -> Catalog:
+        """The catalog, opened in this process on first use."""
+        if self._catalog is None:
+            if self.catalog_properties is None:
+                self._catalog = connect()
+            else:
+                self._catalog = load_catalog(self.catalog_name, **self.catalog_properties)
+        return self._catalog
+
+    def store(self) -> CheckpointStore | None:
+        """The state the sink was given (None: the catalog's), opened in this process."""
+        if self._store is None and self.state_uri is not None:
+            self._store = CheckpointStore(state_engine(self.state_uri))
+        return self._store
+
+    def query_id(self, batch: DataFrame) -> str | None:
+        """The streaming query running this batch: from the batch's session, else from the
+        query's checkpoint location (Spark Connect)."""
+        return _query_id(batch) or query_id_at(self.checkpoint_location)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        catalog, store = self.catalog(), self.store()
+        query_id = self.query_id(batch)
+        if self._progress is None:
+            self._progress = _SourceCounts(
+                self.targets, catalog, self.job_id, self.preserves_rows, store, self.options.dead_letter
+            )
+        self._progress.listen(query_id, batch)
         result = write(
             batch,
-            table,
+            self.targets,
             catalog=catalog,
-            job_id=job_id,
+            job_id=self.job_id,
             checkpoint_id=int(batch_id),
-            options=opts,
+            options=self.options,
             query_id=query_id,
             store=store,
         )
         outcome = "committed" if result.committed else "nothing new to commit"
-        logger.info("batch %d of %s: %d records, %s", batch_id, job_id, result.records, outcome)
-        if on_commit is not None:
-            on_commit(result)
+        logger.info("batch %d of %s: %d records, %s", batch_id, self.job_id, result.records, outcome)
+        if self.on_commit is not None:
+            self.on_commit(result)
 
-    return sink
+
+def query_id_at(checkpoint_location: str | None) -> str | None:
+    """The id of the streaming query whose checkpoint location this is (Spark writes it to
+    ``<location>/metadata`` when the query first starts); None without a location.
+
+    Raises:
+        InvalidArgumentError: the location holds no query metadata (not a checkpoint
+            location, or the query has not started).
+    """
+    if checkpoint_location is None:
+        return None
+    path = checkpoint_location.rstrip("/") + "/metadata"
+    try:
+        filesystem, inner = pafs.FileSystem.from_uri(path if "://" in path else os.path.abspath(path))
+        with filesystem.open_input_stream(inner) as stream:
+            first = stream.read().decode().splitlines()[0]
+        return str(json.loads(first)["id"])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise InvalidArgumentError(
+            "checkpoint_location", checkpoint_location, "the streaming query's checkpoint location (with its metadata)"
+        ) from e
 
 
 def _query_id(batch: DataFrame) -> str | None:
@@ -156,8 +289,16 @@ class _SourceCounts:
         self._preserves = preserves
         self._queries: set[str] = set()
 
-    def listen(self, query_id: str | None) -> None:
+    def listen(self, query_id: str | None, batch: DataFrame) -> None:
         if query_id is None or query_id in self._queries or not self._tables:
+            return
+        if _query_id(batch) is None:  # Spark Connect: no listener reaches this process
+            logger.info(
+                "streaming query %s runs on Spark Connect: its source counts are not recorded (reconciliation "
+                "shows them as not recorded)",
+                query_id,
+            )
+            self._queries.add(query_id)
             return
         from pyspark.sql import SparkSession
         from pyspark.sql.streaming.listener import StreamingQueryListener
