@@ -43,9 +43,7 @@ def operation(method: str, target: str) -> str:
         return "UploadPart"
     if method == "POST" and "delete" in query:
         return "DeleteObjects"
-    return {"GET": "GetObject", "HEAD": "HeadObject", "PUT": "PutObject", "DELETE": "DeleteObject"}.get(
-        method, method
-    )
+    return {"GET": "GetObject", "HEAD": "HeadObject", "PUT": "PutObject", "DELETE": "DeleteObject"}.get(method, method)
 
 
 @dataclass
