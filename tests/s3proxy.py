@@ -56,6 +56,7 @@ class S3FaultProxy:
     counts: Counter[str] = field(default_factory=Counter)
     log: list[tuple[str, str]] = field(default_factory=list)  # (operation, path) in order
     faults: Counter[str] = field(default_factory=Counter)
+    faulted: Counter[str] = field(default_factory=Counter)  # the operations faults hit
     rate: float = 0.0
     burst: int = 0
     burst_fault: Fault = "slowdown"
@@ -106,6 +107,7 @@ class S3FaultProxy:
         with self._lock:
             self.counts.clear()
             self.faults.clear()
+            self.faulted.clear()
             self.log.clear()
 
     def _fault_for(self, op: str, path: str) -> Fault | None:
@@ -123,6 +125,7 @@ class S3FaultProxy:
                 chosen = None
             if chosen is not None:
                 self.faults[chosen] += 1
+                self.faulted[op] += 1
             return chosen
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:

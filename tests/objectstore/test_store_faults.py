@@ -68,6 +68,8 @@ def test_faults_on_every_kind_of_request_lose_and_duplicate_nothing(
     injected = sum(s3_proxy.faults.values())
     s3_proxy.calm()
     assert injected >= 6 and len(s3_proxy.faults) >= 2, s3_proxy.faults
+    multipart = {"CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload"}
+    assert multipart & set(s3_proxy.faulted) and {"GetObject", "HeadObject"} & set(s3_proxy.faulted), s3_proxy.faulted
     _assert_exactly_once(s3_catalog, name, list(range(1, 9)))
     assert failures <= injected  # most are ridden out by the S3 client's and icecommit's retries
 
