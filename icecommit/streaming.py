@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
 
@@ -24,7 +26,7 @@ from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
-from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.core.identifiers import checked_job_id, table_name
 from icecommit.options import WriteOptions
 from icecommit.pipeline import Routes, write
@@ -114,16 +116,20 @@ def streaming_sink(
     )
 
 
-#: Catalog property names whose values are secrets: never shown (a sink's repr, logs).
-_SECRET = ("secret", "password", "token", "credential", "session-key", "access-key")
+#: Parts of catalog property names whose values are secrets: never shown (a sink's repr).
+_SECRET = (
+    "secret", "password", "token", "credential", "session-key", "access-key", "account-key", "connection-string",
+    "auth", "header.", "sas", "private",
+)  # fmt: skip
 
 
-def _shown(properties: Mapping[str, str]) -> dict[str, str]:
+def _shown(properties: Mapping[str, Any]) -> dict[str, str]:
+    """Catalog properties as they may be printed: secrets hidden, URLs without passwords."""
     shown = {}
     for key, value in properties.items():
-        if any(s in key.lower() for s in _SECRET):
+        if any(s in key.lower() for s in _SECRET) or not isinstance(value, str):
             shown[key] = "***"
-        elif key == "uri":
+        elif "://" in value and "@" in value:
             shown[key] = shown_uri(value)
         else:
             shown[key] = value
@@ -163,16 +169,28 @@ class StreamingSink:
         self.checkpoint_location = checkpoint_location
         self.catalog_name = catalog.name if catalog is not None else None
         self.catalog_properties = dict(catalog.properties) if catalog is not None else None
+        # how to open it again: an existing SQL catalog through icecommit (never created
+        # afresh where the batch runs), any other by its class
+        self.catalog_impl = (
+            None
+            if catalog is None or isinstance(catalog, SqlCatalog)
+            else f"{type(catalog).__module__}.{type(catalog).__name__}"
+        )
         self.state_uri = store.engine.url.render_as_string(hide_password=False) if store is not None else None
         # what the process running the batches opened (never pickled)
         self._catalog = catalog
         self._store = store
         self._progress: _SourceCounts | None = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_catalog=None, _store=None, _progress=None)
+        state.update(_catalog=None, _store=None, _progress=None, _lock=None)
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         catalog = (
@@ -184,18 +202,31 @@ class StreamingSink:
 
     def catalog(self) -> Catalog:
         """The catalog, opened in this process on first use."""
-        if self._catalog is None:
-            if self.catalog_properties is None:
-                self._catalog = connect()
-            else:
-                self._catalog = load_catalog(self.catalog_name, **self.catalog_properties)
-        return self._catalog
+        with self._lock:
+            if self._catalog is None:
+                self._catalog = self._open_catalog()
+            return self._catalog
+
+    def _open_catalog(self) -> Catalog:
+        if self.catalog_properties is None:
+            return connect()
+        properties = dict(self.catalog_properties)
+        if self.catalog_impl is None:  # a SQL catalog: the existing one, or a named error
+            uri, warehouse = str(properties.pop("uri", "")), properties.pop("warehouse", None)
+            return connect(self.catalog_name, uri=uri or None, warehouse=warehouse, create=False, **properties)
+        try:
+            return load_catalog(self.catalog_name, **{**properties, "py-catalog-impl": self.catalog_impl})
+        except Exception as e:  # its message may hold a URL with a password: only its type is shown
+            raise CatalogUnavailableError(
+                f"catalog {self.catalog_name}", f"cannot be opened where the batch runs ({type(e).__name__})"
+            ) from e
 
     def store(self) -> CheckpointStore | None:
         """The state the sink was given (None: the catalog's), opened in this process."""
-        if self._store is None and self.state_uri is not None:
-            self._store = CheckpointStore(state_engine(self.state_uri))
-        return self._store
+        with self._lock:
+            if self._store is None and self.state_uri is not None:
+                self._store = CheckpointStore(state_engine(self.state_uri))
+            return self._store
 
     def query_id(self, batch: DataFrame) -> str | None:
         """The streaming query running this batch: from the batch's session, else from the

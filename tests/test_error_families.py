@@ -57,6 +57,7 @@ EXPECTED = {
     "UnsafeLocationError": EnvironmentFailureError,
     "CatalogUnavailableError": EnvironmentFailureError,
     "StagingError": EnvironmentFailureError,
+    "TableMetadataWriteError": EnvironmentFailureError,
     "StateDatabaseError": EnvironmentFailureError,
     "StateDatabaseUnavailableError": EnvironmentFailureError,
     "StateSchemaError": EnvironmentFailureError,

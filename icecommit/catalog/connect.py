@@ -71,12 +71,19 @@ def _embedded_uri_in(warehouse: str, create: bool) -> str:
     return f"sqlite:///{folder / 'catalog.db'}"
 
 
-def _catalog_defaults(uri: str) -> dict[str, str]:
+#: Warehouse schemes pyiceberg serves with pyarrow's FileIO, which UniqueNamesFileIO extends
+#: (others, such as ``abfs://`` or ``hf://``, keep the FileIO pyiceberg picks for them).
+_PYARROW_SCHEMES = ("s3", "s3a", "s3n", "gs", "file", "hdfs", "viewfs", "oss")
+
+
+def _catalog_defaults(uri: str, warehouse: str = "") -> dict[str, str]:
     """The catalog properties icecommit sets where the caller sets none: a server
     database's pooled connections checked before use (a connection the server or the
-    network dropped is replaced, not failed on), and the FileIO that writes new files
-    without probing for them first (:mod:`icecommit.catalog.fileio`: no LIST on S3)."""
-    defaults = {IO_IMPL_PROPERTY: IO_IMPL}
+    network dropped is replaced, not failed on), and, for a warehouse pyarrow serves, the
+    FileIO that writes new files without probing for them first
+    (:mod:`icecommit.catalog.fileio`: no LIST on S3)."""
+    scheme = warehouse.split("://", 1)[0] if "://" in warehouse else "file"
+    defaults = {IO_IMPL_PROPERTY: IO_IMPL} if scheme in _PYARROW_SCHEMES else {}
     return defaults if uri.startswith("sqlite") else {**defaults, "pool_pre_ping": "true"}
 
 
@@ -95,7 +102,7 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
             name,
             uri=uri,
             warehouse=warehouse,
-            **{"init_catalog_tables": "false", **_catalog_defaults(uri), **properties},
+            **{"init_catalog_tables": "false", **_catalog_defaults(uri, warehouse), **properties},
         )
         present = inspect(catalog.engine).has_table("iceberg_tables")
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's database driver is not installed
@@ -185,7 +192,7 @@ def _connect(
             name or DEFAULT_CATALOG_NAME,
             uri=catalog_uri,
             warehouse=catalog_warehouse,
-            **{**_catalog_defaults(catalog_uri), **properties},
+            **{**_catalog_defaults(catalog_uri, catalog_warehouse), **properties},
         )
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the database driver is not installed
         raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e

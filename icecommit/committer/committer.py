@@ -267,7 +267,7 @@ class GlobalCommitter:
             plan = self.plan(checkpoint_id, table=table)
         if plan.state is not None and not (lost := replays_lost(plan, validated.digest)):  # lost: prepared again
             same_files_or_error(plan.state, validated.digest, len(validated.data_files))
-            return plan
+            return dataclasses.replace(plan, staged=None)  # a plan reused: its files are checked again
         self.refuse(checkpoint_id, plan)
         if plan.action is Action.ALREADY_IN:
             paths = {f.path for f in validated.data_files}
@@ -290,7 +290,7 @@ class GlobalCommitter:
         self._fault("after-prepare", checkpoint_id)
         if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
             return plan.prepared(state, table, staged_files(validated, table))
-        return dataclasses.replace(self._plan_on(checkpoint_id, table, state), staged=staged_files(validated, table))
+        return self._plan_on(checkpoint_id, table, state).with_staged(staged_files(validated, table))
 
     def _claim(self, table: Table) -> Table:
         with state_errors(self._store, "nothing was staged"):  # refuses another state database
@@ -314,8 +314,7 @@ class GlobalCommitter:
         Raises:
             CheckpointNotFoundError: the checkpoint was never prepared nor committed.
             CheckpointRolledBackError: a rollback removed it (see :meth:`recommit`).
-            CheckpointOutOfOrderError: never prepared, and at or below the job's highest
-                committed checkpoint.
+            CheckpointOutOfOrderError: never prepared, and at or below the job's highest committed one.
             CommitConflictError: concurrent commits won until the retry policy gave up.
             CommitStateUnknownError: an attempt failed without proof that it did not land
                 and the table did not show it; ``recover()`` resolves it.
@@ -479,6 +478,7 @@ class GlobalCommitter:
             if state.watermark_us is not None:  # a routed checkpoint's event time reached this table too
                 self._completion.publish(plan.table)
             return result_from_state(state, "empty")
+        plan = dataclasses.replace(plan, staged=plan.staged_for(state))  # only this row's, found just now
         data_files = list(plan.staged) if plan.staged is not None else read_staged(state, plan.table)
         if plan.action is Action.ALREADY_IN:  # one that landed is recorded as it is
             snapshot_id = plan.decision.snapshot_id or snapshot_that_added(plan.table, data_files, self.branch)

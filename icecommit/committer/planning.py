@@ -11,6 +11,7 @@ Between commit attempts only what changed since the planned head is read
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,10 @@ from icecommit.core.decision import Action, Decision, StateView, TableView, deci
 from icecommit.core.errors import CheckpointOutOfOrderError, CheckpointRolledBackError, StreamingQueryMismatchError
 from icecommit.core.lineage import path_key, removals_of, trace_fates
 from icecommit.state.checkpoints import COMMITTED, PREPARED, ROLLED_BACK, CheckpointState
+
+#: Seconds within which files a prepare found on storage are not looked up again by the
+#: commit's first attempt (a plan kept longer, or reused, has them checked again).
+STAGED_FRESH_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,8 @@ class CheckpointPlan:
     #: the data files as this process's prepare staged them, found on storage then (None:
     #: planned from the state row; the commit reads its staged manifest and checks them)
     staged: tuple[DataFile, ...] | None = None
+    #: when prepare found them (``time.monotonic()``)
+    staged_at: float = 0.0
 
     @property
     def action(self) -> Action:
@@ -57,6 +64,21 @@ class CheckpointPlan:
         """True while the branch head of ``table`` is the one planned on (the decision
         still holds: one snapshot-id comparison)."""
         return head_of(table, branch) == self.head
+
+    def staged_for(self, state: CheckpointState) -> tuple[DataFile, ...] | None:
+        """The staged files this plan carries when they are ``state``'s (the same staged
+        manifest and files: not a row another process prepared again since) and were found
+        on storage moments ago (:data:`STAGED_FRESH_S`); else None: the commit reads the
+        staged manifest and checks the files on storage."""
+        if self.staged is None or self.state is None:
+            return None
+        same = (self.state.manifest_path, self.state.files_digest) == (state.manifest_path, state.files_digest)
+        fresh = time.monotonic() - self.staged_at < STAGED_FRESH_S
+        return self.staged if same and fresh else None
+
+    def with_staged(self, staged: tuple[DataFile, ...]) -> CheckpointPlan:
+        """This plan carrying the files its prepare staged and found on storage just now."""
+        return dataclasses.replace(self, staged=staged, staged_at=time.monotonic())
 
     def prepared(
         self, state: CheckpointState, table: Table, staged: tuple[DataFile, ...] | None = None
@@ -72,6 +94,7 @@ class CheckpointPlan:
             table=table,
             decision=Decision(Action.COMMIT, None, "prepared, not in the table"),
             staged=staged,
+            staged_at=time.monotonic(),
         )
 
 

@@ -38,10 +38,11 @@ from typing import ClassVar, Literal
 
 from pyiceberg.table import Table
 
+from icecommit.catalog.fileio import MetadataWriteError
 from icecommit.catalog.loading import unreachable
 from icecommit.committer.attempt import SendingCatalog
 from icecommit.committer.retry import RetryPolicy, run_with_retries
-from icecommit.core.conflicts import AttemptLostError, is_commit_conflict
+from icecommit.core.conflicts import AttemptLostError, AttemptNotSentError, is_commit_conflict
 from icecommit.core.connections import is_transient
 from icecommit.core.errors import (
     CatalogUnavailableError,
@@ -50,6 +51,7 @@ from icecommit.core.errors import (
     IcecommitError,
     PlanChangedError,
     StateDatabaseUnavailableError,
+    TableMetadataWriteError,
 )
 
 logger = logging.getLogger(__name__)
@@ -229,6 +231,9 @@ def run(
     except AttemptLostError as e:  # the policy stopped on an attempt whose connection failed
         return _resolve_unknown(operation, e.cause, load, sent, retries, base, noted=True)
     except Exception as e:
+        if isinstance(e, AttemptNotSentError) and isinstance(e.__cause__, MetadataWriteError):
+            # storage refused the new metadata file every time: named as such, not as a conflict
+            raise TableMetadataWriteError(operation.table_name, operation.label, sent, e.__cause__) from e.__cause__
         if is_commit_conflict(e):
             if operation.conflict == "refuse":
                 raise PlanChangedError(operation.table_name, operation.kind) from e

@@ -239,3 +239,20 @@ def test_ic_write_replaying_the_lost_checkpoint_commits_it_once(
     assert result.status == "committed"
     ic.write(_frame(spark, 2), name, catalog=catalog, job_id="A", checkpoint_id=2)
     _assert_once(catalog, name, "A", [1, 2])
+
+
+def test_a_plan_whose_row_another_process_prepared_again_commits_that_row_s_files(
+    sqlite_catalog: SqlCatalog,
+) -> None:
+    catalog = sqlite_catalog
+    name = _table(catalog)
+    first = ic.GlobalCommitter(catalog, name, job_id="A")
+    original = _write(first, 1)
+    plan = first.prepare_planned(1, original)  # carries its staged files, found on storage
+    _lose_one(original)
+    second = ic.GlobalCommitter(catalog, name, job_id="A")  # another process replays the checkpoint
+    second.prepare(1, _write(second, 1))
+    assert first.commit(1, plan=plan).status == "committed"  # the row's files now: the replay's
+    _assert_once(catalog, name, "A", [1])
+    for task in catalog.load_table(name).scan().plan_files():
+        assert Path(task.file.file_path.removeprefix("file://")).is_file()

@@ -89,3 +89,32 @@ def test_a_checkpoint_location_without_query_metadata_is_named(tmp_path: Path) -
     assert query_id_at(_location(tmp_path, "chk", "abc")) == "abc"
     with pytest.raises(InvalidArgumentError, match="checkpoint_location"):
         query_id_at(str(tmp_path / "nowhere"))
+
+
+def test_every_kind_of_secret_is_hidden_in_the_repr(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    ic.create_table(catalog, "ns.events", SCHEMA)
+    sink = ic.streaming_sink("ns.events", job_id="j", catalog=catalog)
+    sink.catalog_properties = {
+        "uri": "postgresql+psycopg://ingest:pw-one@db:5432/lake",
+        "adls.account-key": "pw-two",
+        "adls.connection-string": "AccountKey=pw-three",
+        "header.Authorization": "Bearer pw-four",
+        "s3.proxy-uri": "http://user:pw-five@proxy:3128",
+        "token": "pw-six",
+        "warehouse": "s3://lake/wh",
+    }
+    shown = repr(sink)
+    assert not any(f"pw-{n}" in shown for n in ("one", "two", "three", "four", "five", "six")), shown
+    assert "s3://lake/wh" in shown and "ingest" in shown
+
+
+def test_an_unpickled_sink_never_creates_the_catalog_it_was_given(tmp_path: Path) -> None:
+    catalog = _catalog(tmp_path)
+    ic.create_table(catalog, "ns.events", SCHEMA)
+    revived = pickle.loads(pickle.dumps(ic.streaming_sink("ns.events", catalog=catalog, job_id="j")))
+    catalog.engine.dispose()
+    (tmp_path / "catalog.db").rename(tmp_path / "moved.db")  # where the batch runs, it is not there
+    with pytest.raises(ic.errors.CatalogUnavailableError, match="does not exist"):
+        revived.catalog()
+    assert not (tmp_path / "catalog.db").exists()

@@ -42,6 +42,7 @@ from icecommit.core.errors.environment import (
     StateDatabaseMismatchError,
     StateDatabaseUnavailableError,
     StateSchemaError,
+    TableMetadataWriteError,
     UnreadableTablesError,
     UnsafeLocationError,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "StateDatabaseUnavailableError",
     "StateSchemaError",
     "StreamingQueryMismatchError",
+    "TableMetadataWriteError",
     "TableNotFoundError",
     "TableSpecError",
     "UnreadableTablesError",

@@ -212,6 +212,26 @@ class StagingError(EnvironmentFailureError):
         )
 
 
+class TableMetadataWriteError(EnvironmentFailureError):
+    """Storage failed every time the table's new metadata file was written: a catalog that
+    writes it itself (SQL, Glue, Hive) does so before its compare-and-swap, so nothing
+    landed. The storage error is ``__cause__``.
+
+    Attributes:
+        table: the table; operation: what was being committed.
+    """
+
+    def __init__(self, table: str, operation: str, attempts: int, cause: BaseException) -> None:
+        self.table = table
+        self.operation = operation
+        self.attempts = attempts
+        super().__init__(
+            f"{operation}: writing the table's new metadata file failed {attempts} time(s) "
+            f"({type(cause).__name__}: {(str(cause).splitlines() or [''])[0]}); nothing of it landed: run it "
+            "again once storage answers (a prepared checkpoint is committed by recover())"
+        )
+
+
 class StateDatabaseError(EnvironmentFailureError):
     """icecommit's state database cannot be used for what was asked; nothing was changed.
 
