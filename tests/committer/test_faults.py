@@ -67,6 +67,14 @@ def _fail_once(monkeypatch: pytest.MonkeyPatch, owner: Any, method: str, error: 
     monkeypatch.setattr(owner, method, failing)
 
 
+def _one_prepared(catalog: SqlCatalog) -> tuple[str, ic.GlobalCommitter]:
+    """A table with checkpoint 1 of job A prepared (and the table claimed), committer A."""
+    name = _name(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="A", retry_policy=FAST)
+    committer.prepare(1, _results(committer, 1))
+    return name, committer
+
+
 def _always(error: BaseException) -> Any:
     def failing(*_args: Any, **_kwargs: Any) -> Any:
         raise error
@@ -121,9 +129,7 @@ def test_the_ancestry_read_failing_after_a_lost_response(
     scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scripted = scripted_catalog
-    name = _name(scripted)
-    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
-    committer.prepare(1, _results(committer, 1))
+    name, committer = _one_prepared(scripted)
     files = _files(scripted)
 
     def lose_the_response() -> None:
@@ -146,9 +152,7 @@ def test_a_lost_response_and_a_failed_read_after_it_are_retried_and_found(
     scripted_catalog: ScriptedCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scripted = scripted_catalog
-    name = _name(scripted)
-    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
-    committer.prepare(1, _results(committer, 1))
+    name, committer = _one_prepared(scripted)
 
     def lose_the_response() -> None:
         # the catalog accepted the commit; the reply is lost, and so is the next read
@@ -168,9 +172,7 @@ def test_attempts_whose_connection_failed_and_did_not_land_are_retried_then_unkn
     scripted_catalog: ScriptedCatalog,
 ) -> None:
     scripted = scripted_catalog
-    name = _name(scripted)
-    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
-    committer.prepare(1, _results(committer, 1))
+    name, committer = _one_prepared(scripted)
 
     def refused() -> None:  # the connection drops before the catalog did anything
         raise ConnectionError("connection reset before the commit ran")
@@ -190,9 +192,7 @@ def test_attempts_whose_connection_failed_and_did_not_land_are_retried_then_unkn
 
 def test_one_failed_attempt_is_retried_and_lands_once(scripted_catalog: ScriptedCatalog) -> None:
     scripted = scripted_catalog
-    name = _name(scripted)
-    committer = ic.GlobalCommitter(scripted, name, job_id="A", retry_policy=FAST)
-    committer.prepare(1, _results(committer, 1))
+    name, committer = _one_prepared(scripted)
 
     def refused() -> None:
         raise ConnectionError("connection reset before the commit ran")
