@@ -324,3 +324,17 @@ def test_a_corrupt_or_missing_metadata_file_and_an_unusable_warehouse_are_named(
     with pytest.raises(ValidationError) as garbage:
         ic.WriteResult.from_json('{"job_id": "j"}')
     assert "not a write result" in str(garbage.value) and "checkpoint_id" in str(garbage.value)
+
+
+@pytest.mark.parametrize("variable", ["ICECOMMIT_CONNECTION_ATTEMPTS", "ICECOMMIT_CONNECTION_RETRY_SECONDS"])
+def test_a_bad_connection_retry_setting_is_named_not_taken_for_the_table(
+    sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    from icecommit.core import connections
+
+    ic.create_table(sqlite_catalog, "ns.events", EVENTS_SCHEMA)
+    monkeypatch.setenv(variable, "abc")
+    connections.set_connection_retry(None)  # read from the environment again
+    with pytest.raises(ic.errors.InvalidArgumentError, match=variable) as raised:
+        ic.GlobalCommitter(sqlite_catalog, "ns.events", job_id="j").load_table()
+    assert "metadata" not in str(raised.value)

@@ -8,7 +8,7 @@ from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.core.connections import retry_transient
+from icecommit.core.connections import connection_retry, retry_transient
 from icecommit.core.errors import CatalogUnavailableError, TableNotFoundError, TableSpecError
 from icecommit.core.identifiers import table_name
 from icecommit.state.database import briefly, shown_uri
@@ -26,8 +26,11 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
             such as a dropped connection is retried first, with bounded backoff).
     """
     name = table_name(table)
+    policy = connection_retry()  # a bad setting is its own error, not the table's metadata
     try:
-        return retry_transient(lambda _: catalog.load_table(name), what=f"catalog {_where(catalog)}: loading {name}")
+        return retry_transient(
+            lambda _: catalog.load_table(name), what=f"catalog {_where(catalog)}: loading {name}", policy=policy
+        )
     except (SQLAlchemyError, ConnectionError) as e:  # before OSError: a ConnectionError is one
         raise unreachable(catalog, e, f"table {name} could not be loaded") from e
     except (NoSuchTableError, NoSuchNamespaceError) as e:
