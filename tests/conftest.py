@@ -1,4 +1,5 @@
-"""Shared fixtures: catalogs on SQLite and PostgreSQL, and one local Spark session."""
+"""Shared fixtures: catalogs on SQLite and PostgreSQL (and, for the tests marked
+``over_rest``, an Iceberg REST catalog), and one local Spark session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
@@ -16,9 +18,11 @@ from icecommit.core import connections
 from icecommit.state.database import dispose_state_engines
 from icecommit.writers.session import local_session
 from tests import postgres
+from tests.rest import server as rest
 
 _PG_UNAVAILABLE: str | None = "PostgreSQL was not probed (the test session did not start)"
 _PG_DATABASE: postgres.SessionDatabase | None = None
+_REST_SERVER: rest.RestServer | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -90,13 +94,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     leases. What lands in the table, how a rollback, expiry or compaction changes it, what a
     report or an error says, is decided above the database: those tests run on SQLite, and
     CI runs their PostgreSQL cases in a pass of their own (``.ci/run``)."""
-    if os.environ.get(EVERY_DATABASE) == "1":
-        return
+    every = os.environ.get(EVERY_DATABASE) == "1"
     kept: list[pytest.Item] = []
     left_out: list[pytest.Item] = []
     for item in items:
         independent = item.get_closest_marker("database_independent") is not None
-        (left_out if independent and item.get_closest_marker("postgres") is not None else kept).append(item)
+        on_rest = getattr(item, "callspec", None) is not None and item.callspec.params.get("catalog") == "rest"
+        if on_rest:  # the REST case of a test that does not ask for it
+            leave = item.get_closest_marker("over_rest") is None
+        else:
+            leave = not every and independent and item.get_closest_marker("postgres") is not None
+        (left_out if leave else kept).append(item)
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
@@ -117,7 +125,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    global _PG_DATABASE
+    global _PG_DATABASE, _REST_SERVER
+    if _REST_SERVER is not None:
+        _REST_SERVER.stop()
+        _REST_SERVER = None
     if _PG_DATABASE is not None:
         dispose_state_engines()
         _PG_DATABASE.drop()
@@ -135,6 +146,22 @@ def pg_uri() -> str:
         database.create()  # kept only once it exists: a failed create is tried again by the next test
         _PG_DATABASE = database
     return _PG_DATABASE.uri
+
+
+def rest_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of this session's REST catalog server, started on first use (stopped when
+    the session ends); skips the calling test where it cannot start here, or fails where
+    ``ICECOMMIT_REQUIRE_REST=1``."""
+    global _REST_SERVER
+    if _REST_SERVER is None:
+        reason = rest.missing()
+        if reason is not None:
+            if rest.required():
+                pytest.fail(f"{reason} ({rest.REQUIRE_VAR}=1)")
+            pytest.skip(reason)
+        pg_uri()  # the server's catalog tables are in PostgreSQL
+        _REST_SERVER = rest.RestServer(tmp_path_factory.mktemp("rest") / "warehouse").start()
+    return _REST_SERVER.url
 
 
 @pytest.fixture(autouse=True)
@@ -160,9 +187,34 @@ def make_catalog(backend: str, tmp_path: Path) -> SqlCatalog:
     return SqlCatalog(name, uri=uri, warehouse=warehouse.as_uri())
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlCatalog]:
-    """A SqlCatalog on SQLite and on PostgreSQL (each test runs on both)."""
+def make_rest_catalog(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """A catalog of this session's REST server, opened the pyiceberg way through
+    ``ic.connect(name, ...)``, with its state in the session's PostgreSQL database (named
+    by the catalog property ``icecommit.state-uri``). Its name is new, and so are the
+    namespaces the tests make in it (``<catalog name>.events``)."""
+    import icecommit as ic
+
+    name = f"t{uuid.uuid4().hex[:12]}"
+    catalog = ic.connect(name, **{"type": "rest", "uri": rest_url(tmp_path_factory), "icecommit.state-uri": pg_uri()})
+    assert type(catalog).__name__ == "RestCatalog", type(catalog)
+    return catalog
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("rest", marks=pytest.mark.rest),
+    ]
+)
+def catalog(
+    request: pytest.FixtureRequest, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SqlCatalog]:
+    """A SqlCatalog on SQLite and on PostgreSQL (each test runs on both); a test marked
+    ``over_rest`` also runs on the REST catalog server (:func:`make_rest_catalog`)."""
+    if request.param == "rest":
+        yield make_rest_catalog(tmp_path_factory)  # type: ignore[misc]
+        return
     cat = make_catalog(request.param, tmp_path)
     yield cat
     cat.engine.dispose()

@@ -5,6 +5,7 @@ so this file imports nothing but the standard library and pyspark.
 
     python tests/java_iceberg_driver.py --jars A.jar,B.jar read METADATA_JSON OUT_DIR \
         [--where SQL ...] [--as-of SNAPSHOT_ID] [--incremental-from SNAPSHOT_ID]
+    python tests/java_iceberg_driver.py --jars A.jar,B.jar read NS.TABLE OUT_DIR --rest-uri URL
     python tests/java_iceberg_driver.py --jars A.jar,B.jar --sqlite-jdbc JAR rewrite \
         --catalog-name C --catalog-db PATH --warehouse URI --table NS.T --target-file-size BYTES
 
@@ -13,6 +14,9 @@ writes OUT_DIR/rows.parquet (every row of the current snapshot) and OUT_DIR/repo
 Java's ``files``, ``entries``, ``partitions``, ``snapshots`` and ``refs`` metadata tables, and the ids
 each ``--where`` filter, the ``--as-of`` snapshot and the incremental append read from
 ``--incremental-from`` to the current snapshot return.
+
+With ``--rest-uri``, ``read`` takes a table name and reads it through Iceberg's REST
+catalog client (a Spark catalog of ``type=rest`` at that URL) instead of its metadata file.
 
 ``rewrite`` points Java's JdbcCatalog at the SQLite database of pyiceberg's SqlCatalog
 (same catalog name, same warehouse) and runs ``CALL system.rewrite_data_files`` on the table;
@@ -31,6 +35,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+#: The Spark catalog name of the REST catalog ``read --rest-uri`` reads through.
+REST_CATALOG = "rest"
 ENTRY_COLUMNS = (
     "status", "snapshot_id", "sequence_number", "file_sequence_number",
     "data_file.file_path AS file_path", "data_file.record_count AS record_count",
@@ -89,12 +95,19 @@ def _ids(frame: DataFrame) -> list[int]:
 
 
 def read(spark: SparkSession, metadata: str, out: Path, args: argparse.Namespace) -> None:
-    table = spark.read.format("iceberg").load(metadata)
+    def load(**options: object) -> DataFrame:
+        if args.rest_uri:  # a table of the REST catalog, by name
+            return spark.read.options(**options).table(f"{REST_CATALOG}.{metadata}")
+        return spark.read.format("iceberg").options(**options).load(metadata)
+
+    table = load()
     table.coalesce(1).write.mode("overwrite").parquet(str(out / "rows"))
     (parquet,) = (out / "rows").glob("part-*.parquet")
     parquet.rename(out / "rows.parquet")
 
     def metadata_table(name: str) -> DataFrame:
+        if args.rest_uri:
+            return spark.table(f"{REST_CATALOG}.{metadata}.{name}")
         return spark.read.format("iceberg").load(f"{metadata}#{name}")
 
     report: dict[str, Any] = {
@@ -107,9 +120,9 @@ def read(spark: SparkSession, metadata: str, out: Path, args: argparse.Namespace
         "where": {where: _ids(table.where(where)) for where in args.where},
     }
     if args.as_of is not None:
-        report["as_of"] = _ids(spark.read.format("iceberg").option("snapshot-id", args.as_of).load(metadata))
+        report["as_of"] = _ids(load(**{"snapshot-id": args.as_of}))
     if args.incremental_from is not None:
-        incremental = spark.read.format("iceberg").option("start-snapshot-id", args.incremental_from).load(metadata)
+        incremental = load(**{"start-snapshot-id": args.incremental_from})
         report["incremental"] = _ids(incremental)
     (out / "report.json").write_text(json.dumps(report))
 
@@ -139,6 +152,7 @@ def main(argv: list[str]) -> int:
     reader.add_argument("--where", action="append", default=[])
     reader.add_argument("--as-of", type=int)
     reader.add_argument("--incremental-from", type=int)
+    reader.add_argument("--rest-uri", help="read the table NS.TABLE through this REST catalog")
     rewriter = commands.add_parser("rewrite")
     rewriter.add_argument("--catalog-name", required=True)
     rewriter.add_argument("--catalog-db", required=True)
@@ -149,6 +163,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     catalog: dict[str, str] = {}
+    catalog_name = getattr(args, "catalog_name", "")
+    if args.command == "read" and args.rest_uri:
+        catalog_name, catalog = REST_CATALOG, {"type": "rest", "uri": args.rest_uri, "cache-enabled": "false"}
     if args.command == "rewrite":
         if not args.sqlite_jdbc:
             parser.error("rewrite needs --sqlite-jdbc")
@@ -161,7 +178,7 @@ def main(argv: list[str]) -> int:
         }  # fmt: skip
     spark = session(
         args.jars, sqlite_jdbc=args.sqlite_jdbc, driver_memory=args.driver_memory,
-        catalog_name=getattr(args, "catalog_name", ""), catalog=catalog,
+        catalog_name=catalog_name, catalog=catalog,
     )  # fmt: skip
     try:
         if args.command == "read":

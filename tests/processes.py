@@ -55,6 +55,12 @@ def _child(
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    # pyiceberg reads its configuration (~/.pyiceberg.yaml, PYICEBERG_*) once, on import: the
+    # server imported it under its own environment; the child reads the child's, as a new process does
+    import pyiceberg.catalog
+    from pyiceberg.utils.config import Config
+
+    pyiceberg.catalog._ENV_CONFIG = Config()
     for fd, path in ((1, stdout), (2, stderr)):
         opened = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY)
         os.dup2(opened, fd)

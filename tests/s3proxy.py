@@ -14,6 +14,7 @@ import socket
 import struct
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Literal
@@ -69,24 +70,8 @@ class S3FaultProxy:
 
     def start(self) -> S3FaultProxy:
         self._random.seed(self.seed)
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                return None
-
-            def _any(self) -> None:
-                proxy._handle(self)
-
-            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
-
-        server = _QuietServer(("127.0.0.1", 0), Handler)
-        server.daemon_threads = True
-        self._server = server
-        self.port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True, name="s3-fault-proxy").start()
+        self._server = serve(self._handle, "s3-fault-proxy")
+        self.port = self._server.server_address[1]
         return self
 
     def stop(self) -> None:
@@ -165,6 +150,27 @@ class S3FaultProxy:
         handler.end_headers()
         if handler.command != "HEAD":
             handler.wfile.write(payload)
+
+
+def serve(handle: Callable[[BaseHTTPRequestHandler], None], name: str) -> ThreadingHTTPServer:
+    """An HTTP/1.1 server on a free loopback port, in a thread of its own, whose every
+    request (any method) goes to ``handle``; stop it with ``shutdown`` and ``server_close``."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+        def _any(self) -> None:
+            handle(self)
+
+        do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
+
+    server = _QuietServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True, name=name).start()
+    return server
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -132,10 +132,15 @@ def connect(
     moves both); a remote warehouse needs a URI.
     With ``name`` and no URI from the arguments or the environment, the catalog is
     loaded the pyiceberg way (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
+    An ``http(s)://`` URI, or a ``type`` property other than ``sql``, is a REST (or other
+    pyiceberg) catalog, loaded the pyiceberg way with that URI; its state database is
+    named by the property ``icecommit.state-uri`` or ``ICECOMMIT_STATE_URI`` (a REST catalog
+    keeps no database icecommit could use).
 
     Args:
         name: catalog name; selects a pyiceberg-configured catalog when no URI is given.
-        uri: SQLAlchemy URL of a SQL catalog (``sqlite:///...``, ``postgresql+psycopg://...``).
+        uri: SQLAlchemy URL of a SQL catalog (``sqlite:///...``, ``postgresql+psycopg://...``),
+            or a REST catalog's ``https://...``.
         warehouse: warehouse location (a local path or a URI such as ``s3://bucket/wh``).
         create: make the catalog (its database file, its tables, the warehouse folder)
             when it does not exist; with False, a catalog that does not exist is an error.
@@ -160,6 +165,15 @@ def connect(
         raise CatalogUnavailableError(where, f"its folder cannot be made: {e.strerror or e}") from e
 
 
+def _is_rest(uri: str | None, properties: dict[str, str]) -> bool:
+    """A REST catalog's URI (``http(s)://``, never a database URL), or a catalog whose
+    ``type`` says it is not a SQL one: its ``uri`` is pyiceberg's, not a SQLAlchemy URL."""
+    kind = properties.get("type")
+    if kind is not None:
+        return kind != "sql"
+    return uri is not None and uri.split("://", 1)[0].lower() in ("http", "https")
+
+
 def _connect(
     name: str | None,
     resolved_uri: str | None,
@@ -167,15 +181,21 @@ def _connect(
     create: bool,
     properties: dict[str, str],
 ) -> Catalog:
-    if name is not None and resolved_uri is None:
+    rest = _is_rest(resolved_uri, properties)
+    if (name is not None and resolved_uri is None) or rest:
         extra = dict(properties)
+        if rest and resolved_uri is not None:
+            extra = {"type": "rest", **extra, "uri": resolved_uri}
         if resolved_warehouse is not None:
-            extra["warehouse"] = _normalise_warehouse(resolved_warehouse, create)
-        logger.debug("loading pyiceberg-configured catalog %s", name)
+            # a REST server names its warehouse as it likes (Polaris: a catalog name), not a path
+            extra["warehouse"] = resolved_warehouse if rest else _normalise_warehouse(resolved_warehouse, create)
+        shown = f"catalog {name or DEFAULT_CATALOG_NAME}"
+        logger.debug("loading pyiceberg-configured %s", shown)
         try:
-            return load_catalog(name, **extra)
+            return load_catalog(name or DEFAULT_CATALOG_NAME, **extra)
         except Exception as e:  # pyiceberg raises many kinds here (configuration, connection)
-            raise CatalogUnavailableError(f"catalog {name}", f"cannot be loaded: {type(e).__name__}: {e}") from e
+            where = f"{shown} ({shown_uri(resolved_uri)})" if resolved_uri else shown
+            raise CatalogUnavailableError(where, f"cannot be loaded: {type(e).__name__}: {e}") from e
     if resolved_uri is None and resolved_warehouse is not None:
         # the embedded catalog keeps its database in the warehouse folder: moving one moves both
         catalog_uri = _embedded_uri_in(resolved_warehouse, create)

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+from pyiceberg.exceptions import (
+    AuthorizationExpiredError,
+    ForbiddenError,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+    OAuthError,
+    UnauthorizedError,
+)
 from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
 from pyiceberg.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from icecommit.core.connections import connection_retry, retry_transient
+from icecommit.core.connections import REST_TRANSIENT, connection_retry, retry_transient
 from icecommit.core.errors import CatalogUnavailableError, TableNotFoundError, TableSpecError
 from icecommit.core.identifiers import table_name
 from icecommit.state.database import briefly, shown_uri
@@ -23,7 +30,8 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
             namespace holds.
         TableSpecError: its metadata file is missing or cannot be parsed.
         CatalogUnavailableError: the catalog could not be reached (a transient failure
-            such as a dropped connection is retried first, with bounded backoff).
+            such as a dropped connection or a REST server's 503 is retried first, with
+            bounded backoff), or it refused the credentials.
     """
     name = table_name(table)
     policy = connection_retry()  # a bad setting is its own error, not the table's metadata
@@ -31,7 +39,11 @@ def load_table(catalog: Catalog, table: Table | str) -> Table:
         return retry_transient(
             lambda _: catalog.load_table(name), what=f"catalog {_where(catalog)}: loading {name}", policy=policy
         )
-    except (SQLAlchemyError, ConnectionError) as e:  # before OSError: a ConnectionError is one
+    except (UnauthorizedError, AuthorizationExpiredError, ForbiddenError, OAuthError) as e:
+        raise CatalogUnavailableError(
+            _where(catalog), f"refused access to {name}: {briefly(e)}; check the catalog's credentials"
+        ) from e
+    except (SQLAlchemyError, ConnectionError, *REST_TRANSIENT) as e:  # before OSError: a ConnectionError is one
         raise unreachable(catalog, e, f"table {name} could not be loaded") from e
     except (NoSuchTableError, NoSuchNamespaceError) as e:
         namespace = name.rsplit(".", 1)[0]

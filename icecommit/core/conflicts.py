@@ -3,7 +3,7 @@ may win), as opposed to an outcome that is not known."""
 
 from __future__ import annotations
 
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import BadRequestError, CommitFailedException
 from sqlalchemy.exc import OperationalError
 
 
@@ -31,7 +31,8 @@ class AttemptLostError(Exception):
 #: pyiceberg's metadata update refusing a snapshot whose sequence number another commit
 #: has passed since the attempt's base was loaded (a commit to another branch: the branch's
 #: own requirement still held). Catalogs that apply updates in-process (SQL, Glue, Hive)
-#: raise it while staging, before the swap, so nothing landed.
+#: raise it while staging, before the swap, so nothing landed; a REST catalog's server
+#: refuses the request with it (400), so nothing landed there either.
 _STALE_SEQUENCE_NUMBER = "older than last sequence number"
 
 
@@ -47,6 +48,6 @@ def is_commit_conflict(error: BaseException) -> bool:
     """
     if isinstance(error, (CommitFailedException, AttemptNotSentError, AttemptLostError)):
         return True
-    if isinstance(error, ValueError) and _STALE_SEQUENCE_NUMBER in str(error):
+    if isinstance(error, (ValueError, BadRequestError)) and _STALE_SEQUENCE_NUMBER in str(error):
         return True
     return isinstance(error, OperationalError) and "database is locked" in str(error)

@@ -19,6 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from pyiceberg.exceptions import (
+    CommitStateUnknownException,
+    ServerError,
+    ServiceUnavailableError,
+    TooManyRequestsError,
+)
+from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import Timeout as RequestsTimeout
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
@@ -34,6 +42,17 @@ ENV_SECONDS = "ICECOMMIT_CONNECTION_RETRY_SECONDS"
 _SQLITE_TRANSIENT = ("database is locked", "database table is locked", "database schema is locked")
 
 
+#: A REST catalog's transient failures (see :func:`is_transient`).
+REST_TRANSIENT = (
+    RequestsConnectionError,
+    RequestsTimeout,
+    ServerError,
+    ServiceUnavailableError,
+    TooManyRequestsError,
+    CommitStateUnknownException,
+)
+
+
 def is_transient(error: BaseException) -> bool:
     """True for a failure of the connection rather than of the statement: the same call
     may succeed a moment later.
@@ -42,8 +61,15 @@ def is_transient(error: BaseException) -> bool:
     which SQLAlchemy invalidated the connection), a pool that timed out, and SQLite's
     "database is locked". SQLite's other operational errors (no such table, a file that is
     not a database) are not: running them again gives the same answer.
+
+    Of a REST catalog: a connection refused, dropped or timed out, and a 5xx answer (500,
+    502 and 504 on a commit are pyiceberg's ``CommitStateUnknownException``, 503 its
+    ``ServiceUnavailableError``), and 429 (too many requests): a gateway or the server failed, perhaps after it made the
+    change, so a commit that gets one is looked for in the table before it is tried again.
     """
     if isinstance(error, (DisconnectionError, PoolTimeoutError, ConnectionError)):
+        return True
+    if isinstance(error, REST_TRANSIENT):
         return True
     if not isinstance(error, DBAPIError):
         return False

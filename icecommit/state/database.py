@@ -29,7 +29,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.orm import Session
 
 from icecommit.core.connections import is_transient, retry_transient
-from icecommit.core.errors import StateDatabaseError, StateDatabaseUnavailableError, StateSchemaError
+from icecommit.core.errors import (
+    StateDatabaseError,
+    StateDatabaseNotConfiguredError,
+    StateDatabaseUnavailableError,
+    StateSchemaError,
+)
 from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
@@ -46,10 +51,14 @@ def state_uri(catalog: Catalog | None = None) -> str:
     2. the environment variable ``ICECOMMIT_STATE_URI`` (or its earlier name
        ``ICECOMMIT_METRICS_URI``);
     3. the catalog's own database, when it is a SQL catalog;
-    4. a SQLite file under ``$ICECOMMIT_HOME`` (the embedded default).
+    4. a SQLite file under ``$ICECOMMIT_HOME``, for the embedded default (no catalog).
 
     Two processes that pick different state databases for one table do not disagree
     silently: the table records its state database, and every other one is refused.
+
+    Raises:
+        StateDatabaseNotConfiguredError: another kind of catalog (REST, Glue, Hive) with no
+            state database configured: a local file would be a state other processes miss.
     """
     named = catalog.properties.get(STATE_URI_PROPERTY) if catalog is not None else None
     if named:
@@ -59,6 +68,8 @@ def state_uri(catalog: Catalog | None = None) -> str:
         return configured
     if isinstance(catalog, SqlCatalog):
         return str(catalog.properties["uri"])
+    if catalog is not None:
+        raise StateDatabaseNotConfiguredError(catalog.name, type(catalog).__name__)
     home = icecommit_home()
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'icecommit-state.db'}"

@@ -1,11 +1,14 @@
-"""Build a jar of Jackson classes relocated to org.apache.iceberg.shaded.com.fasterxml.jackson.
+"""Build a jar of Jackson classes relocated to org.apache.iceberg.shaded.com.fasterxml.jackson
+(or, with ``--package``, of another package's classes relocated under org.apache.iceberg.shaded).
 
 A pure-Python constant-pool rewrite, like maven-shade's relocation: Iceberg's Spark runtime jar
-from the snowpark-connect-deps-iceberg wheel expects Jackson there but does not ship it.
+from the snowpark-connect-deps-iceberg wheel expects Jackson there but does not ship it, nor
+Apache HttpClient 5 (``org.apache.hc``), which its REST catalog client uses.
 
-Vendored from the team's shared tools (shared/tools/java-iceberg/relocate_jackson.py), reformatted.
+Vendored from the team's shared tools (shared/tools/java-iceberg/relocate_jackson.py), reformatted;
+``--package`` added.
 
-    usage: relocate_jackson.py OUT.jar IN.jar [IN.jar ...]
+    usage: relocate_jackson.py [--package com.fasterxml.jackson] OUT.jar IN.jar [IN.jar ...]
 """
 
 from __future__ import annotations
@@ -14,8 +17,19 @@ import struct
 import sys
 import zipfile
 
+SHADED = "org.apache.iceberg.shaded."
 SLASHED = (b"com/fasterxml/jackson/", b"org/apache/iceberg/shaded/com/fasterxml/jackson/")
 DOTTED = (b"com.fasterxml.jackson.", b"org.apache.iceberg.shaded.com.fasterxml.jackson.")
+
+
+def relocating(package: str) -> None:
+    """Relocate ``package`` (dotted) under org.apache.iceberg.shaded instead of Jackson."""
+    global SLASHED, DOTTED
+    dotted = package.rstrip(".") + "."
+    DOTTED = (dotted.encode(), (SHADED + dotted).encode())
+    SLASHED = (dotted.replace(".", "/").encode(), (SHADED + dotted).replace(".", "/").encode())
+
+
 # size in bytes of each constant-pool entry after its tag, for every tag but 1 (UTF-8)
 ENTRY_SIZES = {3: 4, 4: 4, 5: 8, 6: 8, 7: 2, 8: 2, 16: 2, 19: 2, 20: 2, 9: 4, 10: 4, 11: 4, 12: 4, 17: 4, 18: 4, 15: 3}
 
@@ -81,4 +95,8 @@ def main(out_path: str, sources: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2:]))
+    args = sys.argv[1:]
+    if args[:1] == ["--package"]:
+        relocating(args[1])
+        args = args[2:]
+    sys.exit(main(args[0], args[1:]))

@@ -10,6 +10,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
+from icecommit.errors import CatalogUnavailableError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
 
@@ -118,3 +119,13 @@ def test_postgres_uri(catalog: SqlCatalog) -> None:
     catalog.drop_table(f"{catalog.name}.t")
     assert isinstance(again, SqlCatalog)
     again.engine.dispose()
+
+
+def test_an_http_uri_is_a_rest_catalog_and_one_that_does_not_answer_is_named() -> None:
+    # port 9 (discard) refuses at once: pyiceberg's first request, GET /v1/config, fails
+    with pytest.raises(
+        ic.errors.CatalogUnavailableError, match=r"catalog icecommit \(http://127\.0\.0\.1:9\): cannot be loaded"
+    ):
+        ic.connect(uri="http://127.0.0.1:9")
+    with pytest.raises(CatalogUnavailableError, match=r"catalog prod \(http://127\.0\.0\.1:9\)"):
+        ic.connect("prod", type="rest", uri="http://127.0.0.1:9")

@@ -6,6 +6,10 @@ ids ``c * 1000 + job_offset .. + ROWS``, so exactly-once is checked by id.
 
     python -m tests.committer.crash_driver --uri URI --warehouse WH --table T --job J \
         --checkpoints 3 [--crash-point after-prepare --crash-checkpoint 2] [--prepare-only]
+
+Without ``--uri`` the catalog named by ``--catalog-name`` is opened the pyiceberg way
+(``ic.connect(name)``: ``PYICEBERG_CATALOG__<NAME>__*`` or ``~/.pyiceberg.yaml``), as a
+job on a REST catalog opens it (:func:`process_arguments` gives both forms).
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import pyarrow as pa
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import OutputFile, OutputStream
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
+import icecommit as ic
 from icecommit.catalog.tables import create_table
 from icecommit.committer import GlobalCommitter, RetryPolicy
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -51,15 +57,42 @@ def checkpoint_rows(checkpoint_id: int, job_offset: int = 0) -> pa.Table:
     return events(start, start + ROWS)
 
 
-class CrashingCatalog(SqlCatalog):
-    """A SqlCatalog that can die after the catalog accepted a commit."""
+def process_arguments(catalog: Catalog) -> tuple[list[str], dict[str, str]]:
+    """How a process of its own opens ``catalog``: a SQL catalog by ``--uri``/``--warehouse``;
+    any other by name, the pyiceberg way, its properties in ``PYICEBERG_CATALOG__<NAME>__*``
+    variables (pyiceberg's spelling: ``__`` for a dot, ``_`` for a dash). Returns the
+    arguments and the environment to add."""
+    if isinstance(catalog, SqlCatalog):
+        uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+        return ["--uri", uri, "--warehouse", warehouse, "--catalog-name", catalog.name], {}
+    prefix = f"PYICEBERG_CATALOG__{catalog.name.upper()}__"
+    env = {
+        prefix + key.upper().replace(".", "__").replace("-", "_"): str(value)
+        for key, value in catalog.properties.items()
+        if key in ("type", "uri", "warehouse", "icecommit.state-uri") or key.startswith(("s3.", "header."))
+    }
+    return ["--catalog-name", catalog.name], env
 
-    crash: Callable[[str], None] = staticmethod(lambda point: None)
 
-    def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
-        response = super().commit_table(table, requirements, updates)
-        self.crash("catalog-accepted")
+def located(catalog: Catalog) -> tuple[str | None, str | None, dict[str, str]]:
+    """What :func:`run_job` opens ``catalog`` from: a SQL catalog's URI and warehouse, or
+    (None, None, its properties) for any other, opened by name with those properties."""
+    if isinstance(catalog, SqlCatalog):
+        return catalog.properties["uri"], catalog.properties["warehouse"], {}
+    return None, None, {k: str(v) for k, v in catalog.properties.items()}
+
+
+def crashing(catalog: Catalog, crash: Callable[[str], None]) -> Catalog:
+    """``catalog``, made to die (``crash("catalog-accepted")``) after it accepted a commit."""
+    accept = catalog.commit_table
+
+    def commit_table(table: Table, requirements: Any, updates: Any) -> Any:
+        response = accept(table, requirements, updates)
+        crash("catalog-accepted")
         return response
+
+    catalog.commit_table = commit_table  # type: ignore[method-assign]
+    return catalog
 
 
 class _HalfWrittenStream:
@@ -111,8 +144,8 @@ class StagingCrashFileIO(PyArrowFileIO):
 
 
 def run_job(
-    uri: str,
-    warehouse: str,
+    uri: str | None,
+    warehouse: str | None,
     table_name: str,
     job_id: str,
     checkpoints: int,
@@ -123,8 +156,11 @@ def run_job(
     prepare_only: bool = False,
     job_offset: int = 0,
     catalog_name: str = "crash",
+    properties: dict[str, str] | None = None,
 ) -> None:
-    """Run the job: recover, then write/prepare/commit checkpoints 1..N that are not in."""
+    """Run the job: recover, then write/prepare/commit checkpoints 1..N that are not in.
+    Without ``uri`` the catalog ``catalog_name`` is opened the pyiceberg way (with
+    ``properties`` added to its configuration)."""
     current = {"checkpoint": 0}
 
     def maybe_crash(point: str, checkpoint_id: int | None = None) -> None:
@@ -132,13 +168,12 @@ def run_job(
         if crash_point == point and checkpoint == crash_checkpoint and crash is not None:
             crash()
 
-    CrashingCatalog.crash = staticmethod(lambda point: maybe_crash(point))
-    catalog = CrashingCatalog(
-        catalog_name,
-        uri=uri,
-        warehouse=warehouse,
-        **{"py-io-impl": "tests.committer.crash_driver.StagingCrashFileIO"},
-    )
+    io = {"py-io-impl": "tests.committer.crash_driver.StagingCrashFileIO"}
+    if uri is None:
+        opened: Catalog = ic.connect(catalog_name, **{**(properties or {}), **io})
+    else:
+        opened = SqlCatalog(catalog_name, uri=uri, warehouse=warehouse, **io)
+    catalog = crashing(opened, maybe_crash)
     StagingCrashFileIO.armed = None
     try:
         table = create_table(
@@ -176,7 +211,8 @@ def run_job(
                 committer.commit(checkpoint_id)
     finally:
         StagingCrashFileIO.armed = None
-        catalog.engine.dispose()
+        if isinstance(catalog, SqlCatalog):
+            catalog.engine.dispose()
 
 
 def _exit() -> None:
@@ -186,8 +222,8 @@ def _exit() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--uri", required=True)
-    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--uri")
+    parser.add_argument("--warehouse")
     parser.add_argument("--table", required=True)
     parser.add_argument("--job", required=True)
     parser.add_argument("--checkpoints", type=int, required=True)

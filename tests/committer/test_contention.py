@@ -3,29 +3,39 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from contextlib import ExitStack
 
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
 from tests import processes
 from tests.committer import crash_driver
-from tests.committer.crash_driver import ROWS, checkpoint_rows
+from tests.committer.crash_driver import ROWS, checkpoint_rows, process_arguments
 
 JOBS = 8
 CHECKPOINTS = 6
 
 
 def _argv(catalog: SqlCatalog, table: str, job: int) -> list[str]:
+    where, _ = process_arguments(catalog)
     return [
-        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
-        "--table", table, "--job", f"w{job}", "--checkpoints", str(CHECKPOINTS),
-        "--job-offset", str(job * 50), "--catalog-name", catalog.name,
-    ]  # fmt: skip
+        *where,
+        "--table",
+        table,
+        "--job",
+        f"w{job}",
+        "--checkpoints",
+        str(CHECKPOINTS),
+        "--job-offset",
+        str(job * 50),
+    ]
 
 
+@pytest.mark.over_rest
 def test_eight_processes_commit_every_checkpoint_exactly_once(catalog: SqlCatalog) -> None:
     table = f"{catalog.name}.events"
     # create the table first so the processes race on commits, not on creation
@@ -36,9 +46,11 @@ def test_eight_processes_commit_every_checkpoint_exactly_once(catalog: SqlCatalo
         partition_by=["event"],
         properties={"icecommit.event-time-column": "ts"},
     )
+    env = {**os.environ, **process_arguments(catalog)[1]}
     with ExitStack() as running:  # a failure kills the rest and removes their folders
         children = [
-            running.enter_context(processes.Child(crash_driver.main, _argv(catalog, table, job))) for job in range(JOBS)
+            running.enter_context(processes.Child(crash_driver.main, _argv(catalog, table, job), env=env))
+            for job in range(JOBS)
         ]
         for child in children:
             _, stderr = child.communicate(timeout=600)

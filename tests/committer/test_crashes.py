@@ -3,9 +3,11 @@ as an exception; after recover and replay every record is present exactly once."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -23,6 +25,8 @@ from tests.committer.crash_driver import (
     ROWS,
     InjectedCrash,
     checkpoint_rows,
+    located,
+    process_arguments,
     run_job,
 )
 from tests.helpers import write_arrow
@@ -33,11 +37,9 @@ CHECKPOINTS = 3
 
 def _driver(catalog: SqlCatalog, table: str, job: str, *extra: str) -> subprocess.CompletedProcess[str]:
     """The driver as a process of its own (a crash is its ``os._exit``)."""
-    argv = [
-        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
-        "--table", table, "--job", job, "--checkpoints", str(CHECKPOINTS), "--catalog-name", catalog.name, *extra,
-    ]  # fmt: skip
-    return processes.run(crash_driver.main, argv)
+    where, env = process_arguments(catalog)
+    argv = [*where, "--table", table, "--job", job, "--checkpoints", str(CHECKPOINTS), *extra]
+    return processes.run(crash_driver.main, argv, env={**os.environ, **env})
 
 
 def assert_exactly_once(catalog: SqlCatalog, table: str, job: str, checkpoints: int = CHECKPOINTS) -> None:
@@ -52,6 +54,7 @@ def assert_exactly_once(catalog: SqlCatalog, table: str, job: str, checkpoints: 
     assert [(s.checkpoint_id, s.status) for s in states] == [(c, "committed") for c in range(1, checkpoints + 1)]
 
 
+@pytest.mark.over_rest
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_process_killed_at_each_step_then_replayed(catalog: SqlCatalog, point: str) -> None:
     table, job = f"{catalog.name}.events", "crashy"
@@ -62,21 +65,23 @@ def test_process_killed_at_each_step_then_replayed(catalog: SqlCatalog, point: s
     assert_exactly_once(catalog, table, job)
 
 
+@pytest.mark.over_rest
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_exception_at_each_step_then_replayed_in_the_same_process(catalog: SqlCatalog, point: str) -> None:
     table, job = f"{catalog.name}.events", "crashy"
-    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    uri, warehouse, properties = located(catalog)
 
     def crash() -> None:
         raise InjectedCrash(point)
 
     with pytest.raises(InjectedCrash):
         run_job(uri, warehouse, table, job, CHECKPOINTS, crash_point=point, crash_checkpoint=2, crash=crash,
-                catalog_name=catalog.name)  # fmt: skip
-    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+                catalog_name=catalog.name, properties=properties)  # fmt: skip
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name, properties=properties)
     assert_exactly_once(catalog, table, job)
 
 
+@pytest.mark.over_rest
 def test_crash_during_recovery(catalog: SqlCatalog) -> None:
     table, job = f"{catalog.name}.events", "crashy"
     prepared = _driver(catalog, table, job, "--prepare-only")
@@ -98,9 +103,10 @@ def test_crash_during_recovery(catalog: SqlCatalog) -> None:
     assert catalog.load_table(table).metadata.snapshots == before
 
 
+@pytest.mark.over_rest
 def test_recover_never_deletes_data_files(catalog: SqlCatalog) -> None:
     table, job = f"{catalog.name}.events", "crashy"
-    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    uri, warehouse, properties = located(catalog)
 
     def crash() -> None:
         raise InjectedCrash("after-write")
@@ -108,20 +114,23 @@ def test_recover_never_deletes_data_files(catalog: SqlCatalog) -> None:
     # files written for checkpoint 2 were never prepared: recovery leaves them alone
     with pytest.raises(InjectedCrash):
         run_job(uri, warehouse, table, job, CHECKPOINTS, crash_point="after-write", crash_checkpoint=2, crash=crash,
-                catalog_name=catalog.name)  # fmt: skip
-    data = Path(catalog.load_table(table).metadata.location.removeprefix("file://"), "data")
+                catalog_name=catalog.name, properties=properties)  # fmt: skip
+    data = Path(urlsplit(catalog.load_table(table).metadata.location).path, "data")
     before = set(data.rglob("*.parquet"))
     ic.GlobalCommitter(catalog, table, job_id=job).recover()
     assert set(data.rglob("*.parquet")) == before
-    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name, properties=properties)
     assert set(data.rglob("*.parquet")) >= before
     assert_exactly_once(catalog, table, job)
 
 
+@pytest.mark.over_rest
 def test_out_of_order_and_repeated_commit_calls(catalog: SqlCatalog) -> None:
     table, job = f"{catalog.name}.events", "calls"
-    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
-    run_job(uri, warehouse, table, job, CHECKPOINTS, prepare_only=True, catalog_name=catalog.name)
+    uri, warehouse, properties = located(catalog)
+    run_job(
+        uri, warehouse, table, job, CHECKPOINTS, prepare_only=True, catalog_name=catalog.name, properties=properties
+    )
     committer = ic.GlobalCommitter(catalog, table, job_id=job)
     assert committer.commit(2).committed  # commits 1 and 2, in order
     assert [c.checkpoint_id for c in committed_checkpoints(catalog.load_table(table).metadata)] == [2, 1]
@@ -134,8 +143,8 @@ def test_out_of_order_and_repeated_commit_calls(catalog: SqlCatalog) -> None:
 
 def test_a_job_restarted_with_its_counter_reset_is_refused_not_dropped(catalog: SqlCatalog, tmp_path: Path) -> None:
     table, job = f"{catalog.name}.events", "reset"
-    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
-    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name)
+    uri, warehouse, properties = located(catalog)
+    run_job(uri, warehouse, table, job, CHECKPOINTS, catalog_name=catalog.name, properties=properties)
     snapshots = catalog.load_table(table).metadata.snapshots
     # the restarted job offers new rows under checkpoint id 1 again
     restarted = ic.GlobalCommitter(catalog, table, job_id=job)
@@ -160,14 +169,17 @@ def test_a_job_restarted_with_its_counter_reset_is_refused_not_dropped(catalog: 
     with catalog.load_table(table).transaction() as tx:  # back to the catalog's own state database
         tx.set_properties({STATE_ID_PROPERTY: mismatch.value.expected_id})
     # under a new job id the same rows land
-    run_job(uri, warehouse, table, "reset-2", 1, catalog_name=catalog.name, job_offset=500)
+    run_job(uri, warehouse, table, "reset-2", 1, catalog_name=catalog.name, properties=properties, job_offset=500)
     assert catalog.load_table(table).scan().to_arrow().num_rows == CHECKPOINTS * ROWS + ROWS
 
 
+@pytest.mark.over_rest
 def test_another_job_takes_over_prepared_checkpoints(catalog: SqlCatalog) -> None:
     table = f"{catalog.name}.events"
-    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
-    run_job(uri, warehouse, table, "old", CHECKPOINTS, prepare_only=True, catalog_name=catalog.name)
+    uri, warehouse, properties = located(catalog)
+    run_job(
+        uri, warehouse, table, "old", CHECKPOINTS, prepare_only=True, catalog_name=catalog.name, properties=properties
+    )
     results = ic.GlobalCommitter(catalog, table, job_id="new").take_over("old")
     assert [r.status for r in results] == ["committed"] * 3
     loaded = catalog.load_table(table)

@@ -42,6 +42,7 @@ def live_files(table: Table) -> Counter[tuple[object, ...]]:
     return Counter(tuple(sorted(f["partition"].items())) for f in files)
 
 
+@pytest.mark.over_rest
 @pytest.mark.database_independent
 def test_small_files_become_few_in_one_replace_snapshot_and_reconcile_as_before(
     catalog: SqlCatalog, table_name: str
@@ -94,6 +95,7 @@ def test_few_small_files_where_and_bad_arguments_leave_the_table_alone(catalog: 
         assert refused.value.argument == argument
 
 
+@pytest.mark.over_rest
 def test_an_append_during_compaction_wins_and_the_compaction_still_lands(catalog: SqlCatalog, table_name: str) -> None:
     small_checkpoints(catalog, table_name, 6)
     expected = catalog.load_table(table_name).scan().to_arrow()
@@ -205,6 +207,7 @@ def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:
 LIVE_CHECKPOINTS = 20
 
 
+@pytest.mark.over_rest
 def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalog) -> None:
     """A real second process commits 20 checkpoints into the same partitions while this one
     compacts again and again: every row once, every checkpoint readable."""
@@ -213,12 +216,10 @@ def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalo
         catalog, table, checkpoint_rows(1).schema, partition_by=["event"],
         properties={"icecommit.event-time-column": "ts", "write.target-file-size-bytes": str(TARGET)},
     )  # fmt: skip
-    argv = [
-        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"], "--table", table,
-        "--job", "live", "--checkpoints", str(LIVE_CHECKPOINTS), "--catalog-name", catalog.name,
-    ]  # fmt: skip
+    where, env = crash_driver.process_arguments(catalog)
+    argv = [*where, "--table", table, "--job", "live", "--checkpoints", str(LIVE_CHECKPOINTS)]
     outcomes: Counter[str] = Counter()
-    with processes.Child(crash_driver.main, argv) as writer:
+    with processes.Child(crash_driver.main, argv, env={**os.environ, **env}) as writer:
         while writer.poll() is None:
             done = compact(catalog, table, min_input_files=3)
             outcomes.update(g.status for g in done.groups)
@@ -237,6 +238,7 @@ def test_compaction_beside_a_process_that_commits_checkpoints(catalog: SqlCatalo
     assert sum(line.readable for line in report.checkpoints) == LIVE_CHECKPOINTS * ROWS
 
 
+@pytest.mark.over_rest
 @pytest.mark.database_independent
 def test_a_commit_whose_answer_was_lost_is_found_landed_and_its_files_kept(
     catalog: SqlCatalog, table_name: str, monkeypatch: pytest.MonkeyPatch
@@ -275,6 +277,7 @@ def _store(catalog: SqlCatalog) -> CompactionStore:
     return CompactionStore(state_engine(state_uri(catalog)))
 
 
+@pytest.mark.over_rest
 @pytest.mark.database_independent
 def test_rows_are_followed_exactly_through_compactions_whose_snapshots_were_expired(
     catalog: SqlCatalog, table_name: str

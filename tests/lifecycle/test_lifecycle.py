@@ -24,7 +24,7 @@ from tests.fakes import Crash, crash_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 # one process, one step after another; rollback and expiry's queries are tested in tests/state
-pytestmark = pytest.mark.database_independent
+pytestmark = [pytest.mark.database_independent, pytest.mark.over_rest]
 
 FAST = RetryPolicy(max_attempts=5, max_seconds=60, min_wait_s=0.01, max_wait_s=0.1)
 ROWS = 10

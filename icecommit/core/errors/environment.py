@@ -256,6 +256,27 @@ class StateDatabaseUnavailableError(StateDatabaseError):
         self.args = (f"{self.args[0]}; run it again once the database is reachable",)
 
 
+class StateDatabaseNotConfiguredError(StateDatabaseError):
+    """The catalog keeps no database icecommit could use for its state (a REST, Glue or
+    Hive catalog) and none is configured: a local file would be a state no other process
+    finds, so none is made. Nothing was changed.
+
+    Attributes:
+        catalog: the catalog's name.
+    """
+
+    def __init__(self, catalog: str, kind: str) -> None:
+        self.catalog = catalog
+        variable = "PYICEBERG_CATALOG__" + catalog.upper().replace("-", "_") + "__ICECOMMIT__STATE_URI"
+        super().__init__(
+            "(not configured)",
+            f"catalog {catalog} is a {kind}, which keeps no database for icecommit's state, and no state "
+            "database is configured; name one (PostgreSQL, e.g. postgresql+psycopg://user@host/db) with the "
+            f"catalog property icecommit.state-uri where the catalog is configured (~/.pyiceberg.yaml, or {variable}), "
+            "or with ICECOMMIT_STATE_URI",
+        )
+
+
 class StateSchemaError(StateDatabaseError):
     """The state database was written by a newer icecommit than this one.
 
