@@ -214,6 +214,7 @@ class StreamingSink:
         if self.catalog_impl is None:  # a SQL catalog: the existing one, or a named error
             uri, warehouse = str(properties.pop("uri", "")), properties.pop("warehouse", None)
             return connect(self.catalog_name, uri=uri or None, warehouse=warehouse, create=False, **properties)
+        properties.pop("type", None)  # pyiceberg takes a type or a class, never both
         try:
             return load_catalog(self.catalog_name, **{**properties, "py-catalog-impl": self.catalog_impl})
         except Exception as e:  # its message may hold a URL with a password: only its type is shown

@@ -170,7 +170,7 @@ def _is_rest(uri: str | None, properties: dict[str, str]) -> bool:
     ``type`` says it is not a SQL one: its ``uri`` is pyiceberg's, not a SQLAlchemy URL."""
     kind = properties.get("type")
     if kind is not None:
-        return kind != "sql"
+        return kind.lower() != "sql"
     return uri is not None and uri.split("://", 1)[0].lower() in ("http", "https")
 
 
@@ -188,7 +188,9 @@ def _connect(
             extra = {"type": "rest", **extra, "uri": resolved_uri}
         if resolved_warehouse is not None:
             # a REST server names its warehouse as it likes (Polaris: a catalog name), not a path
-            extra["warehouse"] = resolved_warehouse if rest else _normalise_warehouse(resolved_warehouse, create)
+            served = resolved_uri is not None and resolved_uri.split("://", 1)[0].lower() in ("http", "https")
+            served = served or str(properties.get("type", "")).lower() == "rest"
+            extra["warehouse"] = resolved_warehouse if served else _normalise_warehouse(resolved_warehouse, create)
         shown = f"catalog {name or DEFAULT_CATALOG_NAME}"
         logger.debug("loading pyiceberg-configured %s", shown)
         try:

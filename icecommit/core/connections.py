@@ -26,6 +26,7 @@ from pyiceberg.exceptions import (
     TooManyRequestsError,
 )
 from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import SSLError as RequestsSSLError
 from requests.exceptions import Timeout as RequestsTimeout
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -69,6 +70,8 @@ def is_transient(error: BaseException) -> bool:
     """
     if isinstance(error, (DisconnectionError, PoolTimeoutError, ConnectionError)):
         return True
+    if isinstance(error, RequestsSSLError):  # a certificate refused: the same a moment later
+        return False
     if isinstance(error, REST_TRANSIENT):
         return True
     if not isinstance(error, DBAPIError):

@@ -518,10 +518,14 @@ def _rewrite(
         assert snapshot_id is not None  # a replace makes a snapshot
     except BaseException as e:
         landed = _landed_or_unknown(catalog, plan, group_id)
-        if landed is False:  # it did not land and cannot any more: nothing of it stays
-            _remove(table.io, paths)
-            if recorded:
-                _forget(store, group_id)
+        if landed is False:  # not in the table
+            # an attempt whose answer was lost (a REST gateway's 504, a dropped connection) may
+            # still land while the head it asserted is the branch's: its files stay then (the
+            # orphan sweep removes them if it never lands); otherwise nothing of it stays
+            if not (operation.doubted or isinstance(e, CommitStateUnknownError)):
+                _remove(table.io, paths)
+                if recorded:
+                    _forget(store, group_id)
             cause = e.cause if isinstance(e, CommitStateUnknownError) else e
             if isinstance(cause, (ValidationException, _Abort)):
                 logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, cause)
@@ -577,6 +581,12 @@ class _ReplaceGroup(protocol.Operation):
         self.started_from = started_from
         self._on_attempt = on_attempt
         self._current: dict[str, DataFile] = {}
+
+    #: an attempt's outcome was unknown once (its files may yet be the table's)
+    doubted = False
+
+    def unknown(self, cause: BaseException) -> None:
+        self.doubted = True
 
     @property
     def label(self) -> str:

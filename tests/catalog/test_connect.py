@@ -7,9 +7,20 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import requests
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitStateUnknownException,
+    ForbiddenError,
+    ServerError,
+    ServiceUnavailableError,
+    TooManyRequestsError,
+)
 
 import icecommit as ic
+from icecommit.core.conflicts import is_commit_conflict
+from icecommit.core.connections import is_transient
 from icecommit.errors import CatalogUnavailableError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
@@ -129,3 +140,29 @@ def test_an_http_uri_is_a_rest_catalog_and_one_that_does_not_answer_is_named() -
         ic.connect(uri="http://127.0.0.1:9")
     with pytest.raises(CatalogUnavailableError, match=r"catalog prod \(http://127\.0\.0\.1:9\)"):
         ic.connect("prod", type="rest", uri="http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (requests.exceptions.ConnectionError("refused"), True),
+        (requests.exceptions.ReadTimeout("slow"), True),
+        (requests.exceptions.SSLError("certificate verify failed"), False),
+        (ServiceUnavailableError("503"), True),
+        (ServerError("500"), True),
+        (TooManyRequestsError("429"), True),
+        (CommitStateUnknownException("504"), True),
+        (BadRequestError("400"), False),
+        (ForbiddenError("403"), False),
+    ],
+    ids=repr,
+)
+def test_a_rest_catalogs_transient_failures_are_told_from_its_refusals(error: Exception, transient: bool) -> None:
+    assert is_transient(error) is transient
+
+
+def test_a_rest_servers_refusal_of_a_stale_sequence_number_is_a_conflict() -> None:
+    assert is_commit_conflict(
+        BadRequestError("Cannot add snapshot with sequence number 7 older than last sequence number 8")
+    )
+    assert not is_commit_conflict(BadRequestError("Invalid schema"))

@@ -5,8 +5,11 @@
   out, and its answer replaced by that status (the server failing after its change, a gateway
   timing out or restarting): pyiceberg raises ``CommitStateUnknownException`` for 500, 502 and
   504 and ``ServiceUnavailableError`` for 503. The change is in the table;
-- ``refused-503``: a 503 answered without forwarding (an overloaded gateway): nothing landed,
-  and the client cannot tell;
+- ``refused-503``, ``refused-429``: a 503 or a 429 (too many requests) answered without
+  forwarding (an overloaded gateway, a rate limit): nothing landed, and the client cannot tell;
+- ``late-504``: a 504 answered at once, and the commit forwarded ``late_s`` seconds later (a
+  gateway that timed out while the request was still on its way): it may land after the
+  client gave up on it. Not in the seeded plan; tests ask for it.
 - ``conflict-409``: a 409 ``CommitFailedException`` answered without forwarding (the server's
   check of the commit's requirements failing): nothing landed.
 
@@ -28,7 +31,7 @@ from urllib.parse import urlsplit
 
 from tests.s3proxy import serve
 
-KINDS = ("lost-500", "lost-502", "lost-503", "lost-504", "refused-503", "conflict-409")
+KINDS = ("lost-500", "lost-502", "lost-503", "lost-504", "refused-503", "refused-429", "conflict-409")
 #: the kinds whose commit reached the server and was carried out
 FORWARDED = frozenset({"lost-500", "lost-502", "lost-503", "lost-504"})
 
@@ -51,6 +54,8 @@ class RestFaultProxy:
     passes: int = 0
     kinds: tuple[str, ...] = KINDS
     port: int = 0
+    late_s: float = 2.0
+    late: list[threading.Thread] = field(default_factory=list)  # the late commits, to wait for
     done: Counter[str] = field(default_factory=Counter)  # per kind (and "passed"), what the commits got
     plan: list[str | None] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -65,6 +70,8 @@ class RestFaultProxy:
         return self
 
     def stop(self) -> None:
+        for later in self.late:
+            later.join(30)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -93,8 +100,16 @@ class RestFaultProxy:
         if kind == "conflict-409":
             _answer_error(handler, 409, "CommitFailedException", "Requirement failed: branch main has changed")
             return
-        if kind == "refused-503":
-            _answer_error(handler, 503, "ServiceUnavailableException", "Slow down: the service is overloaded")
+        if kind in ("refused-503", "refused-429"):
+            code = int(kind.split("-")[1])
+            _answer_error(handler, code, "ServiceUnavailableException", "Slow down: the service is overloaded")
+            return
+        if kind == "late-504":
+            request = (handler.command, handler.path, dict(handler.headers.items()))  # the handler is reused
+            later = threading.Timer(self.late_s, self._forward_request, (*request, body))
+            later.start()
+            self.late.append(later)
+            _answer(handler, 504, "text/html", _GATEWAY % 504)
             return
         status, reason, headers, payload = self._forward(handler, body)
         if kind is not None:  # lost-NNN: carried out, the answer lost on the way back
@@ -114,12 +129,17 @@ class RestFaultProxy:
             handler.wfile.write(payload)
 
     def _forward(self, handler: BaseHTTPRequestHandler, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
+        return self._forward_request(handler.command, handler.path, dict(handler.headers.items()), body)
+
+    def _forward_request(
+        self, method: str, path: str, given: dict[str, str], body: bytes
+    ) -> tuple[int, str, list[tuple[str, str]], bytes]:
         parts = urlsplit(self.target)
         upstream = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=120)
         try:
-            headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("transfer-encoding", "connection")}
+            headers = {k: v for k, v in given.items() if k.lower() not in ("transfer-encoding", "connection")}
             headers["Content-Length"] = str(len(body))
-            upstream.request(handler.command, handler.path, body=body, headers=headers)
+            upstream.request(method, path, body=body, headers=headers)
             response = upstream.getresponse()
             return response.status, response.reason, response.getheaders(), response.read()
         finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -166,3 +167,18 @@ def test_java_icebergs_spark_reader_reads_through_the_rest_server_what_icecommit
     assert {f["file_path"] for f in report["files"]} == {t.file.file_path for t in loaded.scan().plan_files()}
     assert report["where"]["id < 2010"] == sorted(i for i in ours.column("id").to_pylist() if i < 2010)
     assert report["as_of"] == sorted(checkpoint_rows(1).column("id").to_pylist())
+
+
+def test_a_pickled_streaming_sink_reopens_the_rest_catalog_where_the_batch_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Spark Connect runs foreachBatch in a Python process of its own: the sink carries how
+    to open the catalog, not the catalog."""
+    name = _name()
+    catalog = ic.connect(name, type="rest", uri=rest_url(tmp_path_factory), **{"icecommit.state-uri": pg_uri()})
+    table = f"{name}.events"
+    ic.create_table(catalog, table, EVENTS_SCHEMA)
+    sink = pickle.loads(pickle.dumps(ic.streaming_sink(table, catalog=catalog, job_id="stream")))
+    reopened = sink.catalog()
+    assert type(reopened).__name__ == "RestCatalog" and reopened.properties["uri"] == catalog.properties["uri"]
+    assert reopened.load_table(table).metadata.table_uuid == catalog.load_table(table).metadata.table_uuid

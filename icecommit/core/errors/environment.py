@@ -273,7 +273,8 @@ class StateDatabaseNotConfiguredError(StateDatabaseError):
             f"catalog {catalog} is a {kind}, which keeps no database for icecommit's state, and no state "
             "database is configured; name one (PostgreSQL, e.g. postgresql+psycopg://user@host/db) with the "
             f"catalog property icecommit.state-uri where the catalog is configured (~/.pyiceberg.yaml, or {variable}), "
-            "or with ICECOMMIT_STATE_URI",
+            "or with ICECOMMIT_STATE_URI (a table that already records a local state file, as its property "
+            "icecommit.state.uri says, keeps it when that file's URL is named there)",
         )
 
 
