@@ -49,6 +49,7 @@ from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from icecommit.catalog.loading import load_table
 from icecommit.committer import protocol
+from icecommit.committer.planning import head_of
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy
 from icecommit.core.ancestry import branch_ancestry, require_branch
@@ -517,15 +518,11 @@ def _rewrite(
         ).snapshot_id
         assert snapshot_id is not None  # a replace makes a snapshot
     except BaseException as e:
-        landed = _landed_or_unknown(catalog, plan, group_id)
-        if landed is False:  # not in the table
-            # an attempt whose answer was lost (a REST gateway's 504, a dropped connection) may
-            # still land while the head it asserted is the branch's: its files stay then (the
-            # orphan sweep removes them if it never lands); otherwise nothing of it stays
-            if not (operation.doubted or isinstance(e, CommitStateUnknownError)):
-                _remove(table.io, paths)
-                if recorded:
-                    _forget(store, group_id)
+        landed = _landed_or_unknown(catalog, plan, group_id, operation.doubted)
+        if landed is False:  # it did not land and cannot any more: nothing of it stays
+            _remove(table.io, paths)
+            if recorded:
+                _forget(store, group_id)
             cause = e.cause if isinstance(e, CommitStateUnknownError) else e
             if isinstance(cause, (ValidationException, _Abort)):
                 logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, cause)
@@ -538,13 +535,8 @@ def _rewrite(
             raise
         snapshot_id = landed  # an attempt whose answer was lost had landed: its files are the table's now
     store.committed(group_id, snapshot_id)
-    logger.info(
-        "compaction of %s: %d file(s) rewritten into %d as snapshot %d",
-        plan.table,
-        len(inputs),
-        len(outputs),
-        snapshot_id,
-    )
+    logger.info("compaction of %s: %d file(s) rewritten into %d as snapshot %d",
+                plan.table, len(inputs), len(outputs), snapshot_id)  # fmt: skip
     return replace(group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs))
 
 
@@ -581,12 +573,12 @@ class _ReplaceGroup(protocol.Operation):
         self.started_from = started_from
         self._on_attempt = on_attempt
         self._current: dict[str, DataFile] = {}
-
-    #: an attempt's outcome was unknown once (its files may yet be the table's)
-    doubted = False
+        self._asserted: int | None = None
+        #: heads asserted by attempts whose answer was lost (a REST 504): one may land later
+        self.doubted: set[int | None] = set()
 
     def unknown(self, cause: BaseException) -> None:
-        self.doubted = True
+        self.doubted.add(self._asserted)
 
     @property
     def label(self) -> str:
@@ -600,6 +592,7 @@ class _ReplaceGroup(protocol.Operation):
         return None
 
     def apply(self, table: Table) -> protocol.Applied:
+        self._asserted = head_of(table, self.plan.branch)
         # the rewritten files keep the sequence number of the snapshot the plan read (Iceberg's
         # RewriteFiles rule): equality deletes committed since still apply to their rows
         with (
@@ -622,12 +615,18 @@ class _ReplaceGroup(protocol.Operation):
         return protocol.Found(landed) if landed is not None else None
 
 
-def _landed_or_unknown(catalog: Catalog, plan: CompactionPlan, group_id: str) -> int | bool | None:
-    """The group's snapshot if it landed, False if it did not, None if that cannot be read."""
+def _landed_or_unknown(
+    catalog: Catalog, plan: CompactionPlan, group_id: str, doubted: set[int | None]
+) -> int | bool | None:
+    """The group's snapshot if it landed, False if it did not and cannot any more, None if
+    that cannot be read or a lost attempt may still land (its asserted head is the head)."""
     try:
-        landed = _landed(load_table(catalog, plan.table), plan.branch, group_id)
+        table = load_table(catalog, plan.table)
+        landed = _landed(table, plan.branch, group_id)
     except Exception:  # the catalog cannot answer: the files must stay
         logger.warning("compaction of %s: cannot tell whether group %s landed", plan.table, group_id, exc_info=True)
+        return None
+    if landed is None and head_of(table, plan.branch) in doubted:
         return None
     return False if landed is None else landed
 
