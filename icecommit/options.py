@@ -10,6 +10,7 @@ beside ``options`` overrides that field.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from pyiceberg.table import Table
 
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.evolution import checked_mode
 from icecommit.core.identifiers import checked_file_size, table_name
 from icecommit.maintenance.policy import MaintenancePolicy
 
@@ -41,6 +43,17 @@ class WriteOptions:
             table and ``none`` otherwise).
         maintenance: compaction and expiry to run after the commit (a failure there never
             undoes or fails the commit).
+        schema_mode: ``strict`` (the table's schema as it is), ``add-columns`` (columns the
+            table lacks are added, optional) or ``merge`` (also Iceberg's promotions); None:
+            the table's ``icecommit.schema-mode``, else ``strict``. The change is committed
+            before the tasks write and recorded with the checkpoint
+            (:mod:`icecommit.core.evolution`).
+        create: create a table that does not exist, from the DataFrame's columns (all
+            optional but ``identifier_fields``), recorded with the checkpoint.
+        partition_by: the partition transforms of a created table: one list for every
+            table, or a mapping from routing value (or table name) to list.
+        table_properties: the properties of a created table.
+        identifier_fields: the key columns of a created table (for upserts later).
     """
 
     route_by: str | None = None
@@ -51,6 +64,11 @@ class WriteOptions:
     completeness: PartitionCompleteness | None = None
     distribution: str | None = None
     maintenance: MaintenancePolicy | None = None
+    schema_mode: str | None = None
+    create: bool = False
+    partition_by: Sequence[str] | Mapping[Any, Sequence[str]] | None = None
+    table_properties: Mapping[str, str] | None = None
+    identifier_fields: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         # the rest is checked where it is used, with the messages callers already know
@@ -59,6 +77,30 @@ class WriteOptions:
         checked_file_size(self.target_file_size)
         if self.maintenance is not None and not isinstance(self.maintenance, MaintenancePolicy):
             raise InvalidArgumentError("maintenance", self.maintenance, "an icecommit MaintenancePolicy, or None")
+        if self.schema_mode is not None:
+            checked_mode(self.schema_mode)
+        if not isinstance(self.create, bool):
+            raise InvalidArgumentError("create", self.create, "True or False")
+        specs = self.partition_by.values() if isinstance(self.partition_by, Mapping) else [self.partition_by]
+        for spec in specs:
+            if spec is not None and (isinstance(spec, str) or not all(isinstance(p, str) for p in spec)):
+                raise InvalidArgumentError(
+                    "partition_by", self.partition_by, "a list of transforms, or a mapping from route to such a list"
+                )
+        names = self.identifier_fields
+        if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
+            raise InvalidArgumentError("identifier_fields", names, "a list of column names")
+
+    def partitions_of(self, table: str, routes: Mapping[Any, str]) -> list[str]:
+        """The partition transforms a created ``table`` gets (``routes``: routing value to
+        table name, empty for a single table)."""
+        spec = self.partition_by
+        if not isinstance(spec, Mapping):
+            return list(spec or [])
+        if table in spec:
+            return list(spec[table])
+        found = [list(spec[v]) for v, name in routes.items() if name == table and v in spec]
+        return found[0] if found else []
 
     @classmethod
     def of(cls, options: WriteOptions | None = None, **keywords: Any) -> WriteOptions:

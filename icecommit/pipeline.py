@@ -4,6 +4,7 @@ orchestration (recover, plan, write, validate, prepare, commit, maintain) serves
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,6 @@ from typing import Any, overload
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
@@ -20,10 +20,11 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
-from icecommit.catalog.tables import create_table
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
+from icecommit.committer.retry import RetryPolicy
+from icecommit.committer.schema_change import create_for_checkpoint, evolve
 from icecommit.committer.staging import lost_files
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
@@ -31,10 +32,12 @@ from icecommit.core.errors import (
     DataFileMissingError,
     IcecommitError,
     InvalidArgumentError,
+    SchemaMismatchError,
     StateDatabaseError,
     UnroutedRecordsError,
     nothing_staged,
 )
+from icecommit.core.evolution import ADD_COLUMNS, STRICT, checked_mode
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
@@ -43,6 +46,7 @@ from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
+from icecommit.writers.schema import iceberg_struct
 from icecommit.writers.spark import SparkWriter, TaskHook
 
 logger = logging.getLogger(__name__)
@@ -192,19 +196,23 @@ class _Landing:
     def run(self, df: DataFrame, target: Table | str | Routes) -> CommitResult | RoutedCommitResult:
         routed = isinstance(target, Mapping)
         names = [table_name(t) for t in target.values()] if isinstance(target, Mapping) else [table_name(target)]
+        routes = {v: table_name(t) for v, t in target.items()} if isinstance(target, Mapping) else {}
         for name in names:
             if name not in self.tables:
-                self.tables[name] = load_table(self.catalog, name)
+                self.tables[name] = self._table(df, name, routes)
                 check_table_properties(self.tables[name].metadata)  # before any Spark job
         dead_name = None
         if isinstance(target, Mapping):
             assert self.options.route_by is not None
-            check_routed_frame(df, self.tables, self.options.route_by)
+            if all(self._mode(t) == STRICT for t in self.tables.values()):
+                check_routed_frame(df, self.tables, self.options.route_by)
+            elif self.options.route_by not in df.columns:  # the rest is checked as each table evolves
+                raise SchemaMismatchError(self.options.route_by, "routing column is missing from the DataFrame")
             dead_name = self.options.dead_letter
             if dead_name is not None:
                 if dead_name in self.tables:
                     raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
-                self.tables[dead_name] = _dead_letter_table(self.catalog, dead_name, df)
+                self.tables[dead_name] = self._dead_letter(df, dead_name)
         for name in self.tables:
             self.committers[name] = GlobalCommitter(
                 self.catalog,
@@ -217,6 +225,8 @@ class _Landing:
             )
         pending = self._settle()
         skipped: dict[str, int] = {}
+        for name in pending:  # before any task writes: the tasks write with the new field ids
+            self._evolve(df, name, dead_letter=name == dead_name)
         if pending:
             if isinstance(target, Mapping):
                 written, skipped = self._write_routed(df, target, pending, dead_name)
@@ -238,6 +248,52 @@ class _Landing:
             results={name: self.results[name] for name in self.tables},
             skipped_records=skipped,
         )
+
+    def _mode(self, table: Table) -> str:
+        return checked_mode(self.options.schema_mode, table.metadata.properties)
+
+    def _table(self, df: DataFrame, name: str, routes: Mapping[Any, str]) -> Table:
+        """The table ``name``; with ``create``, created from the DataFrame's columns (the
+        routing column left out) when it does not exist."""
+        if not self.options.create:
+            return load_table(self.catalog, name)
+        return create_for_checkpoint(
+            self.catalog, name, _arrow_schema(df, leave_out=self.options.route_by),
+            job_id=self.job_id, checkpoint_id=self.checkpoint_id,
+            partition_by=self.options.partitions_of(name, routes),
+            properties=dict(self.options.table_properties or {}), identifier_fields=self.options.identifier_fields,
+        )  # fmt: skip
+
+    def _dead_letter(self, df: DataFrame, name: str) -> Table:
+        """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""
+        return create_for_checkpoint(
+            self.catalog, name, _arrow_schema(df), job_id=self.job_id, checkpoint_id=self.checkpoint_id,
+            partition_by=None, properties={}, identifier_fields=None,
+        )  # fmt: skip
+
+    def _evolve(self, df: DataFrame, name: str, *, dead_letter: bool) -> None:
+        """Commit the schema change the checkpoint's rows need in table ``name`` under the
+        write's schema mode (a dead-letter table takes the source's new columns whatever the
+        mode), then plan the write on the table it left."""
+        plan = self.plans[name]
+        mode = self._mode(plan.table)
+        if dead_letter and mode == STRICT:
+            mode = ADD_COLUMNS
+        if mode == STRICT:
+            return
+        route = self.options.route_by
+        ignore = () if dead_letter or route is None else (route,)
+        known = set(plan.table.schema().column_names)
+        incoming = iceberg_struct(df.schema, name, known={*known, *ignore})
+        committer = self.committers[name]
+        evolved = evolve(
+            plan.table, job_id=self.job_id, checkpoint_id=self.checkpoint_id, incoming=incoming, mode=mode,
+            load=committer.load_table, policy=RetryPolicy.from_properties(plan.table.metadata.properties),
+            ignore=ignore,
+        )  # fmt: skip
+        if evolved is not plan.table:
+            self.tables[name] = evolved
+            self.plans[name] = dataclasses.replace(plan, table=evolved)
 
     def _settle(self) -> list[str]:
         """Recover each table's job, then plan the checkpoint once per table: the tables
@@ -359,18 +415,14 @@ def _maintain_after(
         return None
 
 
-def _dead_letter_table(catalog: Catalog, table: str, df: DataFrame) -> Table:
-    """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""
+def _arrow_schema(df: DataFrame, *, leave_out: str | None = None) -> pa.Schema:
+    """The DataFrame's columns as Arrow types (Spark ``TIMESTAMP`` as UTC instants), all
+    optional, without ``leave_out``."""
     try:
-        return load_table(catalog, table)
-    except NoSuchTableError:
-        try:
-            arrow = to_arrow_schema(df.schema, timezone="UTC")
-        except TypeError:  # pyspark 3.5 has no timezone argument and always uses UTC
-            arrow = to_arrow_schema(df.schema)
-        schema = pa.schema([f.with_nullable(True) for f in arrow])
-        logger.info("creating dead-letter table %s with the source's columns", table)
-        return create_table(catalog, table, schema)
+        arrow = to_arrow_schema(df.schema, timezone="UTC")
+    except TypeError:  # pyspark 3.5 has no timezone argument and always uses UTC
+        arrow = to_arrow_schema(df.schema)
+    return pa.schema([f.with_nullable(True) for f in arrow if f.name != leave_out])
 
 
 def _known_ratio(model: WriteModelStore, table: str) -> float | None:

@@ -24,7 +24,16 @@ from pyiceberg.transforms import (
     TruncateTransform,
     YearTransform,
 )
-from pyiceberg.types import IcebergType, ListType, MapType, StructType
+from pyiceberg.types import (
+    DoubleType,
+    FloatType,
+    IcebergType,
+    ListType,
+    MapType,
+    NestedField,
+    PrimitiveType,
+    StructType,
+)
 
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.storage import catalog_tables, keys_of
@@ -163,6 +172,7 @@ def create_table(
     *,
     properties: Mapping[str, str] | None = None,
     location: str | None = None,
+    identifier_fields: Sequence[str] | None = None,
 ) -> Table:
     """Create a table, or return the existing one if it has the same schema and spec.
 
@@ -176,6 +186,8 @@ def create_table(
             ``write.parquet.compression-codec`` defaults to ``zstd`` (what icecommit
             writes), set on the table so that other engines' writers use it too.
         location: table location; the warehouse default when absent.
+        identifier_fields: the columns that identify a row (the key of upserts); they are
+            made required, as Iceberg requires of identifier fields.
 
     Raises:
         TableSpecError: an unknown transform or column, an existing table whose schema
@@ -185,7 +197,7 @@ def create_table(
             that contains, or lies inside, another table's location.
     """
     check_table_name(name)
-    iceberg_schema = to_iceberg_schema(schema)
+    iceberg_schema = with_identifier_fields(to_iceberg_schema(schema), identifier_fields, name)
     if partition_by is not None and (
         isinstance(partition_by, str)
         or not isinstance(partition_by, Sequence)
@@ -233,6 +245,36 @@ def create_table(
         )
     except (ValueError, PyIcebergValidationError) as e:  # e.g. an unsupported format-version
         raise TableSpecError(name, f"cannot be created: {briefly(e)}") from e
+
+
+def with_identifier_fields(schema: Schema, names: Sequence[str] | None, table: str) -> Schema:
+    """``schema`` with ``names`` as its identifier fields, made required.
+
+    Raises:
+        InvalidArgumentError: not a list of names.
+        TableSpecError: a name that is no column, or a column of a type that cannot be a key.
+    """
+    if names is None:
+        return schema
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise InvalidArgumentError("identifier_fields", names, "a list of column names, such as ['user_id']")
+    keys = {}
+    for key in names:
+        try:
+            field = schema.find_field(key)
+        except ValueError as e:
+            columns = ", ".join(schema.column_names)
+            raise TableSpecError(table, f"identifier field {key!r} is not a column ({columns})") from e
+        if not isinstance(field.field_type, PrimitiveType) or isinstance(field.field_type, (FloatType, DoubleType)):
+            raise TableSpecError(
+                table, f"identifier field {key!r} is {field.field_type}: a key is a non-float primitive"
+            )
+        keys[field.field_id] = key
+    if "." in "".join(keys.values()):
+        raise TableSpecError(table, "identifier fields are top-level columns")
+    fields = [f if f.field_id not in keys else NestedField(f.field_id, f.name, f.field_type, required=True, doc=f.doc)
+              for f in schema.fields]  # fmt: skip
+    return Schema(*fields, schema_id=schema.schema_id, identifier_field_ids=list(keys))
 
 
 #: The Parquet codec property, and the codec a table gets when created without one (pyiceberg's).

@@ -11,11 +11,13 @@ as they always did.
 from __future__ import annotations
 
 from icecommit.core.errors import CheckpointFeatureError
+from icecommit.core.evolution import FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE
 from icecommit.state.checkpoints import CheckpointState
 
-#: The features this version commits. A schema change, a table creation, a row delta and
-#: a partition overwrite each add their name here when their operation lands.
-SUPPORTED: frozenset[str] = frozenset()
+#: The features this version commits: a checkpoint that changed the table's schema or
+#: created the table before its tasks wrote (its files carry the new field ids). A row
+#: delta and a partition overwrite each add their name here when their operation lands.
+SUPPORTED: frozenset[str] = frozenset({FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE})
 
 
 def require_supported(state: CheckpointState, supported: frozenset[str] = SUPPORTED) -> None:

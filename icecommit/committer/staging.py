@@ -18,6 +18,7 @@ from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
 from icecommit.core.errors import CheckpointReusedError, DataFileMissingError, StagedManifestError, StagingError
+from icecommit.core.evolution import checkpoint_features
 from icecommit.core.tableprops import future_skew
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
@@ -130,6 +131,8 @@ def stage_checkpoint(
         tasks=[(r.task_id, r.attempt) for r in results],
         samples=prepare_samples(results),
         partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
+        # the schema change or creation the checkpoint made before its tasks wrote
+        features=checkpoint_features(table.metadata.properties, job_id, checkpoint_id),
     )
     with state_errors(store, "nothing was recorded: prepare it again"):
         if replacing is not None:

@@ -339,6 +339,7 @@ class CheckpointStore(MetricSampleStore):
         tasks: Sequence[tuple[int, int]],
         samples: Sequence[MetricSample],
         partitions: Sequence[tuple[str, int, int]],
+        features: Sequence[str] = (),
     ) -> CheckpointState | None:
         """Prepare a checkpoint again from new files, in place of a prepared row whose staged
         files were lost: its files, counts, accepted task attempts, task metrics and records
@@ -376,6 +377,7 @@ class CheckpointStore(MetricSampleStore):
             row.max_event_time_us = max_event_time_us
             row.watermark_us = watermark_us if watermark_us is not None or future_records else max_event_time_us
             row.future_records = future_records
+            row.features = ",".join(sorted({*(row.features or "").split(","), *features} - {""})) or None
             row.files_missing = 0
             row.prepared_at = self._clock()
             session.add_all(

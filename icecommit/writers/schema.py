@@ -8,7 +8,7 @@ session time zone, so it is refused with a hint.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
@@ -78,6 +78,65 @@ def spark_type(iceberg_type: IcebergType, path: str, table: str) -> T.DataType:
             True,
         )
     raise SchemaMismatchError(path, f"Iceberg type {iceberg_type} is not supported by the Spark writer", table=table)
+
+
+def iceberg_struct(spark: T.StructType, table: str, *, known: Collection[str] = ()) -> StructType:
+    """The Iceberg type of rows of ``spark``, for planning a schema change (its field ids
+    are placeholders: the catalog's commit assigns the real ones). Spark ``TIMESTAMP`` is
+    ``timestamptz`` and ``TIMESTAMP_NTZ`` is ``timestamp``; byte and short are int.
+
+    A column of no type (Spark's ``NullType``, a literal null) fits any column the table
+    has (``known``) and is left out; one the table lacks cannot be added.
+
+    Raises:
+        SchemaMismatchError: a type Iceberg cannot hold, or an untyped column to add.
+    """
+    ids = iter(range(1, 1 << 30))
+    fields = []
+    for f in spark.fields:
+        if isinstance(f.dataType, T.NullType):
+            if f.name in known:
+                continue
+            raise SchemaMismatchError(
+                f.name, "has no type (a literal null): cast it to the type the new column should have", table=table
+            )
+        fields.append(NestedField(next(ids), f.name, _iceberg(f.dataType, f.name, table, ids), required=False))
+    return StructType(*fields)
+
+
+def _iceberg(spark: T.DataType, path: str, table: str, ids: Iterator[int]) -> IcebergType:
+    simple: list[tuple[tuple[type, ...], IcebergType]] = [
+        ((T.BooleanType,), BooleanType()),
+        (_INTEGRAL, IntegerType()),
+        ((T.LongType,), LongType()),
+        ((T.FloatType,), FloatType()),
+        ((T.DoubleType,), DoubleType()),
+        ((T.DateType,), DateType()),
+        ((T.TimestampNTZType,), TimestampType()),
+        ((T.TimestampType,), TimestamptzType()),
+        ((T.StringType, T.VarcharType, T.CharType), StringType()),
+        ((T.BinaryType,), BinaryType()),
+    ]
+    for spark_classes, iceberg in simple:
+        if isinstance(spark, spark_classes):
+            return iceberg
+    if isinstance(spark, T.DecimalType):
+        return DecimalType(spark.precision, spark.scale)
+    if isinstance(spark, T.StructType):
+        return StructType(
+            *(
+                NestedField(next(ids), f.name, _iceberg(f.dataType, f"{path}.{f.name}", table, ids), required=False)
+                for f in spark.fields
+            )
+        )
+    if isinstance(spark, T.ArrayType):
+        element = _iceberg(spark.elementType, f"{path}.element", table, ids)
+        return ListType(next(ids), element, element_required=False)
+    if isinstance(spark, T.MapType):
+        key = _iceberg(spark.keyType, f"{path}.key", table, ids)
+        value = _iceberg(spark.valueType, f"{path}.value", table, ids)
+        return MapType(next(ids), key, next(ids), value, value_required=False)
+    raise SchemaMismatchError(path, f"Spark type {spark.simpleString()} has no Iceberg type to add it as", table=table)
 
 
 def _check(source: T.DataType, target: IcebergType, path: str, table: str) -> None:
@@ -265,8 +324,36 @@ def _columns(plan: list[tuple[NestedField, T.StructField | None, T.DataType]]) -
         if source is None:
             columns.append(F.lit(None).cast(wanted).alias(target.name))
             continue
-        column = F.col(quoted(target.name))
-        if source.dataType != wanted:
-            column = column.cast(wanted)
+        column = _converted(F.col(quoted(target.name)), source.dataType, target.field_type, wanted)
         columns.append(column.alias(target.name))
     return columns
+
+
+def _converted(column: Column, source: T.DataType, target: IcebergType, wanted: T.DataType) -> Column:
+    """``column`` (of Spark type ``source``) as the table's type: structs member by member
+    and by name (a member the rows lack is null; the table's order, which puts members an
+    evolution added at the end, wherever the rows have them), lists and maps element by
+    element, the rest cast. A null struct stays null."""
+    if source == wanted:
+        return column
+    if isinstance(target, StructType) and isinstance(source, T.StructType) and isinstance(wanted, T.StructType):
+        present = {f.name: f for f in source.fields}
+        members = []
+        for member, want in zip(target.fields, wanted.fields, strict=True):
+            found = present.get(member.name)
+            if found is None:
+                members.append(F.lit(None).cast(want.dataType).alias(member.name))
+            else:
+                value = _converted(column.getField(member.name), found.dataType, member.field_type, want.dataType)
+                members.append(value.alias(member.name))
+        return F.when(column.isNull(), F.lit(None).cast(wanted)).otherwise(F.struct(*members))
+    if isinstance(target, ListType) and isinstance(source, T.ArrayType) and isinstance(wanted, T.ArrayType):
+        element, wanted_element = target.element_type, wanted.elementType
+        return F.transform(column, lambda x: _converted(x, source.elementType, element, wanted_element))
+    if isinstance(target, MapType) and isinstance(source, T.MapType) and isinstance(wanted, T.MapType):
+        value_type, wanted_value = target.value_type, wanted.valueType
+        mapped = F.transform_values(column, lambda _, v: _converted(v, source.valueType, value_type, wanted_value))
+        if source.keyType != wanted.keyType:
+            mapped = F.transform_keys(mapped, lambda k, _: k.cast(wanted.keyType))
+        return mapped
+    return column.cast(wanted)

@@ -1,0 +1,206 @@
+"""Schema evolution on write and tables that create themselves, through ``ic.write`` with
+Spark: the change is committed before the tasks write, once, and belongs to the checkpoint
+(a replay makes it again never); what a mode cannot change is refused before any file and
+leaves the table as it was."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.types import LongType, NestedField, StringType, StructType
+from pyspark.sql import DataFrame, SparkSession
+
+import icecommit as ic
+from icecommit import pipeline
+from icecommit.errors import SchemaMismatchError
+
+pytestmark = pytest.mark.spark
+
+BASE = "id long, n int, point struct<x: double>"
+
+
+def _frame(spark: SparkSession, rows: list[tuple[Any, ...]], ddl: str) -> DataFrame:
+    return spark.createDataFrame(rows, ddl)
+
+
+def _name() -> str:
+    return f"ns_{uuid.uuid4().hex[:8]}.events"
+
+
+def _base_table(spark: SparkSession, catalog: SqlCatalog, **properties: str) -> str:
+    name = _name()
+    first = _frame(spark, [(1, 10, (1.0,)), (2, 20, (2.0,))], BASE)
+    ic.write(first, name, catalog=catalog, job_id="j", checkpoint_id=1, create=True, table_properties=properties)
+    return name
+
+
+def _rows(catalog: SqlCatalog, name: str) -> list[dict[str, Any]]:
+    return sorted(catalog.load_table(name).scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+
+
+def _features(catalog: SqlCatalog, name: str, job: str, checkpoint_id: int) -> tuple[str, ...]:
+    committer = ic.GlobalCommitter(catalog, name, job_id=job)
+    state = committer.store.get(job, committer.table_name, checkpoint_id)
+    assert state is not None
+    return state.features
+
+
+def test_new_columns_at_the_top_and_inside_a_struct_are_added_once_and_a_replay_adds_nothing(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog)
+    assert _features(catalog, name, "j", 1) == ("table-create",)
+    before = catalog.load_table(name).schema()
+    wider = _frame(spark, [(3, 30, (3.0, 4.0), "fr")], "id long, n int, point struct<x: double, y: double>, c string")
+    result = ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    assert result.status == "committed"
+    table = catalog.load_table(name)
+    schema = table.schema()
+    assert schema.schema_id == before.schema_id + 1
+    point = schema.find_field("point").field_type
+    assert isinstance(point, StructType) and [f.name for f in point.fields] == ["x", "y"]
+    assert schema.find_field("c") == NestedField(schema.find_field("c").field_id, "c", StringType(), required=False)
+    assert table.metadata.properties["icecommit.schema-change.j"] == f"2:{schema.schema_id}"
+    assert _rows(catalog, name) == [
+        {"id": 1, "n": 10, "point": {"x": 1.0, "y": None}, "c": None},
+        {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "c": None},
+        {"id": 3, "n": 30, "point": {"x": 3.0, "y": 4.0}, "c": "fr"},
+    ]
+    assert _features(catalog, name, "j", 2) == ("schema-change",)
+    # the files of checkpoint 2 carry the new schema's field ids, and their statistics too
+    (added,) = [t.file for t in table.scan(row_filter="id = 3").plan_files()]
+    assert schema.find_field("c").field_id in added.value_counts
+    # a replay of checkpoint 2 lands nothing and changes no schema
+    again = ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    assert again.status == "already-committed"
+    assert catalog.load_table(name).schema().schema_id == schema.schema_id
+    # columns in another order than the table's are matched by name
+    shuffled = _frame(
+        spark, [("de", (5.0, 6.0), 40, 4)], "c string, point struct<y: double, x: double>, n int, id long"
+    )
+    ic.write(shuffled, name, catalog=catalog, job_id="j", checkpoint_id=3, schema_mode="add-columns")
+    assert _rows(catalog, name)[-1] == {"id": 4, "n": 40, "point": {"x": 6.0, "y": 5.0}, "c": "de"}
+
+
+def test_strict_refuses_a_new_column_and_a_wider_type_before_any_file_and_merge_widens(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog)
+    before = catalog.load_table(name).metadata
+    extra = _frame(spark, [(3, 30, (3.0,), "fr")], f"{BASE}, c string")
+    with pytest.raises(SchemaMismatchError, match=r"'c'.*unknown extra column"):
+        ic.write(extra, name, catalog=catalog, job_id="j", checkpoint_id=2)
+    wider = _frame(spark, [(3, 2**40, (3.0,))], "id long, n long, point struct<x: double>")
+    with pytest.raises(
+        SchemaMismatchError,
+        match=r"column 'n'.*long cannot be written to the table's type int "
+        r"\(schema_mode='merge' widens it\)",
+    ):
+        ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    after = catalog.load_table(name).metadata
+    assert (after.current_schema_id, after.snapshots, after.properties) == (
+        before.current_schema_id,
+        before.snapshots,
+        before.properties,
+    )
+    assert ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="merge").committed
+    assert isinstance(catalog.load_table(name).schema().find_field("n").field_type, LongType)
+    assert [r["n"] for r in _rows(catalog, name)] == [10, 20, 2**40]
+
+
+def test_the_table_property_sets_the_mode(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog, **{"icecommit.schema-mode": "add-columns"})
+    extra = _frame(spark, [(3, 30, (3.0,), "fr")], f"{BASE}, c string")
+    assert ic.write(extra, name, catalog=catalog, job_id="j", checkpoint_id=2).committed
+    assert "c" in catalog.load_table(name).schema().column_names
+
+
+def test_a_failure_after_the_schema_change_leaves_an_empty_new_column_and_the_replay_lands_once(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog)
+    extra = _frame(spark, [(3, 30, (3.0,), "fr")], f"{BASE}, c string")
+
+    def die(*args: object) -> None:
+        raise RuntimeError("the job died after the schema change")
+
+    with monkeypatch.context() as patched:  # the driver dies once the change landed, before any task
+        patched.setattr(pipeline._Landing, "_write_one", die)
+        with pytest.raises(RuntimeError, match="the job died after the schema change"):
+            ic.write(extra, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    changed = catalog.load_table(name)
+    assert "c" in changed.schema().column_names and len(changed.metadata.snapshots) == 1  # a column, no rows
+    replayed = ic.write(extra, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    assert replayed.committed
+    table = catalog.load_table(name)
+    assert table.schema().schema_id == changed.schema().schema_id  # not changed again
+    assert [r["c"] for r in _rows(catalog, name)] == [None, None, "fr"]
+    assert _features(catalog, name, "j", 2) == ("schema-change",)
+
+
+def test_routed_writes_create_their_tables_partitioned_per_route_and_the_dead_letter_evolves(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    ns = f"ns_{uuid.uuid4().hex[:8]}"
+    routes = {"click": f"{ns}.clicks", "view": f"{ns}.views"}
+    ddl = "id long, kind string, page string"
+    first = _frame(spark, [(1, "click", "a"), (2, "view", "b"), (3, "buy", "c")], ddl)
+    result = ic.write(
+        first,
+        routes,
+        catalog=catalog,
+        job_id="r",
+        checkpoint_id=1,
+        route_by="kind",
+        dead_letter=f"{ns}.unrouted",
+        create=True,
+        partition_by={"click": ["page"]},
+        identifier_fields=["id"],
+        table_properties={"write.target-file-size-bytes": "1048576"},
+    )
+    assert {n: r.status for n, r in result.results.items()} == dict.fromkeys(
+        [*routes.values(), f"{ns}.unrouted"], "committed"
+    )
+    clicks, views = catalog.load_table(routes["click"]), catalog.load_table(routes["view"])
+    assert clicks.schema().column_names == ["id", "page"] and [f.name for f in clicks.spec().fields] == ["page"]
+    assert views.spec().fields == () and views.metadata.properties["write.target-file-size-bytes"] == "1048576"
+    assert [clicks.schema().find_column_name(i) for i in clicks.schema().identifier_field_ids] == ["id"]
+    assert clicks.schema().find_field("id").required
+    dead = catalog.load_table(f"{ns}.unrouted")
+    assert dead.schema().column_names == ["id", "kind", "page"]
+    # the source gains a column: under add-columns every table that gets rows gains it
+    second = _frame(spark, [(4, "click", "d", "m"), (5, "buy", "e", "n")], f"{ddl}, device string")
+    ic.write(
+        second,
+        routes,
+        catalog=catalog,
+        job_id="r",
+        checkpoint_id=2,
+        route_by="kind",
+        dead_letter=f"{ns}.unrouted",
+        schema_mode="add-columns",
+    )
+    assert "device" in catalog.load_table(routes["click"]).schema().column_names
+    assert "kind" not in catalog.load_table(routes["click"]).schema().column_names
+    assert [r["device"] for r in _rows(catalog, f"{ns}.unrouted")] == [None, "n"]
+    # a replay of checkpoint 1 creates nothing and lands nothing
+    again = ic.write(
+        first,
+        routes,
+        catalog=catalog,
+        job_id="r",
+        checkpoint_id=1,
+        route_by="kind",
+        dead_letter=f"{ns}.unrouted",
+        create=True,
+    )
+    assert {r.status for r in again.results.values()} == {"already-committed"}
+    assert [r["id"] for r in _rows(catalog, routes["click"])] == [1, 4]
