@@ -37,7 +37,7 @@ from icecommit.core.errors import (
     UnroutedRecordsError,
     nothing_staged,
 )
-from icecommit.core.evolution import ADD_COLUMNS, STRICT, checked_mode
+from icecommit.core.evolution import ADD_COLUMNS, MERGE, STRICT, checked_mode
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
@@ -228,10 +228,15 @@ class _Landing:
         for name in pending:  # before any task writes: the tasks write with the new field ids
             self._evolve(df, name, dead_letter=name == dead_name)
         if pending:
-            if isinstance(target, Mapping):
-                written, skipped = self._write_routed(df, target, pending, dead_name)
-            else:
-                written = {names[0]: self._write_one(df, names[0])}
+
+            def write_all() -> tuple[dict[str, list[WriteResult]], dict[str, int]]:
+                if isinstance(target, Mapping):
+                    return self._write_routed(df, target, pending, dead_name)
+                return {names[0]: self._write_one(df, names[0])}, {}
+
+            written, skipped = write_all()
+            if self._relax(df, written):  # required columns made optional: written again under it
+                written, skipped = write_all()
             self._prepare_all(written)
             for name in pending:
                 self.results[name] = self.committers[name].commit(self.checkpoint_id, plan=self.plans[name])
@@ -271,7 +276,25 @@ class _Landing:
             partition_by=None, properties={}, identifier_fields=None,
         )  # fmt: skip
 
-    def _evolve(self, df: DataFrame, name: str, *, dead_letter: bool) -> None:
+    def _relax(self, df: DataFrame, written: Mapping[str, Sequence[WriteResult]]) -> bool:
+        """Under ``merge``, make the required columns the tasks found nulls in optional
+        (never an identifier field); the files written are removed (the tasks stopped at
+        the nulls) and the caller writes again. False when there is nothing to relax."""
+        nulls = {
+            name: sorted({v.column for r in results for v in r.violations})
+            for name, results in written.items()
+            if self._mode(self.plans[name].table) == MERGE
+        }
+        if not any(nulls.values()):
+            return False
+        for name, results in written.items():
+            discard_unstaged(results, self.tables[name].io)
+        for name, columns in nulls.items():
+            if columns:
+                self._evolve(df, name, dead_letter=False, nulls_in=columns)
+        return True
+
+    def _evolve(self, df: DataFrame, name: str, *, dead_letter: bool, nulls_in: Sequence[str] = ()) -> None:
         """Commit the schema change the checkpoint's rows need in table ``name`` under the
         write's schema mode (a dead-letter table takes the source's new columns whatever the
         mode), then plan the write on the table it left."""
@@ -289,7 +312,7 @@ class _Landing:
         evolved = evolve(
             plan.table, job_id=self.job_id, checkpoint_id=self.checkpoint_id, incoming=incoming, mode=mode,
             load=committer.load_table, policy=RetryPolicy.from_properties(plan.table.metadata.properties),
-            ignore=ignore,
+            ignore=ignore, nulls_in=nulls_in,
         )  # fmt: skip
         if evolved is not plan.table:
             self.tables[name] = evolved

@@ -35,6 +35,8 @@ class SnapshotInfo:
     added_files: int
     max_event_time: datetime | None
     is_current: bool
+    #: the table schema the snapshot was written with (its files' field ids)
+    schema_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class CheckpointInfo:
             after a conflict, and how many ended with an unknown outcome.
         source_offsets: the offset range each source of a streaming query reported for
             the batch (beside its source count); empty for batch writes.
+        features: what the checkpoint did before its tasks wrote (``table-create``: it
+            created the table; ``schema-change``: it changed the table's schema).
     """
 
     job_id: str
@@ -73,6 +77,8 @@ class CheckpointInfo:
     retries: int | None = None
     unknown_outcomes: int | None = None
     source_offsets: tuple[SourceRange, ...] = ()
+    #: what the checkpoint did before its tasks wrote: ``table-create``, ``schema-change``
+    features: tuple[str, ...] = ()
 
 
 def _micros_to_datetime(value: str | None) -> datetime | None:
@@ -101,6 +107,7 @@ def list_snapshots(catalog: Catalog, table: Table | str) -> list[SnapshotInfo]:
                 added_files=int(summary.get("added-data-files") or 0) if summary else 0,
                 max_event_time=_micros_to_datetime(summary.get(ancestry.MAX_EVENT_TIME) if summary else None),
                 is_current=current is not None and snapshot.snapshot_id == current.snapshot_id,
+                schema_id=snapshot.schema_id,
             )
         )
     return rows
@@ -140,6 +147,7 @@ def list_checkpoints(
             attempts=state.attempts,
             retries=state.retries,
             unknown_outcomes=state.unknown_outcomes,
+            features=state.features,
             source_offsets=state.source_offsets,
         )
     for key, landed in in_ancestry.items():

@@ -102,6 +102,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: how ``checkpoints`` names a checkpoint's features
+_CHANGED = {"table-create": "created the table", "schema-change": "changed the schema"}
+
+
 class JsonOutput:
     """One JSON document on stdout per command."""
 
@@ -238,11 +242,12 @@ class TextOutput:
 
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
         headers = ["", "snapshot", "parent", "committed at (UTC)", "operation", "job", "checkpoint", "records added",
-                   "files added", "max event time"]  # fmt: skip
+                   "files added", "max event time", "schema"]  # fmt: skip
         cells = [
             ["*" if row.is_current else "", str(row.snapshot_id), str(row.parent_id or ""), _time(row.committed_at),
              row.operation, row.job_id or "", "" if row.checkpoint_id is None else str(row.checkpoint_id),
-             f"{row.added_records:,}", str(row.added_files), _time(row.max_event_time)]
+             f"{row.added_records:,}", str(row.added_files), _time(row.max_event_time),
+             "" if row.schema_id is None else str(row.schema_id)]
             for row in rows
         ]  # fmt: skip
         self._table(f"snapshots of {table}", headers, cells, ids=("snapshot", "parent"))
@@ -250,6 +255,9 @@ class TextOutput:
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         headers = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
         streamed = any(row.source_offsets for row in rows)
+        changed = any(row.features for row in rows)
+        if changed:
+            headers.append("changed")
         if streamed:
             headers.append("source offsets")
         cells = []
@@ -262,6 +270,8 @@ class TextOutput:
             attempts = f"{row.attempts} ({row.retries} retries)" if row.attempts is not None else ""
             cell = [row.job_id, str(row.checkpoint_id), row.status, str(row.snapshot_id or ""), f"{row.records:,}",
                     str(row.files), published, attempts]  # fmt: skip
+            if changed:  # what it did before its tasks wrote: created the table, changed its schema
+                cell.append(", ".join(_CHANGED.get(f, f) for f in row.features))
             if streamed:
                 cell.append("; ".join(f"{r.start} -> {r.end}" for r in row.source_offsets))
             cells.append(cell)

@@ -341,6 +341,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             )  # fmt: skip
         if accounted != committed:
             notes.append(f"readable {accounted - committed:+,} vs committed")
+        # what it did before its tasks wrote (its rows count as any other's)
+        notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
+                     for f in state.features)  # fmt: skip
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
         status = "committed" if landed else "empty"
         lines.append(

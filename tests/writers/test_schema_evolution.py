@@ -5,9 +5,13 @@ leaves the table as it was."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.types import LongType, NestedField, StringType, StructType
@@ -16,6 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 import icecommit as ic
 from icecommit import pipeline
 from icecommit.errors import SchemaMismatchError
+from tests import java_iceberg
+from tests.cli.runner import invoke
 
 pytestmark = pytest.mark.spark
 
@@ -204,3 +210,69 @@ def test_routed_writes_create_their_tables_partitioned_per_route_and_the_dead_le
     )
     assert {r.status for r in again.results.values()} == {"already-committed"}
     assert [r["id"] for r in _rows(catalog, routes["click"])] == [1, 4]
+
+
+def test_merge_makes_a_required_column_optional_once_the_tasks_saw_nulls_never_a_key(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    name = _name()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("n", pa.int32(), nullable=False)])
+    ic.create_table(catalog, name, schema, identifier_fields=["id"])
+    ddl = "id long, n int"
+    holes = _frame(spark, [(1, 10), (2, None)], ddl)
+    with pytest.raises(SchemaMismatchError, match=r"'n'.*null value"):  # strict, and add-columns, refuse the nulls
+        ic.write(holes, name, catalog=catalog, job_id="j", checkpoint_id=1, schema_mode="add-columns")
+    assert ic.write(holes, name, catalog=catalog, job_id="j", checkpoint_id=1, schema_mode="merge").committed
+    table = catalog.load_table(name)
+    assert not table.schema().find_field("n").required and table.schema().find_field("id").required
+    assert [r["n"] for r in _rows(catalog, name)] == [10, None]
+    keyless = _frame(spark, [(None, 30)], ddl)
+    with pytest.raises(SchemaMismatchError, match="identifier field stays required"):
+        ic.write(keyless, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="merge")
+    assert len(catalog.load_table(name).metadata.snapshots) == 1
+
+
+def test_the_cli_and_the_report_say_which_checkpoints_created_the_table_or_changed_its_schema(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog)
+    wider = _frame(spark, [(3, 30, (3.0,), "fr")], f"{BASE}, c string")
+    ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="add-columns")
+    ic.write(wider, name, catalog=catalog, job_id="j", checkpoint_id=3, schema_mode="add-columns")
+    where = ["--catalog", catalog.name, "--uri", catalog.properties["uri"], "--warehouse",
+             catalog.properties["warehouse"]]  # fmt: skip
+    home = Path(catalog.properties["uri"].removeprefix("sqlite:///")).parent / "cli-home"
+    checkpoints = json.loads(invoke(home, *where, "--output", "json", "checkpoints", name).stdout)["checkpoints"]
+    assert [c["features"] for c in checkpoints] == [["table-create"], ["schema-change"], []]
+    text = invoke(home, *where, "checkpoints", name).stdout
+    assert "created the table" in text and "changed the schema" in text
+    snapshots = json.loads(invoke(home, *where, "--output", "json", "snapshots", name).stdout)["snapshots"]
+    assert [s["schema_id"] for s in snapshots] == [0, 1, 1]
+    report = ic.reconcile(catalog, name, job_id="j")
+    assert report.ok and sum(line.readable for line in report.checkpoints) == 4
+    assert [line.note for line in report.checkpoints] == ["created the table", "changed the schema", ""]
+
+
+def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_and_new_files(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    java = java_iceberg.find()
+    if isinstance(java, str):
+        if java_iceberg.required():
+            pytest.fail(f"{java} ({java_iceberg.REQUIRE_VAR} is set)")
+        pytest.skip(java)
+    catalog = sqlite_catalog
+    name = _base_table(spark, catalog)  # created by checkpoint 1
+    ddl = "id long, n long, point struct<x: double, y: double>, tags array<struct<k: string, w: int>>, c string"
+    later = _frame(spark, [(3, 2**40, (3.0, 4.0), [("a", 1)], "fr")], ddl)
+    ic.write(later, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="merge")
+    table = catalog.load_table(name)
+    rows_file, _ = java.read(table.metadata_location, tmp_path / "java")
+    java_rows = sorted(pq.read_table(rows_file).to_pylist(), key=lambda r: r["id"])
+    assert java_rows == _rows(catalog, name) == [
+        {"id": 1, "n": 10, "point": {"x": 1.0, "y": None}, "tags": None, "c": None},
+        {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "tags": None, "c": None},
+        {"id": 3, "n": 2**40, "point": {"x": 3.0, "y": 4.0}, "tags": [{"k": "a", "w": 1}], "c": "fr"},
+    ]
