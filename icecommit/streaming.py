@@ -102,7 +102,8 @@ def streaming_sink(
             )
         targets: str | dict[Any, str] = {value: table_name(target) for value, target in table.items()}
     else:
-        load_table(catalog or connect(), table)  # a typo fails here, not in the first batch
+        if not opts.create:  # a typo fails here, not in the first batch (create: the first batch makes it)
+            load_table(catalog or connect(), table)
         targets = table_name(table)
     return StreamingSink(
         targets,

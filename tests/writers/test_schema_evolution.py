@@ -6,6 +6,7 @@ leaves the table as it was."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from icecommit import pipeline
 from icecommit.errors import SchemaMismatchError
 from tests import java_iceberg
 from tests.cli.runner import invoke
+from tests.helpers import run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -276,3 +278,45 @@ def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_an
         {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "tags": None, "c": None},
         {"id": 3, "n": 2**40, "point": {"x": 3.0, "y": 4.0}, "tags": [{"k": "a", "w": 1}], "c": "fr"},
     ]
+
+
+def _drop(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """A JSON-lines file after every file already in ``folder`` (by modification time)."""
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
+    if before:
+        at = max(max(before) + 1, path.stat().st_mtime)
+        os.utime(path, (at, at))
+
+
+def test_a_stream_whose_batches_bring_new_fields_evolves_the_table_once_per_change(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+) -> None:
+    """JSON parsed per micro-batch: a field the events gain shows up as a column of the
+    next batch; under add-columns the sink adds it before that batch's tasks write."""
+    catalog = sqlite_catalog
+    name = _name()
+    source, checkpoints = tmp_path / "events", tmp_path / "chk"
+    source.mkdir()
+    _drop(source, "1.json", [{"id": 1, "page": "a"}, {"id": 2, "page": "b"}])
+    _drop(source, "2.json", [{"id": 3, "page": "c", "device": "m", "geo": {"lat": 1.5}}])
+    _drop(source, "3.json", [{"id": 4, "page": "d", "device": "n"}])
+    sink = ic.streaming_sink(name, catalog=catalog, job_id="stream", schema_mode="add-columns", create=True)
+
+    def parsed(batch: DataFrame, batch_id: int) -> None:  # each batch's JSON, parsed on its own
+        lines = [row.value for row in batch.collect()]
+        sink(spark.read.json(spark.sparkContext.parallelize(lines)), batch_id)
+
+    stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(source))
+    query = stream.writeStream.foreachBatch(parsed).option("checkpointLocation", str(checkpoints))
+    run_to_end(query.trigger(availableNow=True).start())
+    table = catalog.load_table(name)
+    assert [f.name for f in table.schema().fields] == ["id", "page", "device", "geo"]
+    assert [r["device"] for r in _rows(catalog, name)] == [None, None, "m", "n"]
+    assert _rows(catalog, name)[2]["geo"] == {"lat": 1.5}
+    assert [_features(catalog, name, "stream", b) for b in (0, 1, 2)] == [("table-create",), ("schema-change",), ()]
+    # the query restarted from its checkpoint location lands nothing again, changes nothing
+    run_to_end(query.trigger(availableNow=True).start())
+    assert catalog.load_table(name).metadata.current_schema_id == table.metadata.current_schema_id
+    assert [r["id"] for r in _rows(catalog, name)] == [1, 2, 3, 4]
