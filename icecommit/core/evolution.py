@@ -67,7 +67,9 @@ def checked_mode(mode: str | None, properties: Mapping[str, str] | None = None) 
         if value is None:
             return STRICT
         if value not in SCHEMA_MODES:
-            raise InvalidArgumentError(SCHEMA_MODE_PROPERTY, value, f"one of {', '.join(SCHEMA_MODES)}")
+            raise InvalidArgumentError(
+                f"table property {SCHEMA_MODE_PROPERTY}", value, f"one of {', '.join(SCHEMA_MODES)}"
+            )
         return value
     if mode not in SCHEMA_MODES:
         raise InvalidArgumentError("schema_mode", mode, f"one of {', '.join(SCHEMA_MODES)}")

@@ -12,6 +12,7 @@ from pyiceberg.types import TimestampType, TimestamptzType
 
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.eventtime import EVENT_TIME_PROPERTY
+from icecommit.core.evolution import checked_mode
 from icecommit.core.timeparse import parse_duration
 
 LATENESS_PROPERTY = "icecommit.partition-lateness"
@@ -124,6 +125,7 @@ def check_table_properties(metadata: TableMetadata) -> None:
         duration(properties, key, timedelta(0))
     partition_marker(properties)
     distribution_property(properties)
+    checked_mode(None, properties)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         schema = metadata.schema()
