@@ -273,11 +273,15 @@ def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_an
     table = catalog.load_table(name)
     rows_file, _ = java.read(table.metadata_location, tmp_path / "java")
     java_rows = sorted(pq.read_table(rows_file).to_pylist(), key=lambda r: r["id"])
-    assert java_rows == _rows(catalog, name) == [
-        {"id": 1, "n": 10, "point": {"x": 1.0, "y": None}, "tags": None, "c": None},
-        {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "tags": None, "c": None},
-        {"id": 3, "n": 2**40, "point": {"x": 3.0, "y": 4.0}, "tags": [{"k": "a", "w": 1}], "c": "fr"},
-    ]
+    assert (
+        java_rows
+        == _rows(catalog, name)
+        == [
+            {"id": 1, "n": 10, "point": {"x": 1.0, "y": None}, "tags": None, "c": None},
+            {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "tags": None, "c": None},
+            {"id": 3, "n": 2**40, "point": {"x": 3.0, "y": 4.0}, "tags": [{"k": "a", "w": 1}], "c": "fr"},
+        ]
+    )
 
 
 def _drop(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
@@ -320,3 +324,37 @@ def test_a_stream_whose_batches_bring_new_fields_evolves_the_table_once_per_chan
     run_to_end(query.trigger(availableNow=True).start())
     assert catalog.load_table(name).metadata.current_schema_id == table.metadata.current_schema_id
     assert [r["id"] for r in _rows(catalog, name)] == [1, 2, 3, 4]
+
+
+def test_one_read_fans_out_to_100_new_tables_once_each_even_after_a_crash_among_the_creations(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = sqlite_catalog
+    ns = f"fan_{uuid.uuid4().hex[:6]}"
+    frame = spark.range(1000).selectExpr("id", "cast(id % 100 as string) as route", "'x' as payload")
+    routes = {str(i): f"{ns}.t{i:03d}" for i in range(100)}
+    create = pipeline.create_for_checkpoint
+    made: list[str] = []
+
+    def dies_after_37(catalog: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if len(made) == 37:
+            raise RuntimeError("the driver died among the creations")
+        made.append(name)
+        return create(catalog, name, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(pipeline, "create_for_checkpoint", dies_after_37)
+        with pytest.raises(RuntimeError, match="died among the creations"):
+            ic.write(frame, routes, catalog=catalog, job_id="fan", checkpoint_id=1, route_by="route", create=True)
+    assert len(catalog.list_tables(ns)) == 37
+    result = ic.write(frame, routes, catalog=catalog, job_id="fan", checkpoint_id=1, route_by="route", create=True)
+    assert len(result.results) == 100 and {r.status for r in result.results.values()} == {"committed"}
+    again = ic.write(frame, routes, catalog=catalog, job_id="fan", checkpoint_id=1, route_by="route", create=True)
+    assert {r.status for r in again.results.values()} == {"already-committed"}
+    for value, name in routes.items():
+        table = catalog.load_table(name)
+        ids = table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist()
+        assert sorted(ids) == list(range(int(value), 1000, 100)), name
+        assert len(table.metadata.snapshots) == 1
+        creator = table.metadata.properties["icecommit.created-by"]
+        assert creator == "fan:1"
