@@ -232,7 +232,11 @@ def create_table(
         check_own_location(catalog, name, location)
     namespace = name.rsplit(".", 1)[0] if "." in name else None
     if namespace:
-        catalog.create_namespace_if_not_exists(namespace)
+        try:
+            catalog.create_namespace_if_not_exists(namespace)
+        except Exception:  # another process made it meanwhile (a SQL catalog's unique key says so)
+            if not catalog.namespace_exists(namespace):
+                raise
     try:
         return catalog.create_table(
             name,

@@ -30,7 +30,7 @@ from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import create_table, to_iceberg_schema
 from icecommit.committer import protocol
 from icecommit.committer.retry import RetryPolicy
-from icecommit.core.errors import TableNotFoundError
+from icecommit.core.errors import TableNotFoundError, TableSpecError
 from icecommit.core.evolution import (
     CREATED_BY_PROPERTY,
     SCHEMA_CHANGE_PREFIX,
@@ -196,7 +196,12 @@ def create_for_checkpoint(
             catalog, name, columns, partition_by=list(partition_by or []), identifier_fields=identifier_fields,
             properties={**properties, CREATED_BY_PROPERTY: f"{job_id}:{checkpoint_id}"},
         )  # fmt: skip
-    except (TableAlreadyExistsError, NamespaceAlreadyExistsError):
-        return load_table(catalog, name)  # another creator won: its schema, evolved below under the mode
+    except (TableAlreadyExistsError, NamespaceAlreadyExistsError, TableSpecError) as e:
+        # another creator won (with other columns, create_table's "exists with a different
+        # schema"): its table, evolved or refused by the caller under the write's mode
+        try:
+            return load_table(catalog, name)
+        except TableNotFoundError:
+            raise e from None
     logger.info("checkpoint %d of job %s created table %s", checkpoint_id, job_id, name)
     return table

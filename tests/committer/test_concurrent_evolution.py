@@ -14,6 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import RetryPolicy, evolve_schema
+from icecommit.committer.schema_change import create_for_checkpoint
 from icecommit.errors import SchemaMismatchError
 from icecommit.writers import write_arrow
 from tests import processes
@@ -126,3 +127,40 @@ def test_a_checkpoint_prepared_under_the_older_schema_commits_after_another_job_
     assert rows_now == [
         {"id": 1, "city": None}, {"id": 2, "city": None}, {"id": 100, "city": "a0"}, {"id": 101, "city": "a1"}
     ]  # fmt: skip
+
+
+def _creator(uri: str, warehouse: str, name: str, table: str, job: str, column: str, start: float) -> None:
+    """A job whose table does not exist yet: create it from its rows' columns (or take the
+    one another creator made), evolve it under add-columns, write and commit."""
+    catalog = SqlCatalog(name, uri=uri, warehouse=warehouse)
+    rows = pa.table({"id": pa.array([1 if job == "a" else 2], pa.int64()), column: pa.array([job])})
+    time.sleep(max(0.0, start - time.time()))
+    create_for_checkpoint(catalog, table, rows.schema, job_id=job, checkpoint_id=1, partition_by=None,
+                          properties={}, identifier_fields=None)  # fmt: skip
+    evolved = evolve_schema(catalog, table, rows.schema, job_id=job, checkpoint_id=1, schema_mode="add-columns",
+                            retry_policy=POLICY)  # fmt: skip
+    committer = ic.GlobalCommitter(catalog, table, job_id=job, retry_policy=POLICY)
+    committer.prepare(1, [write_arrow(evolved, rows, job_id=job, checkpoint_id=1)])
+    committer.commit(1)
+    catalog.engine.dispose()
+
+
+def test_two_jobs_creating_one_table_from_different_columns_race_safely(catalog: SqlCatalog) -> None:
+    table = f"{catalog.name}.created"
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    for round_ in range(3):  # either may win the creation
+        name = f"{table}_{round_}"
+        start = time.time() + 1.0
+        children = [processes.Child(_creator, uri, warehouse, catalog.name, name, job, column, start)
+                    for job, column in (("a", "city"), ("b", "device"))]  # fmt: skip
+        for child in children:
+            _, err = child.communicate(timeout=120)
+            assert child.returncode == 0, err[-3000:]
+        loaded = catalog.load_table(name)
+        assert sorted(f.name for f in loaded.schema().fields) == ["city", "device", "id"]
+        rows = sorted(loaded.scan().to_arrow().to_pylist(), key=lambda r: r["id"])
+        assert rows == [{"id": 1, "city": "a", "device": None}, {"id": 2, "city": None, "device": "b"}] or rows == [
+            {"id": 1, "device": None, "city": "a"}, {"id": 2, "device": "b", "city": None}
+        ]  # fmt: skip
+        creator = loaded.metadata.properties["icecommit.created-by"]
+        assert creator in ("a:1", "b:1")
