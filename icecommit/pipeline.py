@@ -133,7 +133,8 @@ def write(
         options: the write options (:class:`~icecommit.WriteOptions`); each of its fields
             may also be given as a keyword (``branch=``, ``route_by=``, ``dead_letter=``,
             ``target_file_size=``, ``recommit=``, ``completeness=``, ``distribution=``,
-            ``maintenance=``), which overrides the field.
+            ``maintenance=``, ``schema_mode=``, ``create=``, ``partition_by=``,
+            ``table_properties=``, ``identifier_fields=``), which overrides the field.
         query_id: the streaming query whose batch this is (the streaming sink passes
             Spark's ``query.id``): a batch id the job committed under another query is
             refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
