@@ -37,7 +37,7 @@ from icecommit.core.errors import (
     UnroutedRecordsError,
     nothing_staged,
 )
-from icecommit.core.evolution import ADD_COLUMNS, MERGE, STRICT, checked_mode
+from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.tableprops import check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
@@ -297,11 +297,12 @@ class _Landing:
 
     def _evolve(self, df: DataFrame, name: str, *, dead_letter: bool, nulls_in: Sequence[str] = ()) -> None:
         """Commit the schema change the checkpoint's rows need in table ``name`` under the
-        write's schema mode (a dead-letter table takes the source's new columns whatever the
-        mode), then plan the write on the table it left."""
+        write's schema mode (a dead-letter table icecommit made from the source's columns
+        takes the source's new columns whatever the mode; one made by hand keeps its own),
+        then plan the write on the table it left."""
         plan = self.plans[name]
         mode = self._mode(plan.table)
-        if dead_letter and mode == STRICT:
+        if dead_letter and mode == STRICT and CREATED_BY_PROPERTY in plan.table.metadata.properties:
             mode = ADD_COLUMNS
         if mode == STRICT:
             return

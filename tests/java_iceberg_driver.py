@@ -18,6 +18,9 @@ each ``--where`` filter, the ``--as-of`` snapshot and the incremental append rea
 With ``--rest-uri``, ``read`` takes a table name and reads it through Iceberg's REST
 catalog client (a Spark catalog of ``type=rest`` at that URL) instead of its metadata file.
 
+``alter`` runs one ``ALTER TABLE`` (``--sql``, ``{table}`` standing for the table) through
+the same JDBC catalog as ``rewrite``.
+
 ``rewrite`` points Java's JdbcCatalog at the SQLite database of pyiceberg's SqlCatalog
 (same catalog name, same warehouse) and runs ``CALL system.rewrite_data_files`` on the table;
 it prints one JSON line: the procedure's result and its wall time.
@@ -140,6 +143,13 @@ def rewrite(spark: SparkSession, args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": seconds, "spark": spark.version, **result.asDict()}))
 
 
+def alter(spark: SparkSession, args: argparse.Namespace) -> None:
+    """Run one ``ALTER TABLE`` statement (``args.sql``, with ``{table}`` for the table) through
+    the JDBC catalog on pyiceberg's SQLite catalog database."""
+    spark.sql(args.sql.format(table=f"{args.catalog_name}.{args.table}"))
+    print(json.dumps({"spark": spark.version}))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jars", required=True, help="comma-separated: Iceberg's Spark runtime and the Jackson shim")
@@ -160,15 +170,18 @@ def main(argv: list[str]) -> int:
     rewriter.add_argument("--table", required=True)
     rewriter.add_argument("--target-file-size", type=int, required=True)
     rewriter.add_argument("--option", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"))
+    altering = commands.add_parser("alter")
+    for name in ("--catalog-name", "--catalog-db", "--warehouse", "--table", "--sql"):
+        altering.add_argument(name, required=True)
     args = parser.parse_args(argv)
 
     catalog: dict[str, str] = {}
     catalog_name = getattr(args, "catalog_name", "")
     if args.command == "read" and args.rest_uri:
         catalog_name, catalog = REST_CATALOG, {"type": "rest", "uri": args.rest_uri, "cache-enabled": "false"}
-    if args.command == "rewrite":
+    if args.command in ("rewrite", "alter"):
         if not args.sqlite_jdbc:
-            parser.error("rewrite needs --sqlite-jdbc")
+            parser.error(f"{args.command} needs --sqlite-jdbc")
         # Java's JdbcCatalog keys its rows by catalog name, like pyiceberg's SqlCatalog, so the
         # Spark catalog takes the pyiceberg catalog's name; on SQLite, init-catalog-tables=false
         # keeps Iceberg 1.10 from holding a shared lock for the JVM's life
@@ -184,6 +197,8 @@ def main(argv: list[str]) -> int:
         if args.command == "read":
             args.out.mkdir(parents=True, exist_ok=True)
             read(spark, args.metadata, args.out, args)
+        elif args.command == "alter":
+            alter(spark, args)
         else:
             rewrite(spark, args)
     finally:

@@ -12,7 +12,12 @@ It prints one line per event on stdout, ``@@stream {json}``, flushed at once:
 - ``kill``: with ``--kill-at POINT``, the driver is about to SIGKILL its own process group
   (JVM included) at POINT of the first batch that reaches it: ``sink-entry`` (the batch
   entered the sink, nothing written), ``after-prepare`` (staged and recorded as prepared,
-  not committed) or ``after-commit`` (in the table, not yet in Spark's commit log).
+  not committed) or ``after-commit`` (in the table, not yet in Spark's commit log); with
+  ``--evolving``, also ``after-schema-change`` (a batch's new columns are in the table, none
+  of its rows).
+
+``--evolving``: the files are JSON lines parsed per batch (a field the events gain is a new
+column of the batch) and the sink writes under ``schema_mode="add-columns"``.
 
     python -m tests.streaming.stream_driver --uri URI --warehouse WH --catalog-name NAME \
         --table NS.T --job J --source DIR --checkpoint-location DIR [--drain]
@@ -69,7 +74,7 @@ def spark_committed_batches(checkpoint_location: Path) -> list[int]:
     return sorted(_batch_ids(checkpoint_location / "commits"))
 
 
-KILL_POINTS = ("sink-entry", "after-prepare", "after-commit")
+KILL_POINTS = ("sink-entry", "after-prepare", "after-commit", "after-schema-change")
 
 
 def kill_here(point: str, batch: int) -> None:
@@ -90,6 +95,29 @@ def _kill_after_prepare() -> None:
     GlobalCommitter.prepare_planned = prepare_then_die  # type: ignore[method-assign]
 
 
+def _kill_after_schema_change() -> None:
+    from icecommit import pipeline
+
+    evolve = pipeline.evolve
+
+    def evolve_then_die(table: Any, **arguments: Any) -> Any:
+        evolved = evolve(table, **arguments)
+        if evolved.schema().schema_id != table.schema().schema_id:
+            kill_here("after-schema-change", arguments["checkpoint_id"])
+        return evolved
+
+    pipeline.evolve = evolve_then_die  # type: ignore[assignment]
+
+
+def _fields(lines: list[str]) -> str:
+    """The DDL of a batch's events: ``id`` and ``ts``, then the other fields the batch has
+    (strings), in order of first appearance."""
+    seen: dict[str, None] = {}
+    for line in lines:
+        seen.update(dict.fromkeys(k for k in json.loads(line) if k not in ("id", "ts")))
+    return ", ".join([SPARK_SCHEMA, *(f"`{name}` STRING" for name in seen)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--uri", required=True)
@@ -103,6 +131,7 @@ def main() -> None:
     parser.add_argument("--drain", action="store_true", help="process what is there (availableNow), then exit")
     parser.add_argument("--kill-at", choices=KILL_POINTS, help="die at this point of the first batch reaching it")
     parser.add_argument("--max-seconds", type=float, default=600.0, help="stop waiting after this long")
+    parser.add_argument("--evolving", action="store_true", help="JSON parsed per batch, written under add-columns")
     args = parser.parse_args()
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s"
@@ -127,21 +156,30 @@ def main() -> None:
 
     if args.kill_at == "after-prepare":
         _kill_after_prepare()
+    if args.kill_at == "after-schema-change":
+        _kill_after_schema_change()
 
     def on_commit(result: CommitResult) -> None:
         emit("done", batch=result.checkpoint_id, status=result.status, records=result.records)
         if args.kill_at == "after-commit":
             kill_here("after-commit", result.checkpoint_id)
 
-    sink = ic.streaming_sink(args.table, catalog=catalog, job_id=args.job, on_commit=on_commit)
+    mode = "add-columns" if args.evolving else None
+    sink = ic.streaming_sink(args.table, catalog=catalog, job_id=args.job, on_commit=on_commit, schema_mode=mode)
 
     def traced_sink(batch: DataFrame, batch_id: int) -> None:
         emit("start", batch=batch_id)
         if args.kill_at == "sink-entry":
             kill_here("sink-entry", batch_id)
+        if args.evolving:  # each batch's JSON parsed on its own: its fields are its columns
+            lines = [row.value for row in batch.collect()]
+            batch = spark.read.schema(_fields(lines)).json(spark.sparkContext.parallelize(lines))
         sink(batch, batch_id)
 
-    stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(args.source))
+    if args.evolving:
+        stream = spark.readStream.option("maxFilesPerTrigger", 1).text(str(args.source))
+    else:
+        stream = spark.readStream.schema(SPARK_SCHEMA).option("maxFilesPerTrigger", 1).json(str(args.source))
     writer = stream.writeStream.foreachBatch(traced_sink).option("checkpointLocation", str(args.checkpoint_location))
     writer = writer.trigger(availableNow=True) if args.drain else writer.trigger(processingTime=TRIGGER_INTERVAL)
     query = writer.start()

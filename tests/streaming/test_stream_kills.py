@@ -343,3 +343,59 @@ def test_stream_killed_and_restarted_lands_every_record_once(
     assert sum(w.source for w in report.windows) == total
     assert sum(w.readable or 0 for w in report.windows) == total
     assert all(w.closed and w.ok for w in report.windows)
+
+
+def test_a_stream_killed_right_after_its_schema_change_lands_every_record_once_and_changes_it_once(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Events gain fields as the stream goes (JSON parsed per batch, add-columns). The driver
+    dies (SIGKILL, JVM included) once the first batch's new column is in the table and none
+    of its rows; the restart replays that batch: its rows land once, and no column is added
+    twice."""
+    catalog: SqlCatalog = make_catalog("sqlite", tmp_path)
+    request.addfinalizer(catalog.engine.dispose)
+    table = f"{catalog.name}.stream"
+    ic.create_table(catalog, table, SCHEMA, partition_by=["hour(ts)"])
+    source, checkpoints = tmp_path / "in", tmp_path / "chk"
+    source.mkdir()
+    extra: list[dict[str, str]] = [{}, {"device": "m"}, {"device": "n", "geo": "fr"}, {"geo": "de"}]
+    expected: dict[int, dict[str, str]] = {}
+    for number, fields in enumerate(extra):
+        ids = range(number * 10, number * 10 + 10)
+        rows = [{"id": i, "ts": (DAY0 + timedelta(seconds=4 * i)).isoformat(), **fields} for i in ids]
+        expected.update({i: fields for i in ids})
+        _drop_json(source, f"part-{number:04d}.json", rows)
+    args = [
+        "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
+        "--catalog-name", catalog.name, "--table", table, "--job", JOB, "--source", str(source),
+        "--checkpoint-location", str(checkpoints), "--spark-local-dir", str(tmp_path / "spark-local"), "--evolving",
+    ]  # fmt: skip
+    killed = DriverRun([*args, "--drain", "--kill-at", "after-schema-change"], tmp_path / "driver-0.log")
+    try:
+        kill = killed.wait_killed_itself()
+        assert kill["batch"] == 1, kill
+        assert "device" in catalog.load_table(table).schema().column_names
+        drain = DriverRun([*args, "--drain"], tmp_path / "driver-drain.log")
+        assert drain.wait(DRAIN_TIMEOUT_S) == 0, drain.stderr_tail()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(killed.process.pid, signal.SIGKILL)
+    loaded = catalog.load_table(table)
+    rows = loaded.scan().to_arrow().to_pylist()
+    assert Counter(r["id"] for r in rows) == Counter(expected.keys())
+    assert {r["id"]: {k: r[k] for k in ("device", "geo") if r[k] is not None} for r in rows} == expected
+    assert [f.name for f in loaded.schema().fields] == ["id", "ts", "device", "geo"]
+    assert len(loaded.metadata.schemas) == 3  # the first schema and two changes: none made twice
+    committer = ic.GlobalCommitter(catalog, table, job_id=JOB)
+    features = {s.checkpoint_id: s.features for s in committer.store.list(committer.table_name, job_id=JOB)}
+    assert features == {0: (), 1: ("schema-change",), 2: ("schema-change",), 3: ()}
+
+
+def _drop_json(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    """A JSON-lines file after every file already in ``folder`` (by modification time)."""
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
+    if before:
+        at = max(max(before) + 1, path.stat().st_mtime)
+        os.utime(path, (at, at))

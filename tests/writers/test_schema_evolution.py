@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.types import LongType, NestedField, StringType, StructType
@@ -21,7 +20,6 @@ from pyspark.sql import DataFrame, SparkSession
 import icecommit as ic
 from icecommit import pipeline
 from icecommit.errors import SchemaMismatchError
-from tests import java_iceberg
 from tests.cli.runner import invoke
 from tests.helpers import run_to_end
 
@@ -255,33 +253,6 @@ def test_the_cli_and_the_report_say_which_checkpoints_created_the_table_or_chang
     report = ic.reconcile(catalog, name, job_id="j")
     assert report.ok and sum(line.readable for line in report.checkpoints) == 4
     assert [line.note for line in report.checkpoints] == ["created the table", "changed the schema", ""]
-
-
-def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_and_new_files(
-    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
-) -> None:
-    java = java_iceberg.find()
-    if isinstance(java, str):
-        if java_iceberg.required():
-            pytest.fail(f"{java} ({java_iceberg.REQUIRE_VAR} is set)")
-        pytest.skip(java)
-    catalog = sqlite_catalog
-    name = _base_table(spark, catalog)  # created by checkpoint 1
-    ddl = "id long, n long, point struct<x: double, y: double>, tags array<struct<k: string, w: int>>, c string"
-    later = _frame(spark, [(3, 2**40, (3.0, 4.0), [("a", 1)], "fr")], ddl)
-    ic.write(later, name, catalog=catalog, job_id="j", checkpoint_id=2, schema_mode="merge")
-    table = catalog.load_table(name)
-    rows_file, _ = java.read(table.metadata_location, tmp_path / "java")
-    java_rows = sorted(pq.read_table(rows_file).to_pylist(), key=lambda r: r["id"])
-    assert (
-        java_rows
-        == _rows(catalog, name)
-        == [
-            {"id": 1, "n": 10, "point": {"x": 1.0, "y": None}, "tags": None, "c": None},
-            {"id": 2, "n": 20, "point": {"x": 2.0, "y": None}, "tags": None, "c": None},
-            {"id": 3, "n": 2**40, "point": {"x": 3.0, "y": 4.0}, "tags": [{"k": "a", "w": 1}], "c": "fr"},
-        ]
-    )
 
 
 def _drop(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
