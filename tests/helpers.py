@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -215,3 +218,15 @@ def delete_positions(table: Table, positions: dict[str, list[int]]) -> int:
     head = table.current_snapshot()
     assert head is not None
     return head.snapshot_id
+
+
+def drop_json(folder: Path, name: str, rows: list[dict[str, object]]) -> None:
+    """A JSON-lines file of ``rows`` in ``folder``, after every file already there: Spark's
+    file source orders files by modification time, and two files written within one
+    millisecond (as on a tmpfs) tie, in no fixed order."""
+    path = folder / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
+    if before:
+        at = max(max(before) + 1, path.stat().st_mtime)
+        os.utime(path, (at, at))

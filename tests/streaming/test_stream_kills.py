@@ -38,6 +38,7 @@ import icecommit as ic
 from icecommit.committer import committed_checkpoints
 from icecommit.state import COMMITTED
 from tests.conftest import make_catalog
+from tests.helpers import drop_json
 from tests.streaming.stream_driver import PREFIX, spark_committed_batches
 
 pytestmark = pytest.mark.spark
@@ -364,7 +365,7 @@ def test_a_stream_killed_right_after_its_schema_change_lands_every_record_once_a
         ids = range(number * 10, number * 10 + 10)
         rows = [{"id": i, "ts": (DAY0 + timedelta(seconds=4 * i)).isoformat(), **fields} for i in ids]
         expected.update({i: fields for i in ids})
-        _drop_json(source, f"part-{number:04d}.json", rows)
+        drop_json(source, f"part-{number:04d}.json", rows)
     args = [
         "--uri", catalog.properties["uri"], "--warehouse", catalog.properties["warehouse"],
         "--catalog-name", catalog.name, "--table", table, "--job", JOB, "--source", str(source),
@@ -389,13 +390,3 @@ def test_a_stream_killed_right_after_its_schema_change_lands_every_record_once_a
     committer = ic.GlobalCommitter(catalog, table, job_id=JOB)
     features = {s.checkpoint_id: s.features for s in committer.store.list(committer.table_name, job_id=JOB)}
     assert features == {0: (), 1: ("schema-change",), 2: ("schema-change",), 3: ()}
-
-
-def _drop_json(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
-    """A JSON-lines file after every file already in ``folder`` (by modification time)."""
-    path = folder / name
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
-    if before:
-        at = max(max(before) + 1, path.stat().st_mtime)
-        os.utime(path, (at, at))

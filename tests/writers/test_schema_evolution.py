@@ -6,7 +6,6 @@ leaves the table as it was."""
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import icecommit as ic
 from icecommit import pipeline
 from icecommit.errors import SchemaMismatchError
 from tests.cli.runner import invoke
-from tests.helpers import run_to_end
+from tests.helpers import drop_json, run_to_end
 
 pytestmark = pytest.mark.spark
 
@@ -255,16 +254,6 @@ def test_the_cli_and_the_report_say_which_checkpoints_created_the_table_or_chang
     assert [line.note for line in report.checkpoints] == ["created the table", "changed the schema", ""]
 
 
-def _drop(folder: Path, name: str, rows: list[dict[str, Any]]) -> None:
-    """A JSON-lines file after every file already in ``folder`` (by modification time)."""
-    path = folder / name
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    before = [p.stat().st_mtime for p in folder.iterdir() if p != path]
-    if before:
-        at = max(max(before) + 1, path.stat().st_mtime)
-        os.utime(path, (at, at))
-
-
 def test_a_stream_whose_batches_bring_new_fields_evolves_the_table_once_per_change(
     spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
 ) -> None:
@@ -274,9 +263,9 @@ def test_a_stream_whose_batches_bring_new_fields_evolves_the_table_once_per_chan
     name = _name()
     source, checkpoints = tmp_path / "events", tmp_path / "chk"
     source.mkdir()
-    _drop(source, "1.json", [{"id": 1, "page": "a"}, {"id": 2, "page": "b"}])
-    _drop(source, "2.json", [{"id": 3, "page": "c", "device": "m", "geo": {"lat": 1.5}}])
-    _drop(source, "3.json", [{"id": 4, "page": "d", "device": "n"}])
+    drop_json(source, "1.json", [{"id": 1, "page": "a"}, {"id": 2, "page": "b"}])
+    drop_json(source, "2.json", [{"id": 3, "page": "c", "device": "m", "geo": {"lat": 1.5}}])
+    drop_json(source, "3.json", [{"id": 4, "page": "d", "device": "n"}])
     sink = ic.streaming_sink(name, catalog=catalog, job_id="stream", schema_mode="add-columns", create=True)
 
     def parsed(batch: DataFrame, batch_id: int) -> None:  # each batch's JSON, parsed on its own
