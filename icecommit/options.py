@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg.table import Table
@@ -66,8 +66,10 @@ class WriteOptions:
     maintenance: MaintenancePolicy | None = None
     schema_mode: str | None = None
     create: bool = False
-    partition_by: Sequence[str] | Mapping[Any, Sequence[str]] | None = None
-    table_properties: Mapping[str, str] | None = None
+    # copied into tuples and dicts of their own (never the caller's); the mappings are left out
+    # of the hash, so that a WriteOptions stays hashable
+    partition_by: Sequence[str] | Mapping[Any, Sequence[str]] | None = field(default=None, hash=False)
+    table_properties: Mapping[str, str] | None = field(default=None, hash=False)
     identifier_fields: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
@@ -81,15 +83,29 @@ class WriteOptions:
             checked_mode(self.schema_mode)
         if not isinstance(self.create, bool):
             raise InvalidArgumentError("create", self.create, "True or False")
-        specs = self.partition_by.values() if isinstance(self.partition_by, Mapping) else [self.partition_by]
+        given = self.partition_by
+        specs = list(given.values()) if isinstance(given, Mapping) else [] if given is None else [given]
         for spec in specs:
-            if spec is not None and (isinstance(spec, str) or not all(isinstance(p, str) for p in spec)):
+            if isinstance(spec, str) or not isinstance(spec, Sequence) or not all(isinstance(p, str) for p in spec):
                 raise InvalidArgumentError(
-                    "partition_by", self.partition_by, "a list of transforms, or a mapping from route to such a list"
+                    "partition_by", given, "a list of transforms, or a mapping from route to such a list"
                 )
+        if isinstance(given, Mapping):
+            object.__setattr__(self, "partition_by", {k: tuple(v) for k, v in given.items()})
+        elif given is not None:
+            object.__setattr__(self, "partition_by", tuple(given))
         names = self.identifier_fields
         if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
             raise InvalidArgumentError("identifier_fields", names, "a list of column names")
+        if names is not None:
+            object.__setattr__(self, "identifier_fields", tuple(names))
+        properties = self.table_properties
+        if properties is not None:
+            if not isinstance(properties, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+            ):
+                raise InvalidArgumentError("table_properties", properties, "a mapping of property names to strings")
+            object.__setattr__(self, "table_properties", dict(properties))
 
     def partitions_of(self, table: str, routes: Mapping[Any, str]) -> list[str]:
         """The partition transforms a created ``table`` gets (``routes``: routing value to

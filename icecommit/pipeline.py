@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
+from icecommit.catalog.tables import build_partition_spec, to_iceberg_schema, with_identifier_fields
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
@@ -37,16 +38,16 @@ from icecommit.core.errors import (
     UnroutedRecordsError,
     nothing_staged,
 )
-from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode
+from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode, plan_changes
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
-from icecommit.core.tableprops import check_table_properties
+from icecommit.core.tableprops import check_properties, check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.options import WriteOptions
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
-from icecommit.writers.schema import iceberg_struct
+from icecommit.writers.schema import aligned_columns, iceberg_struct
 from icecommit.writers.spark import SparkWriter, TaskHook
 
 logger = logging.getLogger(__name__)
@@ -198,6 +199,12 @@ class _Landing:
         routed = isinstance(target, Mapping)
         names = [table_name(t) for t in target.values()] if isinstance(target, Mapping) else [table_name(target)]
         routes = {v: table_name(t) for v, t in target.items()} if isinstance(target, Mapping) else {}
+        if self.options.dead_letter is not None and self.options.dead_letter in names:
+            raise InvalidArgumentError(
+                "dead_letter", self.options.dead_letter, "a table that is not also a route target"
+            )
+        if self.options.create:
+            self._check_creation(df, names, routes)
         for name in names:
             if name not in self.tables:
                 self.tables[name] = self._table(df, name, routes)
@@ -211,8 +218,6 @@ class _Landing:
                 raise SchemaMismatchError(self.options.route_by, "routing column is missing from the DataFrame")
             dead_name = self.options.dead_letter
             if dead_name is not None:
-                if dead_name in self.tables:
-                    raise InvalidArgumentError("dead_letter", dead_name, "a table that is not also a route target")
                 self.tables[dead_name] = self._dead_letter(df, dead_name)
         for name in self.tables:
             self.committers[name] = GlobalCommitter(
@@ -226,8 +231,9 @@ class _Landing:
             )
         pending = self._settle()
         skipped: dict[str, int] = {}
-        for name in pending:  # before any task writes: the tasks write with the new field ids
-            self._evolve(df, name, dead_letter=name == dead_name)
+        # before any task writes (the tasks write with the new field ids), and every table's
+        # refusal before any table's change
+        self._evolve_all(df, {name: () for name in pending}, dead_name)
         if pending:
 
             def write_all() -> tuple[dict[str, list[WriteResult]], dict[str, int]]:
@@ -258,6 +264,15 @@ class _Landing:
     def _mode(self, table: Table) -> str:
         return checked_mode(self.options.schema_mode, table.metadata.properties)
 
+    def _check_creation(self, df: DataFrame, names: Sequence[str], routes: Mapping[Any, str]) -> None:
+        """What ``create`` would make, checked before any table is made: each table's
+        properties and partition spec against the DataFrame's columns."""
+        schema = to_iceberg_schema(_arrow_schema(df, leave_out=self.options.route_by))
+        check_properties(self.options.table_properties or {}, schema)
+        for name in names:
+            build_partition_spec(schema, self.options.partitions_of(name, routes), name)
+        with_identifier_fields(schema, self.options.identifier_fields, names[0])
+
     def _table(self, df: DataFrame, name: str, routes: Mapping[Any, str]) -> Table:
         """The table ``name``; with ``create``, created from the DataFrame's columns (the
         routing column left out) when it does not exist."""
@@ -286,39 +301,46 @@ class _Landing:
             for name, results in written.items()
             if self._mode(self.plans[name].table) == MERGE
         }
-        if not any(nulls.values()):
+        others = [n for n, results in written.items() if any(r.violations for r in results) and not nulls.get(n)]
+        if not any(nulls.values()) or others:  # another table refuses its nulls: validation says so
             return False
         for name, results in written.items():
             discard_unstaged(results, self.tables[name].io)
-        for name, columns in nulls.items():
-            if columns:
-                self._evolve(df, name, dead_letter=False, nulls_in=columns)
+        self._evolve_all(df, {name: columns for name, columns in nulls.items() if columns}, dead_name=None)
         return True
 
-    def _evolve(self, df: DataFrame, name: str, *, dead_letter: bool, nulls_in: Sequence[str] = ()) -> None:
-        """Commit the schema change the checkpoint's rows need in table ``name`` under the
-        write's schema mode (a dead-letter table icecommit made from the source's columns
-        takes the source's new columns whatever the mode; one made by hand keeps its own),
-        then plan the write on the table it left."""
-        plan = self.plans[name]
-        mode = self._mode(plan.table)
-        if dead_letter and mode == STRICT and CREATED_BY_PROPERTY in plan.table.metadata.properties:
-            mode = ADD_COLUMNS
-        if mode == STRICT:
-            return
+    def _evolve_all(self, df: DataFrame, tables: Mapping[str, Sequence[str]], dead_name: str | None) -> None:
+        """Commit the schema change the checkpoint's rows need in each of ``tables`` (name to
+        the required columns its rows hold nulls in) under the write's schema mode, then
+        plan the write on the table it left. Every table's change is planned (and refused)
+        before any is committed. A dead-letter table icecommit made from the source's
+        columns takes the source's new columns whatever the mode; one made by hand keeps its
+        own."""
         route = self.options.route_by
-        ignore = () if dead_letter or route is None else (route,)
-        known = set(plan.table.schema().column_names)
-        incoming = iceberg_struct(df.schema, name, known={*known, *ignore})
-        committer = self.committers[name]
-        evolved = evolve(
-            plan.table, job_id=self.job_id, checkpoint_id=self.checkpoint_id, incoming=incoming, mode=mode,
-            load=committer.load_table, policy=RetryPolicy.from_properties(plan.table.metadata.properties),
-            ignore=ignore, nulls_in=nulls_in,
-        )  # fmt: skip
-        if evolved is not plan.table:
-            self.tables[name] = evolved
-            self.plans[name] = dataclasses.replace(plan, table=evolved)
+        planned = {}
+        for name, nulls_in in tables.items():
+            table, dead_letter = self.plans[name].table, name == dead_name
+            mode = self._mode(table)
+            if dead_letter and mode == STRICT and CREATED_BY_PROPERTY in table.metadata.properties:
+                mode = ADD_COLUMNS
+            if mode == STRICT:
+                if route is not None:  # the routed frame was not checked as a whole: this table's columns
+                    aligned_columns(df, table.schema(), name, ignore=set(df.columns))
+                continue
+            ignore = () if dead_letter or route is None else (route,)
+            incoming = iceberg_struct(df.schema, name, known={*table.schema().column_names, *ignore})
+            plan_changes(table.schema(), incoming, mode, table=name, nulls_in=nulls_in, ignore=ignore)  # refuses
+            planned[name] = (mode, incoming, ignore, nulls_in)
+        for name, (mode, incoming, ignore, nulls_in) in planned.items():
+            plan, committer = self.plans[name], self.committers[name]
+            evolved = evolve(
+                plan.table, job_id=self.job_id, checkpoint_id=self.checkpoint_id, incoming=incoming, mode=mode,
+                load=committer.load_table, policy=RetryPolicy.from_properties(plan.table.metadata.properties),
+                ignore=ignore, nulls_in=nulls_in,
+            )  # fmt: skip
+            if evolved is not plan.table:
+                self.tables[name] = evolved
+                self.plans[name] = dataclasses.replace(plan, table=evolved)
 
     def _settle(self) -> list[str]:
         """Recover each table's job, then plan the checkpoint once per table: the tables

@@ -8,8 +8,10 @@ import re
 import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
+    BinaryType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IntegerType,
     ListType,
@@ -20,6 +22,7 @@ from pyiceberg.types import (
     StructType,
 )
 
+import icecommit as ic
 from icecommit.core.evolution import (
     ADD_COLUMNS,
     MERGE,
@@ -182,3 +185,35 @@ def test_the_table_tells_which_checkpoint_changed_its_schema_or_created_it() -> 
     assert checkpoint_features(properties, "job", 7) == ("schema-change",)
     assert checkpoint_features(properties, "job", 1) == ("table-create",)
     assert checkpoint_features(properties, "other", 7) == ()
+
+
+def test_fixed_columns_take_binary_and_map_keys_never_change() -> None:
+    table = Schema(
+        NestedField(1, "digest", FixedType(16), required=False),
+        NestedField(2, "m", MapType(3, IntegerType(), 4, StringType()), required=False),
+    )
+    same = StructType(NestedField(1, "digest", BinaryType()), NestedField(2, "m", MapType(3, IntegerType(), 4,
+                                                                                          StringType())))  # fmt: skip
+    assert plan_changes(table, same, MERGE, table="t") == []
+    wider_key = StructType(NestedField(2, "m", MapType(3, LongType(), 4, StringType())))
+    with pytest.raises(SchemaMismatchError, match="type long cannot be written to the table's type int") as refused:
+        plan_changes(table, wider_key, MERGE, table="t")
+    assert refused.value.column == "m.key"
+
+
+def test_a_required_column_the_rows_lack_is_refused_before_any_change() -> None:
+    incoming = StructType(*(f for f in TABLE.fields if f.name != "score"), NestedField(100, "c", StringType()))
+    with pytest.raises(SchemaMismatchError, match="required column is missing") as refused:
+        plan_changes(TABLE, incoming, ADD_COLUMNS, table="t")
+    assert refused.value.column == "score"
+
+
+def test_write_options_copy_what_they_are_given_and_stay_hashable() -> None:
+    specs = {"click": ["day(ts)"]}
+    options = ic.WriteOptions(partition_by=specs, identifier_fields=["id"], table_properties={"a": "b"})
+    specs["click"].append("id")
+    assert options.partition_by == {"click": ("day(ts)",)} and options.identifier_fields == ("id",)
+    assert hash(options) == hash(ic.WriteOptions(partition_by={"click": ["day(ts)"]}, identifier_fields=["id"],
+                                                 table_properties={"a": "b"}))  # fmt: skip
+    with pytest.raises(InvalidArgumentError, match="partition_by"):
+        ic.WriteOptions(partition_by={"click": None})  # type: ignore[dict-item]

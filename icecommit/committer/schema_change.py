@@ -30,7 +30,7 @@ from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import create_table, to_iceberg_schema
 from icecommit.committer import protocol
 from icecommit.committer.retry import RetryPolicy
-from icecommit.core.errors import TableNotFoundError, TableSpecError
+from icecommit.core.errors import SchemaMismatchError, TableNotFoundError, TableSpecError
 from icecommit.core.evolution import (
     CREATED_BY_PROPERTY,
     SCHEMA_CHANGE_PREFIX,
@@ -103,7 +103,11 @@ class EvolveSchema(protocol.Operation):
         return protocol.Applied(None, tx.commit_transaction())
 
     def find(self, table: Table) -> protocol.Found | None:
-        return None if self.planned(table) else protocol.Found(None)  # every change is there
+        try:
+            left = self.planned(table)
+        except SchemaMismatchError:  # another job's change since: the next attempt's check refuses
+            return None
+        return None if left else protocol.Found(None)  # every change is there
 
 
 def evolve(

@@ -28,8 +28,10 @@ from dataclasses import dataclass
 
 from pyiceberg.schema import Schema
 from pyiceberg.types import (
+    BinaryType,
     DecimalType,
     DoubleType,
+    FixedType,
     FloatType,
     IcebergType,
     IntegerType,
@@ -165,6 +167,10 @@ def _struct(
 ) -> None:
     by_name = {f.name: f for f in target.fields}
     by_folded: dict[str, str] = {f.name.lower(): f.name for f in target.fields}
+    brought = {f.name for f in fields}
+    for member in target.fields:  # refused here, before any change of this or another table
+        if member.required and member.name not in brought:
+            raise SchemaMismatchError(".".join((*parent, member.name)), "required column is missing", table=table)
     seen: dict[str, str] = {}
     for field in fields:
         path = ".".join((*parent, field.name))
@@ -204,7 +210,8 @@ def _field(
         else:
             _field(target.element_type, source.element_type, (*path, "element"), mode, table, changes)
     elif isinstance(target, MapType) and isinstance(source, MapType):
-        _field(target.key_type, source.key_type, (*path, "key"), mode, table, changes)
+        if not fits(source.key_type, target.key_type):  # Iceberg changes no map key
+            raise _refused((*path, "key"), source.key_type, target.key_type, mode, table, promotable=False)
         if isinstance(target.value_type, StructType) and isinstance(source.value_type, StructType):
             _struct(target.value_type, source.value_type.fields, path, mode, table, changes)
         else:
@@ -225,6 +232,8 @@ def fits(source: IcebergType, target: IcebergType) -> bool:
     (the write path's own widenings: int to long, float to double, a decimal's precision)."""
     if source == target:
         return True
+    if isinstance(target, FixedType):  # Spark carries fixed as binary: the writer checks lengths
+        return isinstance(source, BinaryType)
     if isinstance(target, LongType):
         return isinstance(source, IntegerType)
     if isinstance(target, DoubleType):

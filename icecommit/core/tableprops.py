@@ -4,8 +4,10 @@ raised before any Spark job, file or state row."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 
+from pyiceberg.schema import Schema
 from pyiceberg.table import TableProperties
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import TimestampType, TimestamptzType
@@ -118,7 +120,17 @@ def check_table_properties(metadata: TableMetadata) -> None:
     Raises:
         InvalidArgumentError: the first property whose value cannot be used.
     """
-    properties = dict(metadata.properties)
+    check_properties(metadata.properties, metadata.schema())
+
+
+def check_properties(given: Mapping[str, str], schema: Schema) -> None:
+    """Check every property icecommit reads, for a table of ``schema`` (before a table is
+    created with them, too).
+
+    Raises:
+        InvalidArgumentError: the first property whose value cannot be used.
+    """
+    properties = dict(given)
     for key in _NUMBERS:
         whole_number(properties, key, 0)
     for key in _DURATIONS:
@@ -128,7 +140,6 @@ def check_table_properties(metadata: TableMetadata) -> None:
     checked_mode(None, properties)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
-        schema = metadata.schema()
         try:
             field = schema.find_field(column)
         except ValueError:

@@ -318,3 +318,25 @@ def test_one_read_fans_out_to_100_new_tables_once_each_even_after_a_crash_among_
         assert len(table.metadata.snapshots) == 1
         creator = table.metadata.properties["icecommit.created-by"]
         assert creator == "fan:1"
+
+
+def test_a_refused_write_changes_no_table_and_creates_none(spark: SparkSession, sqlite_catalog: SqlCatalog) -> None:
+    catalog = sqlite_catalog
+    ns = f"ns_{uuid.uuid4().hex[:8]}"
+    frame = _frame(spark, [(1, "a", 2**40, "x")], "id long, kind string, n long, extra string")
+    ic.create_table(catalog, f"{ns}.a", pa.schema([pa.field("id", pa.int64())]))
+    ic.create_table(catalog, f"{ns}.b", pa.schema([pa.field("id", pa.int64()), pa.field("n", pa.int32())]))
+    before = {t: catalog.load_table(f"{ns}.{t}").metadata.current_schema_id for t in ("a", "b")}
+    # table a would gain columns; table b cannot take n (long into int) under add-columns
+    with pytest.raises(SchemaMismatchError, match=r"column 'n' of table .*\.b"):
+        ic.write(frame, {"a": f"{ns}.a", "b": f"{ns}.b"}, catalog=catalog, job_id="r", checkpoint_id=1,
+                 route_by="kind", schema_mode="add-columns")  # fmt: skip
+    assert {t: catalog.load_table(f"{ns}.{t}").metadata.current_schema_id for t in ("a", "b")} == before
+    # a table property that cannot be used is refused before any table is made
+    with pytest.raises(ic.errors.InvalidArgumentError, match=r"icecommit\.schema-mode"):
+        ic.write(frame, f"{ns}.new", catalog=catalog, job_id="n", checkpoint_id=1, create=True,
+                 table_properties={"icecommit.schema-mode": "Merge"})  # fmt: skip
+    with pytest.raises(ic.errors.TableSpecError, match="no_such"):
+        ic.write(frame, {"a": f"{ns}.x", "b": f"{ns}.y"}, catalog=catalog, job_id="n", checkpoint_id=1,
+                 route_by="kind", create=True, partition_by={"b": ["day(no_such)"]})  # fmt: skip
+    assert sorted(t[1] for t in catalog.list_tables(ns)) == ["a", "b"]
