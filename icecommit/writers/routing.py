@@ -255,7 +255,10 @@ def check_routed_frame(df: DataFrame, tables: Mapping[str, Table], route_by: str
         aligned_columns(df, table.schema(), name, ignore=shared)
     unknown = [c for c in df.columns if c not in shared]
     if unknown:
-        raise SchemaMismatchError(unknown[0], "no routed table has this column (and it is not the routing column)")
+        raise SchemaMismatchError(
+            unknown[0],
+            "no routed table has this column (and it is not the routing column); schema_mode='add-columns' adds it",
+        )
 
 
 def _gather(rows: Sequence[Row], written: Collection[str]) -> RoutedWrite:

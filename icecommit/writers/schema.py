@@ -302,7 +302,8 @@ def _alignment(
     if extras:
         raise SchemaMismatchError(
             extras[0],
-            f"not in the table's schema (unknown extra column; table columns: {', '.join(schema.column_names)})",
+            f"not in the table's schema (unknown extra column; table columns: {', '.join(schema.column_names)}); "
+            "schema_mode='add-columns' adds it to the table",
             table=table,
         )
     plan = []
