@@ -165,13 +165,17 @@ def connect(
         raise CatalogUnavailableError(where, f"its folder cannot be made: {e.strerror or e}") from e
 
 
+def _served(uri: str | None, properties: dict[str, str]) -> bool:
+    """A REST catalog: a ``type`` of ``rest``, or an ``http(s)://`` URI (never a database URL)."""
+    kind = str(properties.get("type", "")).lower()
+    return kind == "rest" or (not kind and uri is not None and uri.split("://", 1)[0].lower() in ("http", "https"))
+
+
 def _is_rest(uri: str | None, properties: dict[str, str]) -> bool:
-    """A REST catalog's URI (``http(s)://``, never a database URL), or a catalog whose
-    ``type`` says it is not a SQL one: its ``uri`` is pyiceberg's, not a SQLAlchemy URL."""
+    """A REST catalog, or a catalog whose ``type`` says it is not a SQL one: its ``uri`` is
+    pyiceberg's, not a SQLAlchemy URL."""
     kind = properties.get("type")
-    if kind is not None:
-        return kind.lower() != "sql"
-    return uri is not None and uri.split("://", 1)[0].lower() in ("http", "https")
+    return kind.lower() != "sql" if kind is not None else _served(uri, properties)
 
 
 def _connect(
@@ -188,8 +192,7 @@ def _connect(
             extra = {"type": "rest", **extra, "uri": resolved_uri}
         if resolved_warehouse is not None:
             # a REST server names its warehouse as it likes (Polaris: a catalog name), not a path
-            served = resolved_uri is not None and resolved_uri.split("://", 1)[0].lower() in ("http", "https")
-            served = served or str(properties.get("type", "")).lower() == "rest"
+            served = _served(resolved_uri, properties)
             extra["warehouse"] = resolved_warehouse if served else _normalise_warehouse(resolved_warehouse, create)
         shown = f"catalog {name or DEFAULT_CATALOG_NAME}"
         logger.debug("loading pyiceberg-configured %s", shown)

@@ -45,6 +45,14 @@ def _catalog(proxy: RestFaultProxy) -> Catalog:
     return ic.connect(name, **{"type": "rest", "uri": proxy.url, "icecommit.state-uri": pg_uri()})
 
 
+def _events(proxy: RestFaultProxy) -> tuple[Catalog, str, ic.GlobalCommitter]:
+    """A new catalog behind ``proxy``, a table of events in it, and job "job"'s committer."""
+    catalog = _catalog(proxy)
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    return catalog, name, ic.GlobalCommitter(catalog, name, job_id="job", retry_policy=POLICY)
+
+
 def _land(committer: ic.GlobalCommitter, checkpoint_id: int) -> ic.CommitResult:
     rows = checkpoint_rows(checkpoint_id)
     results = [write_arrow(committer.load_table(), rows, job_id=committer.job_id, checkpoint_id=checkpoint_id)]
@@ -78,10 +86,7 @@ def _needed_files(table: Table) -> set[Path]:
 
 @pytest.mark.parametrize("proxy", [11, 12, 13], indirect=True)
 def test_every_checkpoint_lands_once_whatever_the_rest_server_answers(proxy: RestFaultProxy) -> None:
-    catalog = _catalog(proxy)
-    name = f"{catalog.name}.events"
-    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
-    committer = ic.GlobalCommitter(catalog, name, job_id="job", retry_policy=POLICY)
+    _, _, committer = _events(proxy)
     checkpoint = 0
     while proxy.plan or checkpoint < 8:  # the whole seeded plan, and at least 8 checkpoints
         checkpoint += 1
@@ -107,10 +112,7 @@ def test_rollback_expiry_compaction_and_the_orphan_sweep_keep_what_landed_commit
     proxy: RestFaultProxy,
 ) -> None:
     proxy.calm()
-    catalog = _catalog(proxy)
-    name = f"{catalog.name}.events"
-    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
-    committer = ic.GlobalCommitter(catalog, name, job_id="job", retry_policy=POLICY)
+    catalog, name, committer = _events(proxy)
     for checkpoint in range(1, 7):
         _land(committer, checkpoint)
 
@@ -152,10 +154,7 @@ def test_a_compaction_whose_commit_lands_after_the_gateway_gave_up_keeps_its_fil
     unknown, the table does not show it yet, and it lands seconds later. Its rewritten files
     must still be there then (the table would point at deleted files)."""
     proxy.calm()
-    catalog = _catalog(proxy)
-    name = f"{catalog.name}.events"
-    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
-    committer = ic.GlobalCommitter(catalog, name, job_id="job", retry_policy=POLICY)
+    catalog, name, committer = _events(proxy)
     for checkpoint in range(1, 5):
         _land(committer, checkpoint)
     proxy.plan[:] = ["late-504"]
