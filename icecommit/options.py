@@ -20,6 +20,7 @@ from icecommit.committer.completion import PartitionCompleteness
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.evolution import checked_mode
 from icecommit.core.identifiers import checked_file_size, table_name
+from icecommit.core.overwrite import checked_write_mode
 from icecommit.maintenance.policy import MaintenancePolicy
 
 
@@ -54,6 +55,10 @@ class WriteOptions:
             table, or a mapping from routing value (or table name) to list.
         table_properties: the properties of a created table.
         identifier_fields: the key columns of a created table (for upserts later).
+        mode: ``append``, or ``overwrite-partitions`` (the checkpoint's rows replace every
+            partition they touch, under the table's current spec; see
+            :mod:`icecommit.core.overwrite`); None: the table's ``icecommit.write-mode``,
+            else ``append``. Recorded with the checkpoint.
     """
 
     route_by: str | None = None
@@ -71,6 +76,7 @@ class WriteOptions:
     partition_by: Sequence[str] | Mapping[Any, Sequence[str]] | None = field(default=None, hash=False)
     table_properties: Mapping[str, str] | None = field(default=None, hash=False)
     identifier_fields: Sequence[str] | None = None
+    mode: str | None = None
 
     def __post_init__(self) -> None:
         # the rest is checked where it is used, with the messages callers already know
@@ -81,6 +87,8 @@ class WriteOptions:
             raise InvalidArgumentError("maintenance", self.maintenance, "an icecommit MaintenancePolicy, or None")
         if self.schema_mode is not None:
             checked_mode(self.schema_mode)
+        if self.mode is not None:
+            checked_write_mode(self.mode)
         if not isinstance(self.create, bool):
             raise InvalidArgumentError("create", self.create, "True or False")
         given = self.partition_by

@@ -40,6 +40,7 @@ from icecommit.core.errors import (
 )
 from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode, plan_changes
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.core.overwrite import APPEND
 from icecommit.core.tableprops import check_properties, check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.options import WriteOptions
@@ -135,7 +136,7 @@ def write(
             may also be given as a keyword (``branch=``, ``route_by=``, ``dead_letter=``,
             ``target_file_size=``, ``recommit=``, ``completeness=``, ``distribution=``,
             ``maintenance=``, ``schema_mode=``, ``create=``, ``partition_by=``,
-            ``table_properties=``, ``identifier_fields=``), which overrides the field.
+            ``table_properties=``, ``identifier_fields=``, ``mode=``), which overrides the field.
         query_id: the streaming query whose batch this is (the streaming sink passes
             Spark's ``query.id``): a batch id the job committed under another query is
             refused with :class:`~icecommit.errors.StreamingQueryMismatchError`.
@@ -431,9 +432,12 @@ class _Landing:
                 self.committers[name].validate(self.checkpoint_id, task_results, table=fresh[name])
             for name, task_results in written.items():
                 others = [r for other, rs in written.items() if other != name for r in rs]
+                # a dead-letter table only ever gains rows, whatever the write's mode
+                mode = APPEND if name == self.options.dead_letter else self.options.mode
                 self.plans[name] = self.committers[name].prepare_planned(
-                    self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name]
-                )
+                    self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name],
+                    mode=mode,
+                )  # fmt: skip
                 prepared.add(name)
         except IcecommitError as e:
             self._discard(written, prepared, e)

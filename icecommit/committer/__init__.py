@@ -4,7 +4,7 @@ from icecommit.committer.committer import FAULT_POINTS, GlobalCommitter
 from icecommit.committer.completion import PartitionCompleteness, publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.committer.retry import RetryPolicy
-from icecommit.committer.schema_change import evolve_schema
+from icecommit.committer.schema_change import SchemaEvolver, evolve_schema
 from icecommit.core.ancestry import committed_checkpoints, find_checkpoint, last_committed_checkpoint
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "PartitionCompleteness",
     "RetryPolicy",
     "RoutedCommitResult",
+    "SchemaEvolver",
     "committed_checkpoints",
     "evolve_schema",
     "find_checkpoint",

@@ -27,6 +27,7 @@ from icecommit.core.errors import (
 )
 from icecommit.core.identifiers import table_name
 from icecommit.state.checkpoints import CheckpointState, CheckpointStore
+from icecommit.state.database import state_errors
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
 from icecommit.state.partitions import PartitionStatusStore
 
@@ -52,6 +53,8 @@ class AppendCheckpoint(protocol.Operation):
 
     kind = "checkpoint"
     resolve_unsent = True
+    #: the files a partition overwrite removes in the same snapshot (None: a plain append)
+    replacing: list[DataFile] | None = None
 
     def __init__(
         self,
@@ -125,6 +128,7 @@ class AppendCheckpoint(protocol.Operation):
             branch=self.branch,
             job_id=self.job_id,
             checkpoint_id=self.checkpoint,
+            replacing=self.replacing,
         )
         # the table as the commit left it, on the committer's own catalog (a base for the next commit)
         return protocol.Applied(
@@ -213,16 +217,23 @@ class ClaimTable(protocol.Operation):
 def claim_table(
     table: Table,
     store: CheckpointStore,
-    policy: RetryPolicy,
+    policy: RetryPolicy | None,
     *,
     load: Callable[[], Table],
     sleep: Callable[[float], None],
 ) -> Table:
     """The table, made to record ``store``'s state database before anything is staged for
-    it (one catalog commit in the table's life). The caller has found that it records none
-    yet (``records_state``, which refuses another state database).
+    it (one catalog commit in the table's life); the table as it is when it records it
+    already. ``policy``: None takes the table's ``commit.retry.*``.
+
+    Raises:
+        StateDatabaseMismatchError (from ``records_state``): it records another state database.
     """
+    with state_errors(store, "nothing was staged"):  # refuses another state database
+        if records_state(table_name(table), table.metadata.properties, store.engine):
+            return table
     name = table_name(table)
+    policy = policy or RetryPolicy.from_properties(table.metadata.properties)
     outcome = protocol.run(ClaimTable(name, store.engine), base=table, load=load, policy=policy, sleep=sleep)
     logger.info("table %s now records its state database (%s)", name, STATE_ID_PROPERTY)
     return outcome.table if outcome.table is not None else load()

@@ -12,7 +12,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 
 from icecommit.catalog.fileio import MetadataWriteError
-from icecommit.committer.producer import SpecPreservingAppend
+from icecommit.committer.producer import OverwriteFiles, SpecPreservingAppend
 from icecommit.core import ancestry
 from icecommit.core.conflicts import AttemptNotSentError, is_commit_conflict
 
@@ -111,10 +111,12 @@ def append_once(
     branch: str,
     job_id: str,
     checkpoint_id: int,
+    replacing: Sequence[DataFile] | None = None,
 ) -> tuple[int, Table]:
     """One commit attempt of a checkpoint: a single compare-and-swap that appends its files
     (each under its own partition spec) with ``summary`` and sets ``properties`` in the same
-    catalog commit; no retries inside pyiceberg, no deletes.
+    catalog commit; no retries inside pyiceberg, no deletes. With ``replacing`` (a partition
+    overwrite, even of nothing), one ``overwrite`` snapshot that also removes those files.
 
     Returns the snapshot id the checkpoint landed as and the table as the commit left it.
 
@@ -128,9 +130,16 @@ def append_once(
         with single.transaction() as tx:
             if properties:
                 tx.set_properties(properties)
-            with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary) as append:
-                for data_file in data_files:
-                    append.append_data_file(data_file)
+            if replacing is None:
+                with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary) as append:
+                    for data_file in data_files:
+                        append.append_data_file(data_file)
+            else:
+                with OverwriteFiles.of(tx, branch=branch, snapshot_properties=summary) as overwrite:
+                    for data_file in replacing:
+                        overwrite.delete_data_file(data_file)
+                    for data_file in data_files:
+                        overwrite.append_data_file(data_file)
     except Exception as e:
         if not sending.sent and not is_commit_conflict(e):
             logger.warning("commit attempt of checkpoint %d failed before reaching the catalog: %r", checkpoint_id, e)

@@ -25,7 +25,6 @@ from pyiceberg.table import Table
 from icecommit.catalog.loading import load_table
 from icecommit.committer import fate, protocol
 from icecommit.committer.append import (
-    AppendCheckpoint,
     FaultHook,
     checkpoint_summary,
     claim_table,
@@ -34,6 +33,7 @@ from icecommit.committer.append import (
 )
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
+from icecommit.committer.overwrite import checkpoint_operation
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state, result_from_summary
@@ -58,6 +58,7 @@ from icecommit.core.errors import (
     ValidationError,
 )
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.core.overwrite import checked_write_mode
 from icecommit.core.tableprops import check_table_properties
 from icecommit.state.checkpoints import PREPARED, ROLLED_BACK, CheckpointState, CheckpointStore
 from icecommit.state.database import state_engine, state_errors, state_uri
@@ -220,6 +221,7 @@ class GlobalCommitter:
         *,
         routed_with: Sequence[WriteResult] = (),
         plan: CheckpointPlan | None = None,
+        mode: str | None = None,
     ) -> CheckpointState:
         """Validate a checkpoint's write results and stage them durably.
 
@@ -230,13 +232,15 @@ class GlobalCommitter:
         were routed to: the watermark this table records then moves with the checkpoint's
         event time, not only with the rows this table received, so a table that rarely
         gets rows does not hold its partitions back (they count toward nothing else).
+        ``mode``: ``append`` or ``overwrite-partitions`` (None: the table's
+        ``icecommit.write-mode``, else ``append``), recorded with the checkpoint.
 
         Raises:
             SchemaMismatchError: a task saw nulls in a required column.
             ValidationError: counts, files or ids do not hold, or the checkpoint was
                 already prepared with different files.
         """
-        prepared = self.prepare_planned(checkpoint_id, results, routed_with=routed_with, plan=plan).state
+        prepared = self.prepare_planned(checkpoint_id, results, routed_with=routed_with, plan=plan, mode=mode).state
         assert prepared is not None  # a prepared plan always has its row
         return prepared
 
@@ -248,6 +252,7 @@ class GlobalCommitter:
         routed_with: Sequence[WriteResult] = (),
         plan: CheckpointPlan | None = None,
         table: Table | None = None,
+        mode: str | None = None,
     ) -> CheckpointPlan:
         """:meth:`prepare`, returning the plan that :meth:`commit` takes (its state is
         the checkpoint's row). ``table``: the table as the caller has just loaded it
@@ -255,7 +260,8 @@ class GlobalCommitter:
         checked_checkpoint_id(checkpoint_id)
         loaded = table if table is not None else self.load_table()
         check_table_properties(loaded.metadata)  # a property it cannot use fails here, before anything
-        table = self._claim(loaded)
+        mode = checked_write_mode(mode, loaded.metadata.properties)
+        table = claim_table(loaded, self._store, self._retry_policy, load=self.load_table, sleep=self._sleep)
         validated = validate_results(
             results,
             metadata=table.metadata,
@@ -283,6 +289,7 @@ class GlobalCommitter:
             query_id=self._query_id,
             fault=self._fault,
             replacing=plan.state if plan.state is not None and lost else None,
+            mode=mode,
         )
         if not inserted:  # another process prepared it meanwhile
             same_files_or_error(state, validated.digest, len(validated.data_files))
@@ -291,13 +298,6 @@ class GlobalCommitter:
         if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
             return plan.prepared(state, table, staged_files(validated, table))
         return self._plan_on(checkpoint_id, table, state).with_staged(staged_files(validated, table))
-
-    def _claim(self, table: Table) -> Table:
-        with state_errors(self._store, "nothing was staged"):  # refuses another state database
-            if records_state(self._table_name, table.metadata.properties, self._store.engine):
-                return table
-        policy = self._retry_policy or RetryPolicy.from_properties(table.metadata.properties)
-        return claim_table(table, self._store, policy, load=self.load_table, sleep=self._sleep)
 
     # -- phase 2 -----------------------------------------------------------------------
 
@@ -491,7 +491,8 @@ class GlobalCommitter:
         self, plan: CheckpointPlan, state: CheckpointState, data_files: list[DataFile], base: Table
     ) -> protocol.Outcome:
         """The checkpoint's append through the commit protocol."""
-        operation = AppendCheckpoint(
+        operation = checkpoint_operation(
+            state,
             self._catalog,
             plan,
             data_files,

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from icecommit.core.errors import CheckpointFeatureError
 from icecommit.core.evolution import FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE
+from icecommit.core.overwrite import FEATURE_OVERWRITE_PARTITIONS
 from icecommit.state.checkpoints import CheckpointState
 
 #: The features this version commits: a checkpoint that changed the table's schema or
-#: created the table before its tasks wrote (its files carry the new field ids). A row
-#: delta and a partition overwrite each add their name here when their operation lands.
-SUPPORTED: frozenset[str] = frozenset({FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE})
+#: created the table before its tasks wrote (its files carry the new field ids), and one
+#: that overwrites the partitions it touches. A row delta adds its name when it lands.
+SUPPORTED: frozenset[str] = frozenset({FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE, FEATURE_OVERWRITE_PARTITIONS})
 
 
 def require_supported(state: CheckpointState, supported: frozenset[str] = SUPPORTED) -> None:

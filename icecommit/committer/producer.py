@@ -10,7 +10,9 @@ does (its merge manager already groups manifests by spec).
 
 pyiceberg 0.12 has no ``replace`` operation at all (its summaries refuse one); the
 :class:`RewriteFiles` producer makes Iceberg's ``replace`` snapshot, which swaps data files
-for others holding the same rows (compaction), summarised like an overwrite.
+for others holding the same rows (compaction), summarised like an overwrite; the
+:class:`OverwriteFiles` producer makes the ``overwrite`` snapshot of a partition overwrite
+(the files it replaces leave, the checkpoint's join, each under its own spec).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Transaction
 
 
-P = TypeVar("P", "SpecPreservingAppend", "RewriteFiles")
+P = TypeVar("P", "SpecPreservingAppend", "RewriteFiles", "OverwriteFiles")
 
 
 def _producer(
@@ -184,3 +186,25 @@ class RewriteFiles(_OverwriteFiles):
         table = self._transaction._table
         _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
         _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)
+
+
+class OverwriteFiles(RewriteFiles):
+    """An ``overwrite`` snapshot: the files given to :meth:`delete_data_file` (the live files
+    of the partitions a checkpoint replaces) leave the table and the checkpoint's files join
+    it, each under its own spec. The committer checks conflicts itself before each attempt
+    (:mod:`icecommit.core.overwrite`); every file to delete must still be live in the branch
+    head, or the commit fails and nothing changes.
+
+    Use as ``with OverwriteFiles.of(tx, ...) as overwrite:``."""
+
+    @classmethod
+    def of(  # type: ignore[override]
+        cls, transaction: Transaction, *, branch: str | None, snapshot_properties: dict[str, str]
+    ) -> OverwriteFiles:
+        return _producer(cls, Operation.OVERWRITE, transaction, branch, snapshot_properties)
+
+    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+        return _summary(self, Operation.OVERWRITE, snapshot_properties)
+
+    def _validate_concurrency(self) -> None:
+        return None  # an attempt runs on one branch head, checked by the committer before it

@@ -174,6 +174,22 @@ def evolve_schema(
     )  # fmt: skip
 
 
+class SchemaEvolver:
+    """The schema change a driver's own ``SparkWriter`` commits before its tasks write:
+    ``SparkWriter(table, job_id="j", schema_mode="add-columns", evolve=SchemaEvolver(catalog))``
+    (a :class:`~icecommit.writers.spark.SchemaEvolution`; see :func:`evolve_schema`)."""
+
+    def __init__(self, catalog: Catalog, *, retry_policy: RetryPolicy | None = None) -> None:
+        self._catalog = catalog
+        self._retry_policy = retry_policy
+
+    def __call__(self, table: Table, incoming: Schema, *, job_id: str, checkpoint_id: int, schema_mode: str) -> Table:
+        return evolve_schema(
+            self._catalog, table, incoming, job_id=job_id, checkpoint_id=checkpoint_id, schema_mode=schema_mode,
+            retry_policy=self._retry_policy,
+        )  # fmt: skip
+
+
 def create_for_checkpoint(
     catalog: Catalog,
     name: str,

@@ -17,8 +17,15 @@ from icecommit.committer.validation import CheckpointFiles, require_files_presen
 from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
-from icecommit.core.errors import CheckpointReusedError, DataFileMissingError, StagedManifestError, StagingError
-from icecommit.core.evolution import checkpoint_features
+from icecommit.core.errors import (
+    CheckpointReusedError,
+    DataFileMissingError,
+    InvalidArgumentError,
+    StagedManifestError,
+    StagingError,
+)
+from icecommit.core.evolution import checkpoint_features, schema_changed_by
+from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, sequence_number
 from icecommit.core.tableprops import future_skew
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
@@ -82,6 +89,7 @@ def stage_checkpoint(
     query_id: str | None,
     fault: Callable[[str, int], None],
     replacing: CheckpointState | None = None,
+    mode: str = APPEND,
 ) -> tuple[CheckpointState, bool]:
     """Stage a validated checkpoint durably: its files present on storage, its staged
     manifest written, then its ``prepared`` row (with its task attempts, metric samples and
@@ -98,6 +106,11 @@ def stage_checkpoint(
         StateDatabaseError: the row could not be recorded; prepare again.
     """
     checkpoint_id = validated.checkpoint_id
+    if mode == OVERWRITE_PARTITIONS and table.metadata.format_version < 2:
+        raise InvalidArgumentError(
+            "mode", mode, f"append: {table_name} is an Iceberg format version 1 table, whose snapshots have no "
+            "sequence numbers to tell what an overwrite did not see (upgrade it to version 2)",
+        )  # fmt: skip
     require_files_present(validated.data_files, table.io, checkpoint_id)
     manifest_path = None
     if validated.data_files:
@@ -131,8 +144,11 @@ def stage_checkpoint(
         tasks=[(r.task_id, r.attempt) for r in results],
         samples=prepare_samples(results),
         partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
-        # the schema change or creation the checkpoint made before its tasks wrote
-        features=checkpoint_features(table.metadata.properties, job_id, checkpoint_id),
+        # the schema change or creation the checkpoint made before its tasks wrote, and its mode
+        features=checkpoint_features(table.metadata.properties, job_id, checkpoint_id)
+        + ((FEATURE_OVERWRITE_PARTITIONS,) if mode == OVERWRITE_PARTITIONS else ()),
+        schema_id=schema_changed_by(table.metadata.properties, job_id, checkpoint_id),
+        base_sequence_number=base_sequence_number(results, table),
     )
     with state_errors(store, "nothing was recorded: prepare it again"):
         if replacing is not None:
@@ -227,3 +243,11 @@ def staged_files(validated: CheckpointFiles, table: Table) -> tuple[DataFile, ..
     """The data files of a checkpoint just staged, as its staged manifest holds them."""
     version = table.metadata.format_version
     return tuple(to_data_file(record, version) for record in validated.data_files)
+
+
+def base_sequence_number(results: Sequence[WriteResult], table: Table) -> int:
+    """The table's last sequence number when the checkpoint's writers were given it (the
+    lowest any of them reports); the table's at prepare where none reports one (a writer
+    of an older version, or no task at all)."""
+    seen = [r.base_sequence_number for r in results if r.base_sequence_number is not None]
+    return min(seen) if seen else sequence_number(table.metadata)

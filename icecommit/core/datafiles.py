@@ -143,6 +143,9 @@ class WriteResult:
             rows from the engine; ``split``: by partition; ``encode``: Parquet;
             ``file-stats``; ``close``: footers and statistics; ``window-counts``), for the
             write-path breakdown (``bench/write_breakdown.py``).
+        base_sequence_number: the table's last sequence number in the metadata the writer
+            was given (None: not known, an older writer); an overwrite conflicts with what
+            was added after it.
     """
 
     job_id: str | None
@@ -156,6 +159,7 @@ class WriteResult:
     violations: tuple[RequiredNullViolation, ...] = ()
     windows: tuple[WindowCount, ...] = ()
     stage_seconds: tuple[tuple[str, float], ...] = ()
+    base_sequence_number: int | None = None
 
     def to_json(self) -> str:
         """Serialise to a JSON string."""
@@ -190,4 +194,9 @@ class WriteResult:
             violations=tuple(RequiredNullViolation(**v) for v in data.get("violations", ())),
             windows=tuple(WindowCount(**w) for w in data.get("windows", ())),
             stage_seconds=tuple((str(k), float(v)) for k, v in data.get("stage_seconds", ())),
+            base_sequence_number=_optional_int(data.get("base_sequence_number")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

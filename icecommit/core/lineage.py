@@ -27,6 +27,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from icecommit.core import ancestry
+from icecommit.core.overwrite import OVERWRITE_PARTITIONS, WRITE_MODE_PROPERTY
 from icecommit.core.paths import UnsupportedPathError, storage_key
 
 #: The snapshot summary property holding an icecommit compaction group's id.
@@ -195,6 +196,8 @@ def removals_of(table: Table, branch: str = "main") -> list[Removal]:
                     removed.append(item)
                 elif entry.status == ManifestEntryStatus.ADDED:
                     added.append(item)
+        if snapshot.summary is not None and snapshot.summary.get(WRITE_MODE_PROPERTY) == OVERWRITE_PARTITIONS:
+            added = []  # a partition overwrite's rows are new: none of the removed rows is carried over
         if removed:
             compaction = snapshot.summary.get(COMPACTION_ID_PROPERTY) if snapshot.summary is not None else None
             found.append(Removal(snapshot.snapshot_id, operation, tuple(removed), tuple(added), compaction))

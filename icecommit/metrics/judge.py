@@ -56,6 +56,16 @@ class LiveDeleteFile:
     sequence: int
 
 
+@dataclass(frozen=True)
+class Overwrite:
+    """What one checkpoint's partition overwrite replaced (from its snapshot's summary)."""
+
+    by: Key
+    partitions: int
+    records: int
+    files: int
+
+
 @dataclass
 class Facts:
     """Everything reconciliation looks at, gathered once."""
@@ -104,6 +114,8 @@ class Facts:
     query_input: dict[Key, tuple[int, bool]] = field(default_factory=dict)
     #: a routed sink's batches: (rows the query read, preserves rows, rows written per table)
     routed_input: dict[Key, tuple[int, bool, dict[str, int]]] = field(default_factory=dict)
+    #: partition overwrites (icecommit's): snapshot id -> what it replaced
+    overwrites: dict[int, Overwrite] = field(default_factory=dict)
     now: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
 
@@ -323,6 +335,15 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if compacted:
             notes.append(f"{compacted:,} readable in files another snapshot rewrote")
         for (snapshot_id, operation), rows in sorted(removed.items()):
+            if (over := facts.overwrites.get(snapshot_id)) is not None:  # a rerun's rows took their place
+                notes.append(f"{rows:,} superseded by checkpoint {over.by[1]} of job {over.by[0]}")
+                problems.append(
+                    Problem("superseded", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its "
+                            f"rows were superseded by checkpoint {over.by[1]} of job {over.by[0]}, which overwrote "
+                            f"their partitions (snapshot {snapshot_id}); information, not loss",
+                            state.job_id, state.checkpoint_id, severity="info")
+                )  # fmt: skip
+                continue
             notes.append(f"{rows:,} removed by snapshot {snapshot_id} ({operation})")
             problems.append(
                 Problem("removed", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its rows "
@@ -343,7 +364,10 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             notes.append(f"readable {accounted - committed:+,} vs committed")
         # what it did before its tasks wrote (its rows count as any other's)
         notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
-                     for f in state.features)  # fmt: skip
+                     for f in state.features if f != "overwrite-partitions")  # fmt: skip
+        if (over := facts.overwrites.get(state.snapshot_id or -1)) is not None:
+            notes.append(f"overwrote {over.partitions:,} partition(s): replaced {over.records:,} row(s) in "
+                         f"{over.files:,} file(s)")  # fmt: skip
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
         status = "committed" if landed else "empty"
         lines.append(

@@ -33,8 +33,9 @@ from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_instant, table_name
 from icecommit.core.lineage import Fate, path_key, removals_of, trace_fates
 from icecommit.core.manifest_entries import read_entries
+from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, WRITE_MODE_PROPERTY
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
-from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Window, judge
+from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
 from icecommit.metrics.report_model import (
     ReconciliationReport,
     Thresholds,
@@ -377,6 +378,7 @@ def reconcile(
         equality_deletes=[d for d in deletes if d.equality],
         query_input=query_input,
         routed_input=routed_input,
+        overwrites=_overwrites(snapshots, checkpoint_by_snapshot),
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))
@@ -428,6 +430,22 @@ def _fates(
             [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals, rewritten, by_group
         )
     return fates
+
+
+def _overwrites(snapshots: Mapping[int, Snapshot], keys: Mapping[int, Key]) -> dict[int, Overwrite]:
+    """What each retained snapshot of an icecommit partition overwrite replaced."""
+    found = {}
+    for snapshot_id, snapshot in snapshots.items():
+        summary = snapshot.summary
+        if summary is None or summary.get(WRITE_MODE_PROPERTY) != OVERWRITE_PARTITIONS or snapshot_id not in keys:
+            continue
+        found[snapshot_id] = Overwrite(
+            keys[snapshot_id],
+            partitions=int(summary.get(REPLACED_PARTITIONS) or 0),
+            records=int(summary.get("deleted-records") or 0),
+            files=int(summary.get("deleted-data-files") or 0),
+        )
+    return found
 
 
 def _gone(

@@ -88,6 +88,10 @@ class CheckpointState:
     source_offsets: tuple[SourceRange, ...] = ()
     #: what its commit needs beyond appending its data files (empty: a plain append)
     features: tuple[str, ...] = ()
+    #: the schema id its own schema change made (None: it changed none)
+    schema_id: int | None = None
+    #: the table's last sequence number when its writers were given the table
+    base_sequence_number: int | None = None
 
     @property
     def committed(self) -> bool:
@@ -113,6 +117,8 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         query_id=row.query_id,
         source_offsets=_ranges_from_json(row.source_offsets),
         features=tuple(f for f in (row.features or "").split(",") if f),
+        schema_id=row.schema_id,
+        base_sequence_number=row.base_sequence_number,
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -260,6 +266,8 @@ class CheckpointStore(MetricSampleStore):
         samples: Sequence[MetricSample] = (),
         partitions: Sequence[tuple[str, int, int]] = (),
         features: Sequence[str] = (),
+        schema_id: int | None = None,
+        base_sequence_number: int | None = None,
     ) -> tuple[CheckpointState, bool]:
         """Insert a ``prepared`` row, its accepted task attempts, its metrics and its records
         per time partition (field, value, records), in one transaction; returns (row, inserted).
@@ -283,6 +291,8 @@ class CheckpointStore(MetricSampleStore):
             future_records=future_records,
             query_id=query_id,
             features=",".join(sorted(set(features))) or None,
+            schema_id=schema_id,
+            base_sequence_number=base_sequence_number,
             attempts=0,
             retries=0,
             files_created=files,
@@ -340,6 +350,8 @@ class CheckpointStore(MetricSampleStore):
         samples: Sequence[MetricSample],
         partitions: Sequence[tuple[str, int, int]],
         features: Sequence[str] = (),
+        schema_id: int | None = None,
+        base_sequence_number: int | None = None,
     ) -> CheckpointState | None:
         """Prepare a checkpoint again from new files, in place of a prepared row whose staged
         files were lost: its files, counts, accepted task attempts, task metrics and records
@@ -378,6 +390,8 @@ class CheckpointStore(MetricSampleStore):
             row.watermark_us = watermark_us if watermark_us is not None or future_records else max_event_time_us
             row.future_records = future_records
             row.features = ",".join(sorted({*(row.features or "").split(","), *features} - {""})) or None
+            row.schema_id = schema_id if schema_id is not None else row.schema_id
+            row.base_sequence_number = base_sequence_number
             row.files_missing = 0
             row.prepared_at = self._clock()
             session.add_all(

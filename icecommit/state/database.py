@@ -341,6 +341,11 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     9: [],
     # 10: the features a prepared checkpoint's commit needs (NULL in older rows: an append)
     10: [("icecommit_checkpoints", "features", "TEXT")],
+    # 11: the schema a checkpoint's change made; the sequence number an overwrite started from
+    11: [
+        ("icecommit_checkpoints", "schema_id", "BIGINT"),
+        ("icecommit_checkpoints", "base_sequence_number", "BIGINT"),
+    ],
 }
 
 #: Columns made wider after they shipped: version -> (table, column, SQL type). Schema 9

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class Base(DeclarativeBase):
@@ -82,6 +82,11 @@ class CheckpointRow(Base):
     # feature names, such as a schema change or a row delta; NULL: a plain append). Code
     # that does not know a recorded feature refuses to commit the checkpoint (schema 10)
     features: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # the schema id the checkpoint's own schema change made (NULL: it changed none), and
+    # the table's last sequence number when its writers were given the table (an overwrite
+    # conflicts with what was added after it); both schema 11
+    schema_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    base_sequence_number: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)

@@ -46,6 +46,7 @@ from icecommit.core.datafiles import (
     WriteResult,
 )
 from icecommit.core.eventtime import event_time_field_id
+from icecommit.core.overwrite import sequence_number
 from icecommit.core.tableprops import whole_number
 from icecommit.writers.partitions import partition_columns, to_partition_value
 from icecommit.writers.windows import minute_counts
@@ -491,6 +492,7 @@ class TaskFileWriter:
             data_files=files,
             violations=tuple(RequiredNullViolation(c, n) for c, n in sorted(self._violations.items())),
             stage_seconds=tuple(sorted((k, round(v, 6)) for k, v in self.seconds.items())),
+            base_sequence_number=sequence_number(self._metadata),
             windows=tuple(
                 WindowCount(window, self._source_windows[window], self._written_windows[window])
                 for window in sorted(

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import pyarrow as pa
 from pyiceberg.io import load_file_io
+from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadataUtil
@@ -23,6 +25,8 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
 from icecommit.core.datafiles import WriteResult
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.evolution import STRICT, checked_mode, plan_changes
 from icecommit.core.identifiers import checked_file_size
 from icecommit.writers.arrow import write_with
 from icecommit.writers.distribution import (
@@ -33,7 +37,7 @@ from icecommit.writers.distribution import (
     partition_keys,
 )
 from icecommit.writers.files import TaskFileWriter, target_file_size
-from icecommit.writers.schema import align_to_schema
+from icecommit.writers.schema import align_to_schema, iceberg_struct
 
 logger = logging.getLogger(__name__)
 
@@ -90,6 +94,16 @@ class ShippedTable:
 TaskHook = Callable[[TaskAttempt, WriteResult], None]
 
 
+class SchemaEvolution(Protocol):
+    """Commits, as checkpoint ``checkpoint_id`` of ``job_id``, the schema change that rows
+    of ``incoming`` need in ``table`` under ``schema_mode``, and returns the table as it is
+    then (:class:`icecommit.committer.SchemaEvolver` is one: the writers cannot commit)."""
+
+    def __call__(
+        self, table: Table, incoming: Schema, *, job_id: str, checkpoint_id: int, schema_mode: str
+    ) -> Table: ...
+
+
 class SparkWriter:
     """Writes a DataFrame into a table's data location as Iceberg data files.
 
@@ -107,6 +121,13 @@ class SparkWriter:
             ``write.distribution-mode``, else ``hash`` for a partitioned table.
         shuffle_ratio: for ``bin-pack``, shuffle bytes per Parquet byte (what earlier
             writes of the table showed; ``ic.write`` keeps it in icecommit's state).
+        schema_mode: ``strict``, ``add-columns`` or ``merge`` (None: the table's
+            ``icecommit.schema-mode``, else ``strict``): columns the table lacks, or wider
+            types, are added by ``evolve`` before any task writes, and the tasks write with
+            the resulting schema's field ids (:attr:`table`). Nulls in a required column
+            are refused at prepare (``ic.write`` makes it optional and writes again).
+        evolve: commits the schema change (``icecommit.committer.SchemaEvolver(catalog)``);
+            needs ``job_id``. Without it, a write that needs a change is refused.
     """
 
     def __init__(
@@ -118,8 +139,12 @@ class SparkWriter:
         task_hook: TaskHook | None = None,
         distribution: str | None = None,
         shuffle_ratio: float | None = None,
+        schema_mode: str | None = None,
+        evolve: SchemaEvolution | None = None,
     ) -> None:
         self._table = table
+        self._schema_mode = checked_mode(schema_mode, table.metadata.properties)
+        self._evolve = evolve
         self._job_id = job_id
         self._target_file_size = checked_file_size(target_file_size)
         self._task_hook = task_hook
@@ -129,6 +154,31 @@ class SparkWriter:
         self.shuffle_ratio = shuffle_ratio
         #: for ``bin-pack``: the advisory shuffle bytes per task of the last write
         self.advisory_bytes: int | None = None
+
+    @property
+    def table(self) -> Table:
+        """The table the writes use (after a schema change, the table as the change left it)."""
+        return self._table
+
+    def _evolved(self, df: DataFrame, checkpoint_id: int) -> None:
+        """Commit the change the rows of ``df`` need under the writer's schema mode, first."""
+        if self._schema_mode == STRICT:
+            return
+        name = ".".join(self._table.name())
+        incoming = iceberg_struct(df.schema, name, known=self._table.schema().column_names)
+        changes = plan_changes(self._table.schema(), incoming, self._schema_mode, table=name)  # refuses
+        if not changes:
+            return
+        if self._evolve is None or self._job_id is None:
+            raise InvalidArgumentError(
+                "evolve", self._evolve, f"a SchemaEvolution and a job_id: schema_mode={self._schema_mode!r} needs "
+                f"them to commit {', '.join(str(c) for c in changes)} before the tasks write "
+                "(SparkWriter(table, job_id=..., evolve=icecommit.committer.SchemaEvolver(catalog)))",
+            )  # fmt: skip
+        self._table = self._evolve(
+            self._table, Schema(*incoming.fields), job_id=self._job_id, checkpoint_id=checkpoint_id,
+            schema_mode=self._schema_mode,
+        )  # fmt: skip
 
     def prepare_frame(self, df: DataFrame) -> DataFrame:
         """The DataFrame projected onto the table's schema.
@@ -142,8 +192,11 @@ class SparkWriter:
         """Run one Spark job that writes ``df``; return the results of successful attempts.
 
         Raises:
-            SchemaMismatchError: the DataFrame does not fit the table (before any task runs).
+            SchemaMismatchError: the DataFrame does not fit the table under the schema
+                mode (before any task runs, and before any change).
+            InvalidArgumentError: a change is needed and the writer has no ``evolve``.
         """
+        self._evolved(df, checkpoint_id)
         aligned = self.prepare_frame(df)
         metadata = self._table.metadata
         # transport names by position: mapInArrow parses column names, and a table's own may

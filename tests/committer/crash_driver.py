@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.compute
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.io import OutputFile, OutputStream
@@ -55,6 +56,27 @@ class InjectedCrash(BaseException):
 def checkpoint_rows(checkpoint_id: int, job_offset: int = 0) -> pa.Table:
     start = checkpoint_id * 1000 + job_offset
     return events(start, start + ROWS)
+
+
+#: The partitions (``event`` values) each checkpoint of an overwriting job touches: the
+#: first appends everywhere; the second replaces ``pv``; the third ``pv`` and ``show``, so
+#: that a second application of the second would remove the third's ``pv`` rows.
+OVERWRITTEN = {2: ("pv",), 3: ("pv", "show")}
+
+
+def overwrite_rows(checkpoint_id: int, job_offset: int = 0) -> pa.Table:
+    """The rows checkpoint ``checkpoint_id`` of an overwriting job writes."""
+    rows = checkpoint_rows(checkpoint_id, job_offset)
+    if checkpoint_id not in OVERWRITTEN:
+        return rows
+    return rows.filter(pa.compute.is_in(rows.column("event"), pa.array(OVERWRITTEN[checkpoint_id])))
+
+
+def overwritten_ids(job_offset: int = 0) -> list[int]:
+    """The ids an overwriting job's table holds after its three checkpoints (each once)."""
+    first = checkpoint_rows(1, job_offset).to_pylist()
+    kept = [r["id"] for r in first if r["event"] not in ("pv", "show")]
+    return sorted(kept + overwrite_rows(3, job_offset).column("id").to_pylist())
 
 
 def process_arguments(catalog: Catalog) -> tuple[list[str], dict[str, str]]:
@@ -157,10 +179,12 @@ def run_job(
     job_offset: int = 0,
     catalog_name: str = "crash",
     properties: dict[str, str] | None = None,
+    overwrite: bool = False,
 ) -> None:
     """Run the job: recover, then write/prepare/commit checkpoints 1..N that are not in.
     Without ``uri`` the catalog ``catalog_name`` is opened the pyiceberg way (with
-    ``properties`` added to its configuration)."""
+    ``properties`` added to its configuration). ``overwrite``: checkpoints 2 and 3 replace
+    the partitions of :data:`OVERWRITTEN` (:func:`overwrite_rows`)."""
     current = {"checkpoint": 0}
 
     def maybe_crash(point: str, checkpoint_id: int | None = None) -> None:
@@ -197,15 +221,13 @@ def run_job(
                 continue
             if state is None:
                 table = committer.load_table()
-                results = [
-                    write_arrow(
-                        table, checkpoint_rows(checkpoint_id, job_offset), job_id=job_id, checkpoint_id=checkpoint_id
-                    )
-                ]
+                rows = (overwrite_rows if overwrite else checkpoint_rows)(checkpoint_id, job_offset)
+                results = [write_arrow(table, rows, job_id=job_id, checkpoint_id=checkpoint_id)]
                 maybe_crash("after-write")
                 if crash_point == "during-stage" and checkpoint_id == crash_checkpoint and crash is not None:
                     StagingCrashFileIO.armed = crash
-                committer.prepare(checkpoint_id, results)
+                mode = "overwrite-partitions" if overwrite and checkpoint_id in OVERWRITTEN else "append"
+                committer.prepare(checkpoint_id, results, mode=mode)
                 StagingCrashFileIO.armed = None
             if not prepare_only:
                 committer.commit(checkpoint_id)
@@ -232,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prepare-only", action="store_true")
     parser.add_argument("--job-offset", type=int, default=0)
     parser.add_argument("--catalog-name", default="crash")
+    parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
     run_job(
         args.uri,
@@ -245,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
         prepare_only=args.prepare_only,
         job_offset=args.job_offset,
         catalog_name=args.catalog_name,
+        overwrite=args.overwrite,
     )
 
 

@@ -34,6 +34,7 @@ from icecommit.core.errors.environment import (
     CatalogUnavailableError,
     CheckpointFeatureError,
     DataFileMissingError,
+    OverwriteSpansFileError,
     PartitionSpecChangedError,
     SchemaChangedError,
     StagedManifestError,
@@ -64,6 +65,7 @@ from icecommit.core.errors.input import (
 from icecommit.core.errors.outcome import (
     CommitConflictError,
     CommitStateUnknownError,
+    OverwriteConflictError,
     PlanChangedError,
 )
 from icecommit.core.errors.refused import (
@@ -96,6 +98,8 @@ __all__ = [
     "InvalidRangeError",
     "JobNotFoundError",
     "NotAnAncestorError",
+    "OverwriteConflictError",
+    "OverwriteSpansFileError",
     "PartitionSpecChangedError",
     "PlanChangedError",
     "SchemaChangedError",

@@ -360,3 +360,31 @@ class UnreadableTablesError(EnvironmentFailureError):
             f"file can be proven unreferenced ({shown}); nothing was deleted. Repair or drop their catalog entries, "
             "or name each one with --ignore-unreadable TABLE (ignore_unreadable=[...]) to go on without them"
         )
+
+
+class OverwriteSpansFileError(EnvironmentFailureError):
+    """A partition overwrite found a live data file, written under an older partition spec,
+    whose rows may lie both inside a partition it replaces and outside (a ``month`` file
+    when the spec is now ``day``): an overwrite replaces whole files, so it would either drop
+    rows of partitions it does not touch or keep rows of one it replaces. Nothing was
+    committed. Rewrite the table's old files under its current spec (compaction), then
+    commit the checkpoint again (``recover()``); or abandon it.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        path: the file; spec_id: its partition spec; partition: the partition replaced.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, *, path: str, spec_id: int, partition: str) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.table = table
+        self.path = path
+        self.spec_id = spec_id
+        self.partition = partition
+        super().__init__(
+            f"checkpoint {checkpoint_id} of job {job_id!r} in {table} overwrites partition {partition}, but data file "
+            f"{path} (written under partition spec {spec_id}) may hold rows inside it and outside it; an overwrite "
+            "replaces whole files, so nothing was committed. Rewrite the table's files under its current spec "
+            "(compaction), then run recover(); or abandon the checkpoint"
+        )

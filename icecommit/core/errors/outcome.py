@@ -85,3 +85,47 @@ class PlanChangedError(CommitConflictError, TableSpecError):
         self.operation = operation
         self.reason = f"changed since the {operation} was planned (another commit landed meanwhile); plan again"
         Exception.__init__(self, f"table {table}: {self.reason}")
+
+
+class OverwriteConflictError(CommitConflictError):
+    """A partition overwrite found a data or delete file added to a partition it replaces
+    after the table its writers were given (another job's append, a compaction, a delete):
+    replacing the partition would drop rows it never saw (Iceberg's ``ReplacePartitions``
+    rules). Nothing was committed and retrying cannot help: abandon the checkpoint and run
+    the overwrite again as a new checkpoint, which sees those rows.
+
+    Attributes:
+        partition: the partition, as a path.
+        snapshot_id: the snapshot that added the file.
+        by: (job id, checkpoint id) when that snapshot is icecommit's, else None.
+        path: the file added.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        checkpoint_id: int,
+        job_id: str,
+        *,
+        partition: str,
+        snapshot_id: int,
+        by: tuple[str, int] | None,
+        path: str,
+    ) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.attempts = 0
+        self.elapsed_s = 0.0
+        self.operation = f"checkpoint {checkpoint_id} of job {job_id!r} in {table}"
+        self.partition = partition
+        self.snapshot_id = snapshot_id
+        self.by = by
+        self.path = path
+        writer = f"checkpoint {by[1]} of job {by[0]!r}" if by is not None else "another writer"
+        CommitOutcomeError.__init__(
+            self,
+            f"{self.operation} overwrites partition {partition}, but snapshot {snapshot_id} ({writer}) added "
+            f"{path} there after this checkpoint's writers read the table; the overwrite would drop rows it never "
+            f"saw, so nothing was committed. Abandon it (GlobalCommitter(...).abandon({checkpoint_id}, reason=...)) "
+            "and run the overwrite again as a new checkpoint",
+        )
