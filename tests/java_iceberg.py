@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ENV_VAR = "ICECOMMIT_JAVA_ICEBERG"
 #: Set (to 1) where the environment must be there: its absence fails instead of skipping.
 REQUIRE_VAR = "ICECOMMIT_REQUIRE_JAVA_ICEBERG"
@@ -91,3 +93,14 @@ def find() -> JavaIceberg | str:
 
 def required() -> bool:
     return os.environ.get(REQUIRE_VAR, "") not in ("", "0")
+
+
+def found_or_skip() -> JavaIceberg:
+    """The environment; where there is none, the test skips saying why (fails when
+    ``ICECOMMIT_REQUIRE_JAVA_ICEBERG`` asks for it)."""
+    java = find()
+    if isinstance(java, str):
+        if required():
+            pytest.fail(f"{java} ({REQUIRE_VAR} is set)")
+        pytest.skip(java)
+    return java

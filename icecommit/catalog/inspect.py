@@ -79,6 +79,8 @@ class CheckpointInfo:
     source_offsets: tuple[SourceRange, ...] = ()
     #: what the checkpoint did before its tasks wrote: ``table-create``, ``schema-change``
     features: tuple[str, ...] = ()
+    #: the schema id the checkpoint's own schema change made (None: it changed none)
+    changed_schema_id: int | None = None
 
 
 def _micros_to_datetime(value: str | None) -> datetime | None:
@@ -148,6 +150,7 @@ def list_checkpoints(
             retries=state.retries,
             unknown_outcomes=state.unknown_outcomes,
             features=state.features,
+            changed_schema_id=state.schema_id,
             source_offsets=state.source_offsets,
         )
     for key, landed in in_ancestry.items():

@@ -103,7 +103,11 @@ def _plain(value: Any) -> Any:
 
 
 #: how ``checkpoints`` names a checkpoint's features
-_CHANGED = {"table-create": "created the table", "schema-change": "changed the schema"}
+_CHANGED = {
+    "table-create": "created the table",
+    "schema-change": "changed the schema",
+    "overwrite-partitions": "overwrote partitions",
+}
 
 
 class JsonOutput:
@@ -271,7 +275,10 @@ class TextOutput:
             cell = [row.job_id, str(row.checkpoint_id), row.status, str(row.snapshot_id or ""), f"{row.records:,}",
                     str(row.files), published, attempts]  # fmt: skip
             if changed:  # what it did before its tasks wrote: created the table, changed its schema
-                cell.append(", ".join(_CHANGED.get(f, f) for f in row.features))
+                said = [_CHANGED.get(f, f) for f in row.features]
+                if row.changed_schema_id is not None and "changed the schema" in said:
+                    said[said.index("changed the schema")] = f"changed the schema (to schema {row.changed_schema_id})"
+                cell.append(", ".join(said))
             if streamed:
                 cell.append("; ".join(f"{r.start} -> {r.end}" for r in row.source_offsets))
             cells.append(cell)

@@ -18,6 +18,7 @@ from icecommit.committer.planning import CheckpointPlan, changed_since, plan_che
 from icecommit.committer.retry import RetryPolicy
 from icecommit.committer.validation import size_mismatches
 from icecommit.core import ancestry
+from icecommit.core.conflicts import AttemptNotSentError
 from icecommit.core.decision import Action
 from icecommit.core.errors import (
     CheckpointRolledBackError,
@@ -94,7 +95,12 @@ class AppendCheckpoint(protocol.Operation):
             found = self._landed_since_plan(table)
             if found is not None:
                 return found
-        require_known_spec(self.data_files, table, self.job_id, self.checkpoint, self.table_name)
+        try:
+            require_known_spec(self.data_files, table, self.job_id, self.checkpoint, self.table_name)
+        except PartitionSpecChangedError as e:
+            if number == 0:  # a base the caller kept from before a spec change: retried on the table as it is
+                raise AttemptNotSentError(f"the base table predates partition spec {e.prepared_spec_id}") from e
+            raise
         require_readable(self.data_files, table, self.job_id, self.checkpoint, self.table_name)
         if number > 0 or self.plan.staged is None:  # the first attempt after this process's prepare found them
             self._require_present(table)

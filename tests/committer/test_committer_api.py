@@ -24,6 +24,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 import icecommit as ic
+import icecommit.committer.append as append_module
 import icecommit.committer.committer as committer_module
 import icecommit.committer.fate as fate_module
 from icecommit.committer import PartitionCompleteness, RetryPolicy
@@ -136,6 +137,7 @@ def test_validate_checks_the_state_database_the_table_records(
         raise OperationalError("SELECT ...", {}, Exception("server closed the connection unexpectedly"))
 
     monkeypatch.setattr(committer_module, "records_state", unreachable)
+    monkeypatch.setattr(append_module, "records_state", unreachable)  # the claim's check at prepare
     with pytest.raises(StateDatabaseUnavailableError) as down:
         committer.validate(2, _results(committer, 2))
     assert down.value.uri == shown_uri(committer.store.engine)
@@ -417,6 +419,7 @@ def test_a_checkpoint_prepared_again_after_its_state_was_lost_is_compared_with_w
 
     with pytest.MonkeyPatch.context() as patched:  # the table records the first state database: allow others
         patched.setattr(committer_module, "records_state", lambda *_: True)
+        patched.setattr(append_module, "records_state", lambda *_: True)
         with pytest.raises(CheckpointReusedError) as counter_went_back:
             amnesiac("one.db").prepare(2, results[3])
         amnesiac("two.db").prepare(2, results[2])  # the files that landed: a replay, accepted

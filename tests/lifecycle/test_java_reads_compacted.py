@@ -51,12 +51,7 @@ FILTERS: dict[str, Callable[[Row], bool]] = {
 
 @pytest.fixture
 def java() -> Iterator[java_iceberg.JavaIceberg]:
-    found = java_iceberg.find()
-    if isinstance(found, str):
-        if java_iceberg.required():
-            pytest.fail(f"{found} ({java_iceberg.REQUIRE_VAR} is set)")
-        pytest.skip(found)
-    yield found
+    yield java_iceberg.found_or_skip()
 
 
 def _source() -> pa.Table:

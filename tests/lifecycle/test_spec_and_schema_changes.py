@@ -14,7 +14,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DATA_FILE_TYPE, DataFile
 from pyiceberg.table import Table
-from pyiceberg.transforms import HourTransform
+from pyiceberg.transforms import HourTransform, IdentityTransform
 from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
@@ -146,6 +146,7 @@ def test_files_of_a_spec_the_table_no_longer_has_are_refused_by_name_and_the_job
     )
     pruned = Table(table.name(), metadata, table.metadata_location, table.io, catalog)
     committer._latest = pruned
+    committer.load_table = lambda: pruned  # type: ignore[method-assign]  # the table as the catalog has it
     before = table.metadata_location
     with pytest.raises(PartitionSpecChangedError) as raised:
         committer.commit(1)
@@ -328,3 +329,25 @@ def test_a_required_nested_column_is_present_when_any_one_of_its_leaves_has_stat
     with pytest.raises(SchemaChangedError) as raised:
         require_readable([stats_on(ids["id"], leaf["attrs.key"])], loaded, committer.job_id, 1, committer.table_name)
     assert raised.value.column == "point"
+
+
+def test_a_committer_whose_last_commit_predates_a_spec_change_commits_under_the_new_spec(
+    catalog: SqlCatalog,
+) -> None:
+    """The committer keeps the table its last commit left as the next commit's base; when
+    another process changed the spec meanwhile, the files written under the new spec are
+    committed on the table as it is, not refused as of a spec the table no longer has."""
+    name = f"{catalog.name}.respec"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    for checkpoint in (1, 2):
+        if checkpoint == 2:
+            with SqlCatalog(catalog.name, **catalog.properties).load_table(name).update_spec() as spec:
+                spec.add_field("event", IdentityTransform(), "event")
+        written = write_arrow(committer.load_table(), events(checkpoint * 100, checkpoint * 100 + 20), job_id="j",
+                              checkpoint_id=checkpoint)  # fmt: skip
+        committer.prepare(checkpoint, [written])
+        assert committer.commit(checkpoint).committed
+    table = catalog.load_table(name)
+    assert {f.spec_id for f in table.scan().plan_files() for f in [f.file]} == {0, 1}
+    assert len(table.scan().to_arrow()) == 40

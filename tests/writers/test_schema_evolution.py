@@ -246,7 +246,8 @@ def test_the_cli_and_the_report_say_which_checkpoints_created_the_table_or_chang
     checkpoints = json.loads(invoke(home, *where, "--output", "json", "checkpoints", name).stdout)["checkpoints"]
     assert [c["features"] for c in checkpoints] == [["table-create"], ["schema-change"], []]
     text = invoke(home, *where, "checkpoints", name).stdout
-    assert "created the table" in text and "changed the schema" in text
+    assert "created the table" in text and "changed the schema (to schema 1)" in text
+    assert [c["changed_schema_id"] for c in checkpoints] == [None, 1, None]  # recorded with the checkpoint's state
     snapshots = json.loads(invoke(home, *where, "--output", "json", "snapshots", name).stdout)["snapshots"]
     assert [s["schema_id"] for s in snapshots] == [0, 1, 1]
     report = ic.reconcile(catalog, name, job_id="j")

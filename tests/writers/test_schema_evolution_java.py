@@ -22,11 +22,7 @@ pytestmark = pytest.mark.spark
 def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_and_new_files(
     spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
 ) -> None:
-    java = java_iceberg.find()
-    if isinstance(java, str):
-        if java_iceberg.required():
-            pytest.fail(f"{java} ({java_iceberg.REQUIRE_VAR} is set)")
-        pytest.skip(java)
+    java = java_iceberg.found_or_skip()
     catalog = sqlite_catalog
     name = _base_table(spark, catalog)  # created by checkpoint 1
     ddl = "id long, n long, point struct<x: double, y: double>, tags array<struct<k: string, w: int>>, c string"
