@@ -55,10 +55,16 @@ class WriteOptions:
             table, or a mapping from routing value (or table name) to list.
         table_properties: the properties of a created table.
         identifier_fields: the key columns of a created table (for upserts later).
-        mode: ``append``, or ``overwrite-partitions`` (the checkpoint's rows replace every
+        mode: ``append``, ``overwrite-partitions`` (the checkpoint's rows replace every
             partition they touch, under the table's current spec; see
-            :mod:`icecommit.core.overwrite`); None: the table's ``icecommit.write-mode``,
-            else ``append``. Recorded with the checkpoint.
+            :mod:`icecommit.core.overwrite`) or ``upsert`` (each row replaces the live rows
+            of its key, or is inserted; :mod:`icecommit.core.upsert`); None: the table's
+            ``icecommit.write-mode``, else ``append``. Recorded with the checkpoint.
+        key: an upsert's key columns (default: the table's identifier fields).
+        change_column: a change-type column of an upsert (``c``/``r``/``u`` replace, ``d``
+            deletes; Debezium's ``op``); not stored in the table.
+        order_by: the column(s) whose largest value picks the row of a key that several
+            rows of one checkpoint hold (without it, such rows are refused).
     """
 
     route_by: str | None = None
@@ -77,6 +83,9 @@ class WriteOptions:
     table_properties: Mapping[str, str] | None = field(default=None, hash=False)
     identifier_fields: Sequence[str] | None = None
     mode: str | None = None
+    key: Sequence[str] | None = None
+    change_column: str | None = None
+    order_by: str | Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         # the rest is checked where it is used, with the messages callers already know
@@ -89,6 +98,16 @@ class WriteOptions:
             checked_mode(self.schema_mode)
         if self.mode is not None:
             checked_write_mode(self.mode)
+        for argument in ("key", "order_by"):
+            value = getattr(self, argument)
+            if isinstance(value, str) and argument == "order_by":
+                value = (value,)
+            if value is not None and (isinstance(value, str) or not all(isinstance(n, str) for n in value)):
+                raise InvalidArgumentError(argument, value, "a list of column names")
+            if value is not None:
+                object.__setattr__(self, argument, tuple(value))
+        if self.change_column is not None and not isinstance(self.change_column, str):
+            raise InvalidArgumentError("change_column", self.change_column, "a column name")
         if not isinstance(self.create, bool):
             raise InvalidArgumentError("create", self.create, "True or False")
         given = self.partition_by

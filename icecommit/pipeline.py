@@ -40,12 +40,13 @@ from icecommit.core.errors import (
 )
 from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode, plan_changes
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
-from icecommit.core.overwrite import APPEND
+from icecommit.core.overwrite import APPEND, UPSERT, checked_write_mode
 from icecommit.core.tableprops import check_properties, check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.options import WriteOptions
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
+from icecommit.writers.changes import upsert_changes
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
 from icecommit.writers.schema import aligned_columns, iceberg_struct
@@ -195,6 +196,7 @@ class _Landing:
     committers: dict[str, GlobalCommitter] = field(default_factory=dict)
     plans: dict[str, CheckpointPlan] = field(default_factory=dict)
     results: dict[str, CommitResult] = field(default_factory=dict)
+    keys: dict[str, pa.Table] = field(default_factory=dict)
 
     def run(self, df: DataFrame, target: Table | str | Routes) -> CommitResult | RoutedCommitResult:
         routed = isinstance(target, Mapping)
@@ -204,6 +206,12 @@ class _Landing:
             raise InvalidArgumentError(
                 "dead_letter", self.options.dead_letter, "a table that is not also a route target"
             )
+        source = df  # an upsert's rows as given (its change column is never stored)
+        if self.options.change_column is not None:
+            if self.options.change_column not in df.columns:
+                raise SchemaMismatchError(self.options.change_column, "is the change column, but not a column of the "
+                                          "DataFrame")  # fmt: skip
+            df = df.drop(self.options.change_column)
         if self.options.create:
             self._check_creation(df, names, routes)
         for name in names:
@@ -231,6 +239,7 @@ class _Landing:
                 store=self.store,
             )
         pending = self._settle()
+        df = self._changes(source, df, pending, routed)  # an upsert's rows, one per key; its keys kept
         skipped: dict[str, int] = {}
         # before any task writes (the tasks write with the new field ids), and every table's
         # refusal before any table's change
@@ -262,6 +271,26 @@ class _Landing:
             skipped_records=skipped,
         )
 
+    def _changes(self, source: DataFrame, df: DataFrame, pending: Sequence[str], routed: bool) -> DataFrame:
+        """For a table written under ``upsert``: its rows, one per key (a change column's
+        deletes left out), with the keys of every row kept for its prepare; refused before
+        anything is written when the rows break the key."""
+        for name in pending:
+            if checked_write_mode(self.options.mode, self.tables[name].metadata.properties) != UPSERT:
+                continue
+            if routed:
+                raise InvalidArgumentError(
+                    "mode", UPSERT, f"append or overwrite-partitions for a routed write ({name} upserts): routed "
+                    "upserts are not supported yet; write each table's rows with its own ic.write",
+                )  # fmt: skip
+            changes = upsert_changes(
+                source, self.tables[name], key=self.options.key, change_column=self.options.change_column,
+                order_by=tuple(self.options.order_by or ()), name=name,
+            )  # fmt: skip
+            self.keys[name] = changes.keys
+            return changes.rows
+        return df
+
     def _mode(self, table: Table) -> str:
         return checked_mode(self.options.schema_mode, table.metadata.properties)
 
@@ -272,7 +301,7 @@ class _Landing:
         check_properties(self.options.table_properties or {}, schema)
         for name in names:
             build_partition_spec(schema, self.options.partitions_of(name, routes), name)
-        with_identifier_fields(schema, self.options.identifier_fields, names[0])
+        with_identifier_fields(schema, self.options.identifier_fields or self.options.key, names[0])
 
     def _table(self, df: DataFrame, name: str, routes: Mapping[Any, str]) -> Table:
         """The table ``name``; with ``create``, created from the DataFrame's columns (the
@@ -283,7 +312,8 @@ class _Landing:
             self.catalog, name, _arrow_schema(df, leave_out=self.options.route_by),
             job_id=self.job_id, checkpoint_id=self.checkpoint_id,
             partition_by=self.options.partitions_of(name, routes),
-            properties=dict(self.options.table_properties or {}), identifier_fields=self.options.identifier_fields,
+            properties=dict(self.options.table_properties or {}),
+            identifier_fields=self.options.identifier_fields or self.options.key,
         )  # fmt: skip
 
     def _dead_letter(self, df: DataFrame, name: str) -> Table:
@@ -436,7 +466,7 @@ class _Landing:
                 mode = APPEND if name == self.options.dead_letter else self.options.mode
                 self.plans[name] = self.committers[name].prepare_planned(
                     self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name],
-                    mode=mode,
+                    mode=mode, keys=self.keys.get(name),
                 )  # fmt: skip
                 prepared.add(name)
         except IcecommitError as e:

@@ -49,6 +49,8 @@ def checkpoint_files(catalog: Catalog, table: Table, also: Iterable[tuple[str, i
     extra = set(also)
     files: set[str] = set()
     for state in store.list(".".join(table.name())):
+        if state.keys_path is not None and state.status != ABANDONED:
+            files.add(state.keys_path)  # an upsert's keys: needed again whenever it commits
         if state.manifest_path is None or state.status == ABANDONED:
             continue
         files.add(state.manifest_path)

@@ -56,6 +56,8 @@ class AppendCheckpoint(protocol.Operation):
     resolve_unsent = True
     #: the files a partition overwrite removes in the same snapshot (None: a plain append)
     replacing: list[DataFile] | None = None
+    #: the position delete files an upsert adds in the same snapshot
+    deletes: tuple[DataFile, ...] = ()
 
     def __init__(
         self,
@@ -135,6 +137,7 @@ class AppendCheckpoint(protocol.Operation):
             job_id=self.job_id,
             checkpoint_id=self.checkpoint,
             replacing=self.replacing,
+            deletes=self.deletes,
         )
         # the table as the commit left it, on the committer's own catalog (a base for the next commit)
         return protocol.Applied(

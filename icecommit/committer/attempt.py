@@ -112,11 +112,13 @@ def append_once(
     job_id: str,
     checkpoint_id: int,
     replacing: Sequence[DataFile] | None = None,
+    deletes: Sequence[DataFile] = (),
 ) -> tuple[int, Table]:
     """One commit attempt of a checkpoint: a single compare-and-swap that appends its files
     (each under its own partition spec) with ``summary`` and sets ``properties`` in the same
     catalog commit; no retries inside pyiceberg, no deletes. With ``replacing`` (a partition
-    overwrite, even of nothing), one ``overwrite`` snapshot that also removes those files.
+    overwrite, even of nothing), one ``overwrite`` snapshot that also removes those files;
+    with ``deletes`` (an upsert's position delete files), one that also adds them.
 
     Returns the snapshot id the checkpoint landed as and the table as the commit left it.
 
@@ -131,9 +133,9 @@ def append_once(
             if properties:
                 tx.set_properties(properties)
             if replacing is None:
-                with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary) as append:
+                with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary, deletes=deletes) as add:
                     for data_file in data_files:
-                        append.append_data_file(data_file)
+                        add.append_data_file(data_file)
             else:
                 with OverwriteFiles.of(tx, branch=branch, snapshot_properties=summary) as overwrite:
                     for data_file in replacing:

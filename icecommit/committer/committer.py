@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
@@ -33,7 +34,7 @@ from icecommit.committer.append import (
 )
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
-from icecommit.committer.overwrite import checkpoint_operation
+from icecommit.committer.operations import checkpoint_operation
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state, result_from_summary
@@ -222,27 +223,27 @@ class GlobalCommitter:
         routed_with: Sequence[WriteResult] = (),
         plan: CheckpointPlan | None = None,
         mode: str | None = None,
+        keys: pa.Table | None = None,
     ) -> CheckpointState:
-        """Validate a checkpoint's write results and stage them durably.
-
-        Preparing the same checkpoint again with the same files is a no-op. ``plan``: the
-        checkpoint's plan (:meth:`plan`), reused while the branch head has not moved.
-
-        ``routed_with`` are the same checkpoint's results for the other tables its rows
-        were routed to: the watermark this table records then moves with the checkpoint's
-        event time, not only with the rows this table received, so a table that rarely
-        gets rows does not hold its partitions back (they count toward nothing else).
-        ``mode``: ``append`` or ``overwrite-partitions`` (None: the table's
-        ``icecommit.write-mode``, else ``append``), recorded with the checkpoint.
+        """Validate a checkpoint's write results and stage them durably (the same files
+        again: a no-op). ``plan``: its plan (:meth:`plan`), reused while the head holds.
+        ``routed_with``: its results for the other tables its rows were routed to (this
+        table's watermark moves with the checkpoint's event time, so a table that rarely
+        gets rows does not hold its partitions back). ``mode``: ``append``,
+        ``overwrite-partitions`` or ``upsert`` (None: the table's ``icecommit.write-mode``,
+        else ``append``); an upsert's ``keys``: the key columns of every row it writes or
+        deletes, staged with it.
 
         Raises:
             SchemaMismatchError: a task saw nulls in a required column.
             ValidationError: counts, files or ids do not hold, or the checkpoint was
                 already prepared with different files.
         """
-        prepared = self.prepare_planned(checkpoint_id, results, routed_with=routed_with, plan=plan, mode=mode).state
-        assert prepared is not None  # a prepared plan always has its row
-        return prepared
+        prepared = self.prepare_planned(
+            checkpoint_id, results, routed_with=routed_with, plan=plan, mode=mode, keys=keys
+        )
+        assert prepared.state is not None  # a prepared plan always has its row
+        return prepared.state
 
     def prepare_planned(
         self,
@@ -253,6 +254,7 @@ class GlobalCommitter:
         plan: CheckpointPlan | None = None,
         table: Table | None = None,
         mode: str | None = None,
+        keys: pa.Table | None = None,
     ) -> CheckpointPlan:
         """:meth:`prepare`, returning the plan that :meth:`commit` takes (its state is
         the checkpoint's row). ``table``: the table as the caller has just loaded it
@@ -272,7 +274,7 @@ class GlobalCommitter:
         if plan is None or plan.checkpoint_id != checkpoint_id or not plan.is_current(table, self.branch):
             plan = self.plan(checkpoint_id, table=table)
         if plan.state is not None and not (lost := replays_lost(plan, validated.digest)):  # lost: prepared again
-            same_files_or_error(plan.state, validated.digest, len(validated.data_files))
+            same_files_or_error(plan.state, validated.digest, len(validated.data_files), mode)
             return dataclasses.replace(plan, staged=None)  # a plan reused: its files are checked again
         self.refuse(checkpoint_id, plan)
         if plan.action is Action.ALREADY_IN:
@@ -290,9 +292,10 @@ class GlobalCommitter:
             fault=self._fault,
             replacing=plan.state if plan.state is not None and lost else None,
             mode=mode,
+            keys=keys,
         )
         if not inserted:  # another process prepared it meanwhile
-            same_files_or_error(state, validated.digest, len(validated.data_files))
+            same_files_or_error(state, validated.digest, len(validated.data_files), mode)
             return self.plan(checkpoint_id, table=table)
         self._fault("after-prepare", checkpoint_id)
         if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
@@ -472,7 +475,7 @@ class GlobalCommitter:
                 checkpoint_id, self.job_id, plan.decision.reason,
             )  # fmt: skip
             return result_from_state(state, "rolled-back", snapshot_id=plan.decision.snapshot_id)
-        if state.manifest_path is None:
+        if not state.has_changes:
             self._recorder.empty(checkpoint_id)
             logger.info("checkpoint %d of job %s is empty; no snapshot", checkpoint_id, self.job_id)
             if state.watermark_us is not None:  # a routed checkpoint's event time reached this table too
@@ -491,19 +494,12 @@ class GlobalCommitter:
         self, plan: CheckpointPlan, state: CheckpointState, data_files: list[DataFile], base: Table
     ) -> protocol.Outcome:
         """The checkpoint's append through the commit protocol."""
-        operation = checkpoint_operation(
-            state,
-            self._catalog,
-            plan,
-            data_files,
-            job_id=self.job_id,
-            table_name=self._table_name,
-            branch=self.branch,
-            summary=checkpoint_summary(state, self._completion.store, self._recovered_by),
-            store=self._store,
-            replan=replan_with(plan, job_id=self.job_id, branch=self.branch, staged=data_files),
+        operation = checkpoint_operation(  # the append, or the upsert or overwrite its features ask for
+            state, self._catalog, plan, data_files, job_id=self.job_id, table_name=self._table_name,
+            branch=self.branch, summary=checkpoint_summary(state, self._completion.store, self._recovered_by),
+            store=self._store, replan=replan_with(plan, job_id=self.job_id, branch=self.branch, staged=data_files),
             fault=self._fault,
-        )
+        )  # fmt: skip
         policy = self._retry_policy or RetryPolicy.from_properties(plan.table.metadata.properties)
         try:
             outcome = protocol.run(operation, base=base, load=self.load_table, policy=policy, sleep=self._sleep)

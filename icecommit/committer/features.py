@@ -13,12 +13,15 @@ from __future__ import annotations
 from icecommit.core.errors import CheckpointFeatureError
 from icecommit.core.evolution import FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE
 from icecommit.core.overwrite import FEATURE_OVERWRITE_PARTITIONS
+from icecommit.core.upsert import FEATURE_UPSERT
 from icecommit.state.checkpoints import CheckpointState
 
 #: The features this version commits: a checkpoint that changed the table's schema or
-#: created the table before its tasks wrote (its files carry the new field ids), and one
-#: that overwrites the partitions it touches. A row delta adds its name when it lands.
-SUPPORTED: frozenset[str] = frozenset({FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE, FEATURE_OVERWRITE_PARTITIONS})
+#: created the table before its tasks wrote (its files carry the new field ids), one that
+#: overwrites the partitions it touches, and an upsert (a row delta by key).
+SUPPORTED: frozenset[str] = frozenset(
+    {FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE, FEATURE_OVERWRITE_PARTITIONS, FEATURE_UPSERT}
+)
 
 
 def require_supported(state: CheckpointState, supported: frozenset[str] = SUPPORTED) -> None:

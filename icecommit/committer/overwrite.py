@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntryStatus
+from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, ManifestEntryStatus
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Snapshot
 
 from icecommit.committer import protocol
 from icecommit.committer.append import AppendCheckpoint
 from icecommit.core import ancestry
 from icecommit.core.errors import OverwriteConflictError, OverwriteSpansFileError
 from icecommit.core.overwrite import (
-    FEATURE_OVERWRITE_PARTITIONS,
     OVERWRITE_PARTITIONS,
     REPLACED_PARTITIONS,
     WRITE_MODE_PROPERTY,
@@ -35,7 +35,6 @@ from icecommit.core.overwrite import (
     partition_label,
     partition_under,
 )
-from icecommit.state.checkpoints import CheckpointState
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +73,6 @@ class OverwriteCheckpoint(AppendCheckpoint):
         return None
 
 
-def checkpoint_operation(state: CheckpointState, *args: Any, **kwargs: Any) -> AppendCheckpoint:
-    """The operation that commits prepared checkpoint ``state``: its partition overwrite
-    when it recorded that feature, else its append (arguments: the append's)."""
-    if FEATURE_OVERWRITE_PARTITIONS in state.features and state.base_sequence_number is not None:
-        return OverwriteCheckpoint(*args, base_sequence_number=state.base_sequence_number, **kwargs)
-    return AppendCheckpoint(*args, **kwargs)
-
-
 def replacement(
     table: Table,
     data_files: Sequence[DataFile],
@@ -96,56 +87,72 @@ def replacement(
     files of the branch head in them.
 
     Raises:
-        OverwriteConflictError: a snapshot after ``base_sequence_number`` added a data or
-            delete file to a touched partition, or deleted a data file there.
+        OverwriteConflictError: a data or delete file live in a touched partition was added
+            after ``base_sequence_number`` (its file sequence number), or a retained snapshot
+            after it deleted a data file there.
         OverwriteSpansFileError: a file (live, or one of the checkpoint's, written under an
             older spec) may hold rows both inside and outside a touched partition.
     """
     metadata = table.metadata
     spec, specs, schema = metadata.spec(), metadata.specs(), metadata.schema()
 
-    def spans(path: str, spec_id: int, label: str) -> OverwriteSpansFileError:
-        return OverwriteSpansFileError(job_id, checkpoint_id, table_name, path=path, spec_id=spec_id, partition=label)
+    def spans(path: str, spec_id: int, label: str, *, own: bool) -> OverwriteSpansFileError:
+        return OverwriteSpansFileError(
+            job_id, checkpoint_id, table_name, path=path, spec_id=spec_id, partition=label, own=own
+        )
 
     touched: set[Values] = set()
     for data_file in data_files:
         values = partition_under(data_file, specs, schema, spec)
-        if values is None:
-            raise spans(data_file.file_path, data_file.spec_id, f"of spec {spec.spec_id} (its rows span several)")
+        if values is None:  # written under an older spec than the table's now: its partition is not one of ours
+            raise spans(data_file.file_path, data_file.spec_id, f"of spec {spec.spec_id} (its rows span several)",
+                        own=True)  # fmt: skip
         touched.add(values)
     head = ancestry.branch_head(metadata, branch)
     if head is None or not touched:
         return Replacement(frozenset(touched), ())
+    added_by = {s.sequence_number: s for s in metadata.snapshots if s.sequence_number is not None}
+
+    def conflict(entry: ManifestEntry, partition: Values, snapshot: Snapshot | None, what: str) -> None:
+        raise OverwriteConflictError(
+            table_name, checkpoint_id, job_id, partition=partition_label(spec, schema, partition),
+            snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+            by=ancestry.checkpoint_of(snapshot) if snapshot is not None else None, path=entry.data_file.file_path,
+            what=what,
+        )  # fmt: skip
+
+    # a file live in the head that was added after the writers' table (by its sequence
+    # number: that holds when the snapshot that added it has been expired since)
+    replaced = []
+    for manifest in head.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            found = entry.data_file
+            values = partition_under(found, specs, schema, spec)
+            matched = values if values in touched else may_hold(found, specs, schema, spec, touched)
+            if matched is None:
+                continue
+            added = entry.file_sequence_number
+            if added is not None and added > base_sequence_number:
+                conflict(entry, matched, added_by.get(added), "added")
+            if manifest.content != ManifestContent.DATA:
+                continue  # delete files of replaced rows stay; they apply to no live row (see the docs)
+            if values is None:  # an older spec's file whose rows lie inside and outside
+                raise spans(found.file_path, found.spec_id, partition_label(spec, schema, matched), own=False)
+            replaced.append(found)
+    # a data file of a touched partition deleted after the writers' table (as far as the
+    # retained snapshots tell: its rows are gone either way, none is dropped by the overwrite)
     for snapshot in ancestry.branch_ancestry(metadata, branch):
         if snapshot.sequence_number is None or snapshot.sequence_number <= base_sequence_number:
             break
         for manifest in snapshot.manifests(table.io):
-            if manifest.added_snapshot_id != snapshot.snapshot_id:
+            if manifest.added_snapshot_id != snapshot.snapshot_id or manifest.content != ManifestContent.DATA:
                 continue
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                if entry.snapshot_id != snapshot.snapshot_id or entry.status == ManifestEntryStatus.EXISTING:
-                    continue
-                found = entry.data_file
-                if not may_hold(found, specs, schema, spec, touched):
-                    continue
-                values = partition_under(found, specs, schema, spec)
-                raise OverwriteConflictError(
-                    table_name, checkpoint_id, job_id,
-                    partition=partition_label(spec, schema, values if values in touched else min(touched, key=repr)),
-                    snapshot_id=snapshot.snapshot_id, by=ancestry.checkpoint_of(snapshot), path=found.file_path,
-                )  # fmt: skip
-    replaced = []
-    for manifest in head.manifests(table.io):
-        if manifest.content != ManifestContent.DATA:
-            continue  # delete files of replaced rows stay; they apply to no live row (see the docs)
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            found = entry.data_file
-            values = partition_under(found, specs, schema, spec)
-            if values in touched:
-                replaced.append(found)
-            elif values is None and may_hold(found, specs, schema, spec, touched):
-                raise spans(found.file_path, found.spec_id, partition_label(spec, schema, min(touched, key=repr)))
+                if entry.snapshot_id == snapshot.snapshot_id and entry.status == ManifestEntryStatus.DELETED:
+                    matched = may_hold(entry.data_file, specs, schema, spec, touched)
+                    if matched is not None:
+                        conflict(entry, matched, snapshot, "removed")
     return Replacement(frozenset(touched), tuple(replaced))
 
 
-__all__ = ["OverwriteCheckpoint", "Replacement", "checkpoint_operation", "replacement"]
+__all__ = ["OverwriteCheckpoint", "Replacement", "replacement"]

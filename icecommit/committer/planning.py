@@ -125,7 +125,7 @@ def plan_checkpoint(
         row = StateView(
             state.status,  # type: ignore[arg-type]
             state.snapshot_id,
-            has_files=state.manifest_path is not None,
+            has_files=state.has_changes,
             query_id=state.query_id,
         )
     if _files_decide(checkpoint_id, state, view):

@@ -18,9 +18,17 @@ for others holding the same rows (compaction), summarised like an overwrite; the
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from pyiceberg.manifest import DataFile, ManifestEntry, ManifestEntryStatus, ManifestFile
+from pyiceberg.manifest import (
+    DataFile,
+    ManifestContent,
+    ManifestEntry,
+    ManifestEntryStatus,
+    ManifestFile,
+    ManifestWriterV2,
+)
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
@@ -86,6 +94,8 @@ def _summary(
     collector = SnapshotSummaryCollector(partition_summary_limit=limit)
     for data_file in producer._added_data_files:
         collector.add_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
+    for delete_file in getattr(producer, "_added_delete_files", ()):
+        collector.add_file(data_file=delete_file, partition_spec=specs[delete_file.spec_id], schema=schema)
     for data_file in producer._deleted_data_files:
         collector.remove_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
     parent_id = producer._parent_snapshot_id
@@ -102,23 +112,65 @@ def _summary(
     return Summary(operation=operation, **totals.additional_properties)
 
 
+class _DeleteManifestWriter(ManifestWriterV2):
+    """A version 2 manifest of delete files (pyiceberg 0.12 writes data manifests only)."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
 class SpecPreservingAppend(_MergeAppendFiles):
     """A merge append (operation ``append``) that writes one added-files manifest per
-    partition spec id of the files it adds. Use as ``with SpecPreservingAppend.of(tx, ...)``."""
+    partition spec id of the files it adds. With ``deletes`` (an upsert's position delete
+    files, format version 2), a row delta (operation ``overwrite``) that also adds them, in
+    one delete manifest per spec. Use as ``with SpecPreservingAppend.of(tx, ...)``."""
+
+    _added_delete_files: tuple[DataFile, ...] = ()
 
     @classmethod
     def of(
-        cls, transaction: Transaction, *, branch: str | None, snapshot_properties: dict[str, str]
+        cls,
+        transaction: Transaction,
+        *,
+        branch: str | None,
+        snapshot_properties: dict[str, str],
+        deletes: Sequence[DataFile] = (),
     ) -> SpecPreservingAppend:
-        return _producer(cls, Operation.APPEND, transaction, branch, snapshot_properties)
+        operation = Operation.OVERWRITE if deletes else Operation.APPEND
+        producer = _producer(cls, operation, transaction, branch, snapshot_properties)
+        producer._added_delete_files = tuple(deletes)
+        return producer
 
     def _manifests(self) -> list[ManifestFile]:
-        # an append deletes nothing: the added manifests first (the merge manager treats
-        # the first manifest as the new one), then the parent's
-        return self._process_manifests(self._added_manifests() + self._existing_manifests())
+        # the added data manifests first (the merge manager treats the first manifest as the
+        # new one), then the parent's; delete manifests are never merged into data ones
+        return self._process_manifests(self._added_manifests() + self._delete_manifests() + self._existing_manifests())
 
     def _added_manifests(self) -> list[ManifestFile]:
         return _added_manifests(self)
+
+    def _delete_manifests(self) -> list[ManifestFile]:
+        by_spec: dict[int, list[DataFile]] = defaultdict(list)
+        for delete_file in self._added_delete_files:
+            by_spec[delete_file.spec_id].append(delete_file)
+        manifests = []
+        for spec_id in sorted(by_spec):
+            writer = _DeleteManifestWriter(
+                self.spec(spec_id), self.schema(), self.new_manifest_output(), self.snapshot_id, "deflate"
+            )
+            with writer:
+                for delete_file in by_spec[spec_id]:
+                    writer.add(
+                        ManifestEntry.from_args(
+                            status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id, data_file=delete_file
+                        )
+                    )
+            manifests.append(writer.to_manifest_file())
+        return manifests
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         return _summary(self, self._operation, snapshot_properties)

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import pyarrow as pa
+from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
@@ -21,22 +23,32 @@ from icecommit.core.errors import (
     CheckpointReusedError,
     DataFileMissingError,
     InvalidArgumentError,
+    KeyViolationError,
+    SchemaMismatchError,
     StagedManifestError,
     StagingError,
+    ValidationError,
 )
 from icecommit.core.evolution import checkpoint_features, schema_changed_by
-from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, sequence_number
+from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, UPSERT, sequence_number
 from icecommit.core.tableprops import future_skew
+from icecommit.core.upsert import FEATURE_UPSERT, key_columns
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.manifests import (
     read_staged_manifest,
+    staged_keys_path,
     staged_manifest_path,
     to_data_file,
+    write_staged_keys,
     write_staged_manifest,
 )
 
 logger = logging.getLogger(__name__)
+
+
+#: The feature each write mode other than append records.
+_MODE_FEATURES = {OVERWRITE_PARTITIONS: FEATURE_OVERWRITE_PARTITIONS, UPSERT: FEATURE_UPSERT}
 
 
 def read_staged(state: CheckpointState, table: Table) -> list[DataFile]:
@@ -47,7 +59,8 @@ def read_staged(state: CheckpointState, table: Table) -> list[DataFile]:
             abandon the checkpoint).
         OSError: storage failed to answer (not a damaged manifest: the caller retries).
     """
-    assert state.manifest_path is not None
+    if state.manifest_path is None:
+        return []  # an upsert that only deletes
     try:
         return read_staged_manifest(table.io, state.manifest_path, table.spec().spec_id)
     except FileNotFoundError as e:
@@ -90,11 +103,15 @@ def stage_checkpoint(
     fault: Callable[[str, int], None],
     replacing: CheckpointState | None = None,
     mode: str = APPEND,
+    keys: pa.Table | None = None,
 ) -> tuple[CheckpointState, bool]:
     """Stage a validated checkpoint durably: its files present on storage, its staged
     manifest written, then its ``prepared`` row (with its task attempts, metric samples and
     records per time partition) inserted in one transaction. Returns (row, inserted); not
     inserted means another process prepared it first.
+
+    ``mode``: the write mode, recorded as the checkpoint's feature; an ``upsert``'s
+    ``keys`` (every key its rows replace or delete) are staged beside its manifest.
 
     ``replacing``: the prepared row of the same checkpoint whose staged files were lost
     (:func:`lost_files`); it is replaced instead (a compare-and-set on that row: not
@@ -106,11 +123,19 @@ def stage_checkpoint(
         StateDatabaseError: the row could not be recorded; prepare again.
     """
     checkpoint_id = validated.checkpoint_id
-    if mode == OVERWRITE_PARTITIONS and table.metadata.format_version < 2:
+    if mode != APPEND and table.metadata.format_version < 2:
         raise InvalidArgumentError(
-            "mode", mode, f"append: {table_name} is an Iceberg format version 1 table, whose snapshots have no "
-            "sequence numbers to tell what an overwrite did not see (upgrade it to version 2)",
+            "mode", mode, f"append: {table_name} is an Iceberg format version 1 table, which has no sequence "
+            "numbers to tell what an overwrite did not see, and no delete files (upgrade it to version 2)",
         )  # fmt: skip
+    staged_keys = checked_keys(keys, table, table_name) if mode == UPSERT else None
+    unknown = [r for r in results if r.data_files and r.base_sequence_number is None]
+    if mode == OVERWRITE_PARTITIONS and unknown:  # what its writers saw decides what it may replace
+        raise ValidationError(
+            f"task {unknown[0].task_id}'s result does not say which table its writer was given (a writer of an older "
+            "icecommit): an overwrite cannot tell what it did not see; write the checkpoint again",
+            checkpoint_id=checkpoint_id,
+        )
     require_files_present(validated.data_files, table.io, checkpoint_id)
     manifest_path = None
     if validated.data_files:
@@ -119,6 +144,13 @@ def stage_checkpoint(
             write_staged_manifest(table, manifest_path, validated.data_files)
         except OSError as e:  # a full disk, a lost connection: nothing recorded yet
             raise StagingError(checkpoint_id, manifest_path, e) from e
+    keys_path = None
+    if staged_keys is not None:
+        keys_path = staged_keys_path(table, job_id, checkpoint_id)
+        try:
+            write_staged_keys(table.io, keys_path, staged_keys)
+        except OSError as e:
+            raise StagingError(checkpoint_id, keys_path, e) from e
     fault("after-stage", checkpoint_id)
     skew = future_skew(table.metadata.properties)
     limit_us = micros(store.clock() + skew)
@@ -146,9 +178,10 @@ def stage_checkpoint(
         partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
         # the schema change or creation the checkpoint made before its tasks wrote, and its mode
         features=checkpoint_features(table.metadata.properties, job_id, checkpoint_id)
-        + ((FEATURE_OVERWRITE_PARTITIONS,) if mode == OVERWRITE_PARTITIONS else ()),
+        + ((_MODE_FEATURES[mode],) if mode in _MODE_FEATURES else ()),
         schema_id=schema_changed_by(table.metadata.properties, job_id, checkpoint_id),
         base_sequence_number=base_sequence_number(results, table),
+        keys_path=keys_path,
     )
     with state_errors(store, "nothing was recorded: prepare it again"):
         if replacing is not None:
@@ -174,12 +207,20 @@ def stage_checkpoint(
     return state, inserted
 
 
-def same_files_or_error(existing: CheckpointState, digest: str, files: int) -> CheckpointState:
-    """``existing`` when it staged the same files (a repeated prepare is a no-op).
+def same_files_or_error(existing: CheckpointState, digest: str, files: int, mode: str = APPEND) -> CheckpointState:
+    """``existing`` when it staged the same files under the same mode (a repeated prepare
+    is a no-op).
 
     Raises:
         CheckpointReusedError: the checkpoint id already holds other files.
+        InvalidArgumentError: it was prepared under another write mode (a replay keeps it).
     """
+    recorded = next((m for m, f in _MODE_FEATURES.items() if f in existing.features), APPEND)
+    if existing.files_digest == digest and recorded != mode:
+        raise InvalidArgumentError(
+            "mode", mode, f"{recorded!r}: checkpoint {existing.checkpoint_id} of job {existing.job_id} was prepared "
+            f"as {recorded!r} (a replay commits it as it was prepared)",
+        )  # fmt: skip
     if existing.files_digest == digest:
         logger.info("checkpoint %d of job %s is already %s", existing.checkpoint_id, existing.job_id, existing.status)
         return existing
@@ -251,3 +292,34 @@ def base_sequence_number(results: Sequence[WriteResult], table: Table) -> int:
     of an older version, or no task at all)."""
     seen = [r.base_sequence_number for r in results if r.base_sequence_number is not None]
     return min(seen) if seen else sequence_number(table.metadata)
+
+
+def checked_keys(keys: pa.Table | None, table: Table, name: str) -> pa.Table:
+    """An upsert's keys, as they are staged: the key columns in the table's types, one row
+    per key (a key given twice is one key).
+
+    Raises:
+        InvalidArgumentError: no keys given.
+        SchemaMismatchError: a key column the table lacks, or a value that does not fit its type.
+        KeyViolationError: a null key.
+    """
+    if not isinstance(keys, pa.Table):
+        raise InvalidArgumentError(
+            "keys", keys, "a pyarrow Table of the key columns of every row the upsert writes or deletes"
+        )
+    schema = table.schema()
+    names = key_columns(keys.column_names, schema, name)
+    types = schema_to_pyarrow(schema.select(*names))
+    columns = []
+    for column in names:
+        target = types.field(column).type
+        try:
+            columns.append(keys.column(column).cast(target))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise SchemaMismatchError(column, f"key values of type {keys.column(column).type} do not fit the "
+                                      f"column's type {target}: {e}", table=name) from None  # fmt: skip
+    typed = pa.table(columns, names=list(names))
+    nulls = sum(c.null_count for c in typed.columns) and len(typed) - len(typed.drop_null())
+    if nulls:
+        raise KeyViolationError(names, "null", nulls, None, table=name)
+    return typed.group_by(list(names)).aggregate([]).combine_chunks() if len(typed) else typed

@@ -3,6 +3,8 @@
 Modes (``mode=``, or the table property ``icecommit.write-mode``):
 
 - ``append``: the checkpoint's rows join the table (the default);
+- ``upsert``: each row replaces the live rows of its key, or is inserted (see
+  :mod:`icecommit.core.upsert`);
 - ``overwrite-partitions``: the checkpoint's rows replace every partition they touch, under
   the table's current partition spec, in one ``overwrite`` snapshot; partitions they do not
   touch are untouched, an unpartitioned table is replaced whole, and an empty checkpoint
@@ -47,8 +49,8 @@ from pyiceberg.types import PrimitiveType
 
 from icecommit.core.errors import InvalidArgumentError
 
-APPEND, OVERWRITE_PARTITIONS = "append", "overwrite-partitions"
-WRITE_MODES = (APPEND, OVERWRITE_PARTITIONS)
+APPEND, OVERWRITE_PARTITIONS, UPSERT = "append", "overwrite-partitions", "upsert"
+WRITE_MODES = (APPEND, OVERWRITE_PARTITIONS, UPSERT)
 #: The table property that sets the default mode of writes into the table.
 WRITE_MODE_PROPERTY = "icecommit.write-mode"
 #: The summary key of an overwrite snapshot (beside ``icecommit.write-mode``): how many
@@ -127,8 +129,10 @@ def _possible(
     count = (data_file.value_counts or {}).get(field.source_id)
     if nulls and count is not None and nulls >= count:
         return _Exact(None)  # every row holds null there
-    if nulls:
-        return _ANY  # nulls beside values: two partitions at least
+    if nulls or (data_file.nan_value_counts or {}).get(field.source_id):
+        return _ANY  # nulls or NaNs beside values (outside the bounds): two partitions at least
+    if nulls is None and count is None:
+        return _ANY  # no counts: nulls cannot be ruled out
     lower = (data_file.lower_bounds or {}).get(field.source_id)
     upper = (data_file.upper_bounds or {}).get(field.source_id)
     if lower is None or upper is None:
@@ -167,12 +171,13 @@ def may_hold(
     schema: Schema,
     target: PartitionSpec,
     partitions: Iterable[Values],
-) -> bool:
-    """Whether some rows of ``data_file`` may lie in one of ``partitions`` of ``target``."""
+) -> Values | None:
+    """One of ``partitions`` of ``target`` that some rows of ``data_file`` may lie in (the
+    first in their order), or None."""
     own = specs[data_file.spec_id]
     values = _partition_values(data_file)
     if own.spec_id == target.spec_id:
-        return values in set(partitions)
+        return values if values in set(partitions) else None
     possible = [_possible(data_file, own, values, field, schema) for field in target.fields]
 
     def holds(partition: Values) -> bool:
@@ -183,7 +188,7 @@ def may_hold(
                 return False
         return True
 
-    return any(holds(p) for p in partitions)
+    return next((p for p in sorted(partitions, key=repr) if holds(p)), None)
 
 
 def partition_label(spec: PartitionSpec, schema: Schema, values: Values) -> str:
@@ -202,6 +207,7 @@ __all__ = [
     "FEATURE_OVERWRITE_PARTITIONS",
     "OVERWRITE_PARTITIONS",
     "REPLACED_PARTITIONS",
+    "UPSERT",
     "WRITE_MODES",
     "WRITE_MODE_PROPERTY",
     "checked_write_mode",

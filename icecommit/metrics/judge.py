@@ -273,7 +273,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         committed_windows = facts.committed.get(key, {})
         # a checkpoint with files whose snapshot could not be found (it landed, its snapshot
         # expired and its files were rewritten before its state was recorded) is not empty
-        landed = state.snapshot_id is not None or state.manifest_path is not None
+        landed = state.snapshot_id is not None or state.has_changes
         committed = sum(committed_windows.values()) if committed_windows else (state.records if landed else 0)
         readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
         fate = facts.fates.get(key)

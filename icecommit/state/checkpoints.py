@@ -92,6 +92,13 @@ class CheckpointState:
     schema_id: int | None = None
     #: the table's last sequence number when its writers were given the table
     base_sequence_number: int | None = None
+    #: an upsert's keys, staged (None: not an upsert)
+    keys_path: str | None = None
+
+    @property
+    def has_changes(self) -> bool:
+        """Whether committing it changes the table: it staged data files, or keys to delete."""
+        return self.manifest_path is not None or self.keys_path is not None
 
     @property
     def committed(self) -> bool:
@@ -119,6 +126,7 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         features=tuple(f for f in (row.features or "").split(",") if f),
         schema_id=row.schema_id,
         base_sequence_number=row.base_sequence_number,
+        keys_path=row.keys_path,
         snapshot_id=row.snapshot_id,
         attempts=row.attempts,
         retries=row.retries,
@@ -268,6 +276,7 @@ class CheckpointStore(MetricSampleStore):
         features: Sequence[str] = (),
         schema_id: int | None = None,
         base_sequence_number: int | None = None,
+        keys_path: str | None = None,
     ) -> tuple[CheckpointState, bool]:
         """Insert a ``prepared`` row, its accepted task attempts, its metrics and its records
         per time partition (field, value, records), in one transaction; returns (row, inserted).
@@ -293,6 +302,7 @@ class CheckpointStore(MetricSampleStore):
             features=",".join(sorted(set(features))) or None,
             schema_id=schema_id,
             base_sequence_number=base_sequence_number,
+            keys_path=keys_path,
             attempts=0,
             retries=0,
             files_created=files,
@@ -352,6 +362,7 @@ class CheckpointStore(MetricSampleStore):
         features: Sequence[str] = (),
         schema_id: int | None = None,
         base_sequence_number: int | None = None,
+        keys_path: str | None = None,
     ) -> CheckpointState | None:
         """Prepare a checkpoint again from new files, in place of a prepared row whose staged
         files were lost: its files, counts, accepted task attempts, task metrics and records
@@ -392,6 +403,7 @@ class CheckpointStore(MetricSampleStore):
             row.features = ",".join(sorted({*(row.features or "").split(","), *features} - {""})) or None
             row.schema_id = schema_id if schema_id is not None else row.schema_id
             row.base_sequence_number = base_sequence_number
+            row.keys_path = keys_path
             row.files_missing = 0
             row.prepared_at = self._clock()
             session.add_all(

@@ -341,10 +341,12 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     9: [],
     # 10: the features a prepared checkpoint's commit needs (NULL in older rows: an append)
     10: [("icecommit_checkpoints", "features", "TEXT")],
-    # 11: the schema a checkpoint's change made; the sequence number an overwrite started from
+    # 11: the schema a checkpoint's change made; the sequence number an overwrite started from;
+    # an upsert's staged keys
     11: [
         ("icecommit_checkpoints", "schema_id", "BIGINT"),
         ("icecommit_checkpoints", "base_sequence_number", "BIGINT"),
+        ("icecommit_checkpoints", "keys_path", "TEXT"),
     ],
 }
 

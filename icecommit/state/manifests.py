@@ -6,6 +6,8 @@ import re
 import uuid
 from collections.abc import Sequence
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
 from pyiceberg.manifest import (
     DataFile,
@@ -142,3 +144,22 @@ def read_staged_manifest(io: FileIO, path: str, spec_id: int) -> list[DataFile]:
         added_snapshot_id=STAGED_SNAPSHOT_ID,
     )
     return [entry.data_file for entry in manifest.fetch_manifest_entry(io, discard_deleted=True)]
+
+
+def staged_keys_path(table: Table, job_id: str, checkpoint_id: int) -> str:
+    """A new, unique location for an upsert checkpoint's staged keys (Parquet)."""
+    job = _UNSAFE.sub("_", job_id)[:64] or "job"
+    name = f"icecommit-staged-{job}-{checkpoint_id:08d}-{uuid.uuid4().hex}-keys.parquet"
+    return table.location_provider().new_metadata_location(name)
+
+
+def write_staged_keys(io: FileIO, path: str, keys: pa.Table) -> None:
+    """Write an upsert's keys (one column per key column, one row per key) to ``path``."""
+    with io.new_output(path).create(overwrite=False) as stream:
+        pq.write_table(keys, stream)
+
+
+def read_staged_keys(io: FileIO, path: str) -> pa.Table:
+    """An upsert's staged keys, as written by :func:`write_staged_keys`."""
+    with io.new_input(path).open() as stream:
+        return pq.read_table(pa.BufferReader(stream.read()))

@@ -87,6 +87,8 @@ class CheckpointRow(Base):
     # conflicts with what was added after it); both schema 11
     schema_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     base_sequence_number: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # an upsert's keys, staged beside its manifest (NULL: not an upsert); schema 11
+    keys_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     retries: Mapped[int] = mapped_column(Integer, default=0)

@@ -79,6 +79,21 @@ def overwritten_ids(job_offset: int = 0) -> list[int]:
     return sorted(kept + overwrite_rows(3, job_offset).column("id").to_pylist())
 
 
+def upsert_rows(checkpoint_id: int, job_offset: int = 0) -> pa.Table:
+    """The rows checkpoint ``checkpoint_id`` of an upserting job writes: ids
+    ``20c .. 20c + 39`` (half of them the previous checkpoint's), marked ``c<c>``."""
+    rows = events(checkpoint_id * 20 + job_offset, checkpoint_id * 20 + job_offset + 40)
+    return rows.set_column(2, "event", pa.array([f"c{checkpoint_id}"] * len(rows)))
+
+
+def upserted(checkpoints: int = 3, job_offset: int = 0) -> dict[int, str]:
+    """What an upserting job's table holds after its checkpoints: id -> marker, once each."""
+    expected: dict[int, str] = {}
+    for c in range(1, checkpoints + 1):
+        expected.update({i: f"c{c}" for i in upsert_rows(c, job_offset).column("id").to_pylist()})
+    return expected
+
+
 def process_arguments(catalog: Catalog) -> tuple[list[str], dict[str, str]]:
     """How a process of its own opens ``catalog``: a SQL catalog by ``--uri``/``--warehouse``;
     any other by name, the pyiceberg way, its properties in ``PYICEBERG_CATALOG__<NAME>__*``
@@ -180,11 +195,13 @@ def run_job(
     catalog_name: str = "crash",
     properties: dict[str, str] | None = None,
     overwrite: bool = False,
+    upsert: bool = False,
 ) -> None:
     """Run the job: recover, then write/prepare/commit checkpoints 1..N that are not in.
     Without ``uri`` the catalog ``catalog_name`` is opened the pyiceberg way (with
     ``properties`` added to its configuration). ``overwrite``: checkpoints 2 and 3 replace
-    the partitions of :data:`OVERWRITTEN` (:func:`overwrite_rows`)."""
+    the partitions of :data:`OVERWRITTEN` (:func:`overwrite_rows`); ``upsert``: every
+    checkpoint upserts :func:`upsert_rows` by id."""
     current = {"checkpoint": 0}
 
     def maybe_crash(point: str, checkpoint_id: int | None = None) -> None:
@@ -221,13 +238,16 @@ def run_job(
                 continue
             if state is None:
                 table = committer.load_table()
-                rows = (overwrite_rows if overwrite else checkpoint_rows)(checkpoint_id, job_offset)
+                rows = (upsert_rows if upsert else overwrite_rows if overwrite else checkpoint_rows)(
+                    checkpoint_id, job_offset
+                )
                 results = [write_arrow(table, rows, job_id=job_id, checkpoint_id=checkpoint_id)]
                 maybe_crash("after-write")
                 if crash_point == "during-stage" and checkpoint_id == crash_checkpoint and crash is not None:
                     StagingCrashFileIO.armed = crash
                 mode = "overwrite-partitions" if overwrite and checkpoint_id in OVERWRITTEN else "append"
-                committer.prepare(checkpoint_id, results, mode=mode)
+                keys = rows.select(["id"]) if upsert else None
+                committer.prepare(checkpoint_id, results, mode="upsert" if upsert else mode, keys=keys)
                 StagingCrashFileIO.armed = None
             if not prepare_only:
                 committer.commit(checkpoint_id)
@@ -255,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--job-offset", type=int, default=0)
     parser.add_argument("--catalog-name", default="crash")
     parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument("--upsert", action="store_true")
     args = parser.parse_args(argv)
     run_job(
         args.uri,
@@ -269,6 +290,7 @@ def main(argv: list[str] | None = None) -> None:
         job_offset=args.job_offset,
         catalog_name=args.catalog_name,
         overwrite=args.overwrite,
+        upsert=args.upsert,
     )
 
 

@@ -18,6 +18,7 @@ from pyiceberg.transforms import DayTransform, HourTransform
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
 from icecommit.committer.features import SUPPORTED, require_supported
+from icecommit.core import ancestry
 from icecommit.errors import (
     CheckpointFeatureError,
     CommitConflictError,
@@ -163,6 +164,39 @@ def test_rows_another_job_added_to_a_touched_partition_are_a_conflict_never_drop
     assert 3000 not in _ids(catalog, name) and set(rows.column("id").to_pylist()) <= set(_ids(catalog, name))
 
 
+def test_rows_added_only_to_untouched_partitions_meanwhile_are_kept_and_the_overwrite_lands(
+    catalog: SqlCatalog,
+) -> None:
+    name = _table(catalog, ["event"])
+    _land(catalog, name, 1, events(0, 60), mode="append")
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    rows = _where(events(1000, 1030), event="pv")
+    written = write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=2)
+    show = _where(events(2000, 2030), event="show")
+    _land(catalog, name, 1, show, mode="append", job="elsewhere")  # an untouched partition, after the base
+    committer.prepare(2, [written], mode=OVERWRITE)
+    assert committer.commit(2).committed
+    kept = [r["id"] for r in events(0, 60).to_pylist() if r["event"] != "pv"]
+    assert _ids(catalog, name) == sorted(kept + show.column("id").to_pylist() + rows.column("id").to_pylist())
+
+
+def test_rows_added_to_a_touched_partition_conflict_after_their_snapshots_expired(catalog: SqlCatalog) -> None:
+    name = _table(catalog, ["event"])
+    _land(catalog, name, 1, events(0, 60), mode="append")
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    written = write_arrow(committer.load_table(), _where(events(1000, 1030), event="pv"), job_id="j", checkpoint_id=2)
+    _land(catalog, name, 1, _where(events(3000, 3030), event="pv"), mode="append", job="other")
+    _land(catalog, name, 2, _where(events(4000, 4030), event="show"), mode="append", job="other")
+    later = dt.datetime.now(dt.timezone.utc) + timedelta(seconds=1)
+    apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1, now=later))
+    before = _ids(catalog, name)
+    committer.prepare(2, [written], mode=OVERWRITE)
+    with pytest.raises(OverwriteConflictError, match="a snapshot expired since added") as raised:
+        committer.commit(2)
+    assert raised.value.snapshot_id is None and "event=pv" in str(raised.value)
+    assert _ids(catalog, name) == before
+
+
 def test_a_delete_in_a_touched_partition_is_a_conflict(catalog: SqlCatalog) -> None:
     name = _table(catalog, ["event"])
     _land(catalog, name, 1, events(0, 60), mode="append")
@@ -228,6 +262,11 @@ def test_a_process_killed_mid_overwrite_then_replayed_overwrites_once(catalog: S
 def _assert_overwritten_once(catalog: SqlCatalog, name: str, job: str) -> None:
     assert _ids(catalog, name) == overwritten_ids()
     metadata = catalog.load_table(name).metadata
+    by_checkpoint = {ancestry.checkpoint_of(s): s for s in metadata.snapshots}
+    second = by_checkpoint[(job, 2)].summary
+    assert second is not None and second.operation.value == "overwrite"  # not an append: it replaced pv
+    assert int(second["deleted-records"]) == sum(1 for r in crash_driver.checkpoint_rows(1).to_pylist()
+                                                 if r["event"] == "pv")  # fmt: skip
     assert Counter((c.job_id, c.checkpoint_id) for c in committed_checkpoints(metadata)) == Counter(
         (job, c) for c in (1, 2, 3)
     )
@@ -266,8 +305,8 @@ def test_modes_are_checked_and_older_code_refuses_an_overwrite(catalog: SqlCatal
     assert state is not None and state.features == (OVERWRITE,)
     with pytest.raises(CheckpointFeatureError, match=OVERWRITE):
         require_supported(state, SUPPORTED - {OVERWRITE})
-    with pytest.raises(InvalidArgumentError, match="mode='upsert' is not valid: expected one of append, overwrite"):
-        ic.WriteOptions(mode="upsert")
+    with pytest.raises(InvalidArgumentError, match="mode='replace' is not valid: expected one of append, overwrite"):
+        ic.WriteOptions(mode="replace")
     with pytest.raises(InvalidArgumentError, match="mode"):
         committer.prepare(3, [], mode="replace")
     v1 = f"{catalog.name}.v1"

@@ -363,28 +363,66 @@ class UnreadableTablesError(EnvironmentFailureError):
 
 
 class OverwriteSpansFileError(EnvironmentFailureError):
-    """A partition overwrite found a live data file, written under an older partition spec,
-    whose rows may lie both inside a partition it replaces and outside (a ``month`` file
-    when the spec is now ``day``): an overwrite replaces whole files, so it would either drop
-    rows of partitions it does not touch or keep rows of one it replaces. Nothing was
-    committed. Rewrite the table's old files under its current spec (compaction), then
-    commit the checkpoint again (``recover()``); or abandon it.
+    """A partition overwrite found a data file, written under another partition spec, whose
+    rows may lie both inside a partition it replaces and outside (a ``month`` file when the
+    spec is now ``day``): an overwrite replaces whole files, so it would either drop rows of
+    partitions it does not touch or keep rows of one it replaces. Nothing was committed.
+
+    A live file of the table: rewrite the table's files under its current spec (Spark's
+    ``rewrite_data_files``; icecommit's compaction keeps each file's spec), then
+    ``recover()``, or abandon the checkpoint. One of the checkpoint's own files (the spec
+    changed after its writers ran): abandon it and write its rows again.
 
     Attributes:
         job_id / checkpoint_id / table: the checkpoint.
-        path: the file; spec_id: its partition spec; partition: the partition replaced.
+        path: the file; spec_id: its partition spec; partition: the partition replaced;
+        own: the file is the checkpoint's own.
     """
 
-    def __init__(self, job_id: str, checkpoint_id: int, table: str, *, path: str, spec_id: int, partition: str) -> None:
+    def __init__(
+        self, job_id: str, checkpoint_id: int, table: str, *, path: str, spec_id: int, partition: str, own: bool
+    ) -> None:
         self.job_id = job_id
         self.checkpoint_id = checkpoint_id
         self.table = table
         self.path = path
         self.spec_id = spec_id
         self.partition = partition
+        self.own = own
+        if own:
+            what = (
+                f"its data file {path} was written under partition spec {spec_id} and its rows span several "
+                f"partitions of the table's spec now; nothing was committed. Abandon it "
+                f"(GlobalCommitter(...).abandon({checkpoint_id}, reason=...)) and write its rows again"
+            )
+        else:
+            what = (
+                f"it overwrites partition {partition}, but data file {path} (written under partition spec {spec_id}) "
+                "may hold rows inside it and outside it; an overwrite replaces whole files, so nothing was committed. "
+                "Rewrite the table's files under its current spec (Spark's rewrite_data_files), then run recover(); "
+                "or abandon the checkpoint"
+            )
+        super().__init__(f"checkpoint {checkpoint_id} of job {job_id!r} in {table}: {what}")
+
+
+class EqualityDeletesError(EnvironmentFailureError):
+    """An upsert into a table that holds equality delete files (another engine's, such as
+    Flink's upsert sink): icecommit resolves keys to row positions and cannot tell which
+    rows those deletes remove. Nothing was committed; compact the table with an engine that
+    applies equality deletes (Spark's ``rewrite_data_files`` with delete-file thresholds).
+
+    Attributes:
+        table / checkpoint_id / job_id: the upsert; path: one equality delete file.
+    """
+
+    def __init__(self, job_id: str, checkpoint_id: int, table: str, path: str) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.table = table
+        self.path = path
         super().__init__(
-            f"checkpoint {checkpoint_id} of job {job_id!r} in {table} overwrites partition {partition}, but data file "
-            f"{path} (written under partition spec {spec_id}) may hold rows inside it and outside it; an overwrite "
-            "replaces whole files, so nothing was committed. Rewrite the table's files under its current spec "
-            "(compaction), then run recover(); or abandon the checkpoint"
+            f"checkpoint {checkpoint_id} of job {job_id!r} upserts into {table}, which holds equality delete files "
+            f"(e.g. {path}): an upsert resolves keys to row positions and cannot apply them, so nothing was "
+            "committed. Compact the table with an engine that applies equality deletes, then run recover(); or "
+            "abandon the checkpoint"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from pyiceberg.exceptions import NoSuchTableError
@@ -205,3 +206,56 @@ class JobNotFoundError(InvalidInputError):
 
 class InvalidRangeError(InvalidInputError):
     """A time range whose start is not before its end."""
+
+
+class KeyViolationError(InvalidInputError):
+    """The rows of an upsert break its key: a null in a key column, or several rows of one
+    key in one checkpoint with no ``order_by`` to decide (or an ``order_by`` tie); nothing
+    was written.
+
+    Attributes:
+        key: the key columns.
+        kind: ``null``, ``duplicate``, or ``tie`` (rows of one key with equal ``order_by`` values).
+        count: the rows at fault (null keys) or the keys with more than one row (duplicates).
+        sample: one such key, as a mapping of column to value (None for nulls).
+    """
+
+    def __init__(
+        self, key: Sequence[str], kind: str, count: int, sample: Mapping[str, object] | None, *, table: str
+    ) -> None:
+        self.key = tuple(key)
+        self.kind = kind
+        self.count = count
+        self.sample = dict(sample) if sample is not None else None
+        self.table = table
+        columns = ", ".join(self.key)
+        if kind == "null":
+            what = f"{count:,} row(s) have a null in the key ({columns}); keys must be non-null"
+        else:
+            shown = ", ".join(f"{k}={v!r}" for k, v in (self.sample or {}).items())
+            remedy = (
+                "order_by= does not decide between them: order by a column that differs (a sequence number)"
+                if kind == "tie"
+                else "give order_by= (the last row of a key wins), or write them in separate checkpoints"
+            )
+            what = f"{count:,} key(s) of ({columns}) have more than one row in this checkpoint, e.g. {shown}; {remedy}"
+        super().__init__(f"upsert into {table}: {what}; nothing was written")
+
+
+class ChangeTypeError(InvalidInputError):
+    """A change-type column (``change_column=``) holds a value that is not a change type
+    (``c``, ``r``, ``u`` upsert; ``d`` deletes); nothing was written.
+
+    Attributes:
+        column / value / count: the column, one value it holds, and how many rows hold one.
+    """
+
+    def __init__(self, column: str, value: object, count: int, *, table: str) -> None:
+        self.column = column
+        self.value = value
+        self.count = count
+        self.table = table
+        super().__init__(
+            f"upsert into {table}: column {column!r} (change_column) holds {value!r} in {count:,} row(s); "
+            "expected c, r, u (the row replaces its key's) or d (the key is deleted); nothing was written"
+        )

@@ -96,9 +96,9 @@ class OverwriteConflictError(CommitConflictError):
 
     Attributes:
         partition: the partition, as a path.
-        snapshot_id: the snapshot that added the file.
+        snapshot_id: the snapshot that added (or removed) the file; None when it was expired.
         by: (job id, checkpoint id) when that snapshot is icecommit's, else None.
-        path: the file added.
+        path: the file; what: ``added`` or ``removed``.
     """
 
     def __init__(
@@ -108,9 +108,10 @@ class OverwriteConflictError(CommitConflictError):
         job_id: str,
         *,
         partition: str,
-        snapshot_id: int,
+        snapshot_id: int | None,
         by: tuple[str, int] | None,
         path: str,
+        what: str = "added",
     ) -> None:
         self.table = table
         self.checkpoint_id = checkpoint_id
@@ -121,11 +122,13 @@ class OverwriteConflictError(CommitConflictError):
         self.snapshot_id = snapshot_id
         self.by = by
         self.path = path
+        self.what = what
         writer = f"checkpoint {by[1]} of job {by[0]!r}" if by is not None else "another writer"
+        snapshot = f"snapshot {snapshot_id} ({writer})" if snapshot_id is not None else "a snapshot expired since"
         CommitOutcomeError.__init__(
             self,
-            f"{self.operation} overwrites partition {partition}, but snapshot {snapshot_id} ({writer}) added "
-            f"{path} there after this checkpoint's writers read the table; the overwrite would drop rows it never "
-            f"saw, so nothing was committed. Abandon it (GlobalCommitter(...).abandon({checkpoint_id}, reason=...)) "
-            "and run the overwrite again as a new checkpoint",
+            f"{self.operation} overwrites partition {partition}, but {snapshot} {what} {path} there after this "
+            "checkpoint's writers read the table; the overwrite would not replace what it saw, so nothing was "
+            f"committed. Abandon it (GlobalCommitter(...).abandon({checkpoint_id}, reason=...)) and run the "
+            "overwrite again as a new checkpoint",
         )

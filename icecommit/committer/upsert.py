@@ -1,0 +1,218 @@
+"""A checkpoint's upsert: the checkpoint's append, made a row delta that also deletes, by
+position, the live rows of every key it writes or deletes (the rules are
+:mod:`icecommit.core.upsert`'s).
+
+It is the append operation of the commit protocol with one more step before each attempt:
+on the branch head the attempt runs on, the checkpoint's staged keys are resolved to the
+positions of the live rows that hold them (reading only the data files whose key column
+bounds can hold one, and leaving out positions earlier delete files removed), and one
+position delete file per data file is written (rows sorted by position, the data file's
+path as the manifest spells it). The compare-and-swap requires that head, so the rows
+deleted are exactly the live rows of those keys when the snapshot lands: a concurrent
+append, compaction, rollback or upsert makes the attempt lose its compare-and-swap, and
+the next attempt resolves the keys again on the table as it is then. Its key check,
+lost-response search and lifecycle are the append's.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.conversions import from_bytes, to_bytes
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent
+from pyiceberg.table import Table
+from pyiceberg.types import LongType, PrimitiveType, StringType
+
+from icecommit.committer import protocol
+from icecommit.committer.append import AppendCheckpoint
+from icecommit.core import ancestry
+from icecommit.core.errors import EqualityDeletesError
+from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
+from icecommit.core.upsert import DELETE_FILE_PATH_ID, DELETE_POS_ID, DELETED_ROWS
+from icecommit.state.manifests import read_staged_keys
+
+logger = logging.getLogger(__name__)
+
+_FIELD_ID = b"PARQUET:field_id"
+#: The Arrow schema of a position delete file (Iceberg's reserved field ids).
+DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={_FIELD_ID: str(DELETE_FILE_PATH_ID)}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={_FIELD_ID: str(DELETE_POS_ID)}),
+    ]
+)
+
+
+class UpsertCheckpoint(AppendCheckpoint):
+    """Committing one prepared upsert checkpoint as one snapshot (see the module)."""
+
+    def __init__(self, *args: Any, keys_path: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._keys_path = keys_path
+        self._keys: pa.Table | None = None
+
+    def check(self, table: Table, number: int) -> protocol.Found | None:
+        found = super().check(table, number)
+        if found is not None:
+            return found
+        if self._keys is None:
+            self._keys = read_staged_keys(table.io, self._keys_path)
+        hits = resolve_positions(
+            table, self._keys, branch=self.branch, job_id=self.job_id, checkpoint_id=self.checkpoint,
+            table_name=self.table_name,
+        )  # fmt: skip
+        self.deletes = tuple(
+            write_position_deletes(table, data_file, positions, job_id=self.job_id, checkpoint_id=self.checkpoint)
+            for data_file, positions in hits
+        )
+        self.summary = {
+            **self.summary,
+            WRITE_MODE_PROPERTY: UPSERT,
+            DELETED_ROWS: str(sum(len(positions) for _, positions in hits)),
+        }
+        return None
+
+
+def resolve_positions(
+    table: Table, keys: pa.Table, *, branch: str, job_id: str, checkpoint_id: int, table_name: str
+) -> list[tuple[DataFile, list[int]]]:
+    """The live data files of ``branch``'s head that hold rows of ``keys``, each with the
+    positions of those rows (sorted; positions earlier delete files removed left out).
+
+    Raises:
+        EqualityDeletesError: the head holds equality delete files.
+    """
+    head = ancestry.branch_head(table.metadata, branch)
+    if head is None or len(keys) == 0:
+        return []
+    schema = table.schema()
+    names = keys.column_names
+    fields = [schema.find_field(name) for name in names]
+    data_files: list[DataFile] = []
+    position_deletes: list[DataFile] = []
+    for manifest in head.manifests(table.io):
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            found = entry.data_file
+            if manifest.content == ManifestContent.DATA:
+                data_files.append(found)
+            elif found.content == DataFileContent.EQUALITY_DELETES:
+                raise EqualityDeletesError(job_id, checkpoint_id, table_name, found.file_path)
+            else:
+                position_deletes.append(found)
+    ranges = []
+    for field, name in zip(fields, names, strict=True):
+        low_high = pc.min_max(keys.column(name))
+        ranges.append((field, low_high["min"].as_py(), low_high["max"].as_py()))
+    candidates = [f for f in data_files if _may_hold(f, ranges)]
+    if not candidates:
+        return []
+    deleted = _deleted_positions(table, position_deletes, {f.file_path for f in candidates})
+    arrow_types = schema_to_pyarrow(schema.select(*names))
+    hits = []
+    for data_file in candidates:
+        rows = _key_rows(table, data_file, fields, arrow_types)
+        if rows is None:
+            continue
+        matched = rows.join(keys, keys=names, join_type="left semi")
+        positions = sorted(set(matched.column("__pos").to_pylist()) - deleted.get(data_file.file_path, set()))
+        if positions:
+            hits.append((data_file, positions))
+    logger.debug(
+        "checkpoint %d of job %s: %d key(s) resolved in %d of %d candidate file(s)",
+        checkpoint_id, job_id, len(keys), len(hits), len(candidates),
+    )  # fmt: skip
+    return hits
+
+
+def _may_hold(data_file: DataFile, ranges: Sequence[tuple[Any, Any, Any]]) -> bool:
+    """Whether the file's key column bounds can hold a key of ``ranges`` (field, min, max)."""
+    lower, upper = data_file.lower_bounds or {}, data_file.upper_bounds or {}
+    for field, low, high in ranges:
+        kind = field.field_type
+        if not isinstance(kind, PrimitiveType) or field.field_id not in lower or field.field_id not in upper:
+            continue
+        try:
+            if high < from_bytes(kind, lower[field.field_id]) or low > from_bytes(kind, upper[field.field_id]):
+                return False
+        except (TypeError, ValueError):  # a bound that does not compare: read the file
+            continue
+    return True
+
+
+def _deleted_positions(table: Table, deletes: Sequence[DataFile], paths: set[str]) -> dict[str, set[int]]:
+    """The positions earlier position delete files removed from the data files ``paths``."""
+    removed: dict[str, set[int]] = defaultdict(set)
+    for delete in deletes:
+        lower = (delete.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
+        upper = (delete.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
+        if lower is not None and lower == upper and lower.decode("utf-8", "replace") not in paths:
+            continue  # it references one data file, not one of these
+        with table.io.new_input(delete.file_path).open() as stream:
+            rows = pq.read_table(pa.BufferReader(stream.read()), columns=["file_path", "pos"])
+        for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True):
+            if path in paths:
+                removed[path].add(pos)
+    return removed
+
+
+def _key_rows(table: Table, data_file: DataFile, fields: Sequence[Any], types: pa.Schema) -> pa.Table | None:
+    """The file's key columns (matched by field id, in the table's types) and each row's
+    position (``__pos``); None when the file lacks a key column (written before it existed:
+    it holds no non-null key)."""
+    with table.io.new_input(data_file.file_path).open() as stream:
+        parquet = pq.ParquetFile(pa.BufferReader(stream.read()))
+    by_id = {int(f.metadata[_FIELD_ID]): f.name for f in parquet.schema_arrow if f.metadata and _FIELD_ID in f.metadata}
+    if any(field.field_id not in by_id for field in fields):
+        return None
+    read = parquet.read(columns=[by_id[field.field_id] for field in fields])
+    columns = [read.column(i).cast(types.field(i).type) for i in range(len(fields))]
+    names = [types.field(i).name for i in range(len(fields))]
+    return pa.table([*columns, pa.array(range(read.num_rows), pa.int64())], names=[*names, "__pos"])
+
+
+def write_position_deletes(
+    table: Table, data_file: DataFile, positions: Sequence[int], *, job_id: str, checkpoint_id: int
+) -> DataFile:
+    """One position delete file for ``data_file`` (its path as the manifest spells it; rows
+    sorted by position), in the table's data location, under the data file's spec and
+    partition."""
+    job = "".join(c if c.isalnum() or c in "-_" else "_" for c in job_id)[:64] or "job"
+    name = f"{job}-{checkpoint_id:08d}-deletes-{uuid.uuid4().hex}.parquet"
+    location = table.location_provider().new_data_location(name)
+    path = data_file.file_path
+    ordered = sorted(positions)
+    rows = pa.table({"file_path": [path] * len(ordered), "pos": ordered}, schema=DELETE_SCHEMA)
+    with table.io.new_output(location).create(overwrite=False) as stream:
+        pq.write_table(rows, stream)
+    delete = DataFile.from_args(
+        _table_format_version=table.metadata.format_version,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=data_file.partition,
+        record_count=len(positions),
+        file_size_in_bytes=len(table.io.new_input(location)),
+        value_counts={DELETE_FILE_PATH_ID: len(positions), DELETE_POS_ID: len(positions)},
+        null_value_counts={DELETE_FILE_PATH_ID: 0, DELETE_POS_ID: 0},
+        lower_bounds={
+            DELETE_FILE_PATH_ID: to_bytes(StringType(), path),
+            DELETE_POS_ID: to_bytes(LongType(), min(positions)),
+        },
+        upper_bounds={
+            DELETE_FILE_PATH_ID: to_bytes(StringType(), path),
+            DELETE_POS_ID: to_bytes(LongType(), max(positions)),
+        },
+    )
+    delete.spec_id = data_file.spec_id
+    return delete
+
+
+__all__ = ["UpsertCheckpoint", "resolve_positions", "write_position_deletes"]

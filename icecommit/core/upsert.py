@@ -1,0 +1,71 @@
+"""Upserts by key (``mode="upsert"``): pure rules of the key and of change types.
+
+Each row of an upsert checkpoint replaces the live rows of its key (the ``key=`` columns,
+else the table's Iceberg identifier fields) or is inserted; with ``change_column=`` (a
+change stream such as Debezium's ``op``), a ``d`` row deletes its key instead. Keys must be
+non-null, and one checkpoint holds one row per key (``order_by=`` picks the last).
+
+The commit resolves the checkpoint's keys to the positions of the live rows that hold them,
+on the branch head each attempt runs on, and commits position delete files (one per data
+file) with the checkpoint's new data files in one snapshot (merge-on-read). The keys are
+staged durably at prepare, so a recovery, a retry after a conflict or a compaction finds
+the positions again on the table as it is then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyiceberg.schema import Schema
+from pyiceberg.types import PrimitiveType
+
+from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
+
+#: The feature a prepared checkpoint records when its commit deletes by key.
+FEATURE_UPSERT = "upsert"
+#: Change types of a change column: these replace their key's row (create, read/snapshot,
+#: update); ``d`` deletes it.
+UPSERT_TYPES = ("c", "r", "u")
+DELETE_TYPES = ("d",)
+#: Summary keys of an upsert snapshot: rows its position deletes remove.
+DELETED_ROWS = "icecommit.deleted-rows"
+#: The field ids of a position delete file's columns (Iceberg's reserved ids).
+DELETE_FILE_PATH_ID, DELETE_POS_ID = 2147483546, 2147483545
+
+
+def key_columns(key: Sequence[str] | None, schema: Schema, table: str) -> tuple[str, ...]:
+    """The key of an upsert into ``table``: ``key``, else the schema's identifier fields.
+
+    Raises:
+        InvalidArgumentError: neither names a key.
+        SchemaMismatchError: a key column the table lacks, or one that is not a primitive.
+    """
+    names = tuple(key) if key else tuple(schema.identifier_field_names())
+    if not names:
+        raise InvalidArgumentError(
+            "key", key, f"the key columns of the upsert: key=[...], or identifier fields of {table} "
+            "(ic.create_table(..., identifier_fields=[...]))",
+        )  # fmt: skip
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError("key", list(names), "distinct column names")
+    for name in names:
+        try:
+            field = schema.find_field(name)
+        except ValueError:
+            raise SchemaMismatchError(name, "is a key column of the upsert, but not a column of the table",
+                                      table=table) from None  # fmt: skip
+        if not isinstance(field.field_type, PrimitiveType):
+            raise SchemaMismatchError(name, f"is a key column, but of type {field.field_type} (keys are primitive)",
+                                      table=table)  # fmt: skip
+    return names
+
+
+__all__ = [
+    "DELETED_ROWS",
+    "DELETE_FILE_PATH_ID",
+    "DELETE_POS_ID",
+    "DELETE_TYPES",
+    "FEATURE_UPSERT",
+    "UPSERT_TYPES",
+    "key_columns",
+]

@@ -1,0 +1,95 @@
+"""An upsert's rows, made ready on Spark before any task writes: one row per key, the keys
+of every row (the ones a change column deletes included), refused with a named error when
+the rows break the key (:mod:`icecommit.core.upsert`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from icecommit.core.errors import ChangeTypeError, KeyViolationError, SchemaMismatchError
+from icecommit.core.upsert import DELETE_TYPES, UPSERT_TYPES, key_columns
+
+_RANK = "__icecommit_rank"
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What an upsert checkpoint writes (``rows``: one per key, change column left out)
+    and the keys it replaces or deletes (``keys``: Arrow, one row per key)."""
+
+    rows: DataFrame
+    keys: pa.Table
+    key: tuple[str, ...]
+
+
+def upsert_changes(
+    df: DataFrame,
+    table: Table,
+    *,
+    key: Sequence[str] | None,
+    change_column: str | None,
+    order_by: Sequence[str],
+    name: str,
+) -> Changes:
+    """The rows and keys of an upsert of ``df`` into ``table`` (see the module).
+
+    Raises:
+        InvalidArgumentError: no key (``key=`` nor the table's identifier fields).
+        SchemaMismatchError: a key, change or order column the DataFrame lacks.
+        KeyViolationError: a null key; several rows of one key without ``order_by``, or
+            with equal ``order_by`` values.
+        ChangeTypeError: a change type that is none of c, r, u, d.
+    """
+    names = key_columns(key, table.schema(), name)
+    for column, role in [*((k, "a key column") for k in names), *((c, "an order_by column") for c in order_by),
+                         *(((change_column, "the change column"),) if change_column else ())]:  # fmt: skip
+        if column not in df.columns:
+            raise SchemaMismatchError(column, f"is {role} of the upsert, but not a column of the DataFrame", table=name)
+    null_keys = df.filter(
+        F.greatest(*[F.col(k).isNull() for k in names]) if len(names) > 1 else F.col(names[0]).isNull()
+    )
+    nulls = null_keys.count()
+    if nulls:
+        raise KeyViolationError(names, "null", nulls, None, table=name)
+    kinds = (*UPSERT_TYPES, *DELETE_TYPES)
+    if change_column is not None:
+        change = F.lower(F.col(change_column))
+        bad = df.filter(change.isNull() | ~change.isin(*kinds))
+        wrong = bad.count()
+        if wrong:
+            raise ChangeTypeError(change_column, bad.first()[change_column], wrong, table=name)  # type: ignore[index]
+    if order_by:
+        window = Window.partitionBy(*names).orderBy(*[F.col(c).desc() for c in order_by])
+        latest = df.withColumn(_RANK, F.rank().over(window)).filter(F.col(_RANK) == 1).drop(_RANK)
+    else:
+        latest = df
+    repeated = latest.groupBy(*names).count().filter(F.col("count") > 1)
+    duplicates = repeated.count()
+    if duplicates:
+        sample = repeated.first()
+        assert sample is not None
+        kind = "tie" if order_by else "duplicate"
+        raise KeyViolationError(names, kind, duplicates, {k: sample[k] for k in names}, table=name)
+    rows = latest
+    if change_column is not None:
+        rows = latest.filter(F.lower(F.col(change_column)).isin(*UPSERT_TYPES)).drop(change_column)
+    return Changes(rows, collect_arrow(latest.select(*names)), names)
+
+
+def collect_arrow(df: DataFrame) -> pa.Table:
+    """``df`` on the driver as an Arrow table (Spark 4's ``toArrow``; Spark 3.5's batches)."""
+    if hasattr(type(df), "toArrow"):
+        return df.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = df._collect_as_arrow()  # type: ignore[operator]  # Spark 3.5 has no toArrow
+    return pa.Table.from_batches(batches, schema=to_arrow_schema(df.schema))
+
+
+__all__ = ["Changes", "collect_arrow", "upsert_changes"]

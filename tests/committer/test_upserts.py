@@ -1,0 +1,261 @@
+"""Upserts by key (``mode="upsert"``): each checkpoint's keys are resolved to the positions
+of the live rows that hold them on the head its commit runs on, and position delete files
+land with its new rows in one snapshot, exactly once. Written without Spark
+(``write_arrow`` + ``prepare(keys=...)``); SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.committer import committed_checkpoints
+from icecommit.committer.features import SUPPORTED, require_supported
+from icecommit.errors import (
+    CheckpointFeatureError,
+    InvalidArgumentError,
+    KeyViolationError,
+    SchemaMismatchError,
+)
+from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
+from icecommit.maintenance.compaction import compact
+from tests import processes
+from tests.committer import crash_driver
+from tests.committer.crash_driver import (
+    CRASH_EXIT_CODE,
+    CRASH_POINTS,
+    InjectedCrash,
+    located,
+    process_arguments,
+    run_job,
+    upserted,
+)
+from tests.fakes import ScriptedCatalog
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+UPSERT = "upsert"
+
+
+def _table(catalog: SqlCatalog, partition_by: list[str] | None = None, suffix: str = "") -> str:
+    name = f"{catalog.name}.users{suffix}"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=partition_by or ["event"], identifier_fields=["id"])
+    return name
+
+
+def _marked(start: int, end: int, mark: str) -> pa.Table:
+    rows = events(start, end)
+    return rows.set_column(2, "event", pa.array([mark] * len(rows)))
+
+
+def _upsert(catalog: SqlCatalog, name: str, checkpoint: int, rows: pa.Table, deleted: list[int] = (), job: str = "j"):  # type: ignore[assignment]
+    committer = ic.GlobalCommitter(catalog, name, job_id=job)
+    results = [write_arrow(committer.load_table(), rows, job_id=job, checkpoint_id=checkpoint)] if len(rows) else []
+    keys = pa.table({"id": pa.array([*rows.column("id").to_pylist(), *deleted], pa.int64())})
+    committer.prepare(checkpoint, results, mode=UPSERT, keys=keys)
+    return committer.commit(checkpoint)
+
+
+def _live(catalog: SqlCatalog, name: str) -> dict[int, str]:
+    rows = catalog.load_table(name).scan(selected_fields=("id", "event")).to_arrow().to_pylist()
+    ids = Counter(r["id"] for r in rows)
+    assert max(ids.values(), default=1) == 1, f"keys live twice: {[i for i, n in ids.items() if n > 1]}"
+    return {r["id"]: r["event"] for r in rows}
+
+
+def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+    result = _upsert(catalog, name, 2, _marked(5, 15, "b"), deleted=[0, 1, 999])  # 999: no such key
+    assert result.committed and result.records == 10
+    assert _live(catalog, name) == {**{i: "a" for i in range(2, 5)}, **{i: "b" for i in range(5, 15)}}
+    table = catalog.load_table(name)
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and snapshot.summary is not None
+    summary = snapshot.summary.additional_properties
+    assert snapshot.summary.operation.value == "overwrite"
+    assert summary["icecommit.write-mode"] == UPSERT and summary["icecommit.deleted-rows"] == "7"
+    assert summary["added-position-deletes"] == "7" and summary["added-delete-files"] == "1"  # one per data file
+    state = ic.GlobalCommitter(catalog, name, job_id="j").store.get("j", name, 2)
+    assert state is not None and state.features == (UPSERT,) and state.keys_path is not None
+    # a checkpoint that only deletes
+    assert _upsert(catalog, name, 3, _marked(0, 0, "c"), deleted=[2, 14]).committed
+    assert sorted(_live(catalog, name)) == [3, 4, *range(5, 14)]
+    # the delete file names the data file exactly as the manifest does, its rows sorted
+    files = table.inspect.delete_files().to_pylist() if hasattr(table.inspect, "delete_files") else []
+    for delete in files:
+        assert delete["content"] == 1
+
+
+def test_a_key_live_twice_before_the_upsert_is_live_once_after(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="seed")
+    for checkpoint in (1, 2):  # appends do not check keys: id 3 is there twice
+        committer.prepare(checkpoint, [write_arrow(committer.load_table(), _marked(0, 5, "a"), job_id="seed",
+                                                   checkpoint_id=checkpoint)])  # fmt: skip
+        committer.commit(checkpoint)
+    _upsert(catalog, name, 1, _marked(3, 4, "b"))
+    assert _live_all(catalog, name)[3] == ["b"]
+
+
+def _live_all(catalog: SqlCatalog, name: str) -> dict[int, list[str]]:
+    found: dict[int, list[str]] = {}
+    for row in catalog.load_table(name).scan().to_arrow().to_pylist():
+        found.setdefault(row["id"], []).append(row["event"])
+    return found
+
+
+def test_bad_keys_are_refused_before_anything_is_staged(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    rows = _marked(0, 5, "a")
+    written = [write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=1)]
+    with pytest.raises(InvalidArgumentError, match="keys"):
+        committer.prepare(1, written, mode=UPSERT)
+    with pytest.raises(KeyViolationError, match=r"1 row\(s\) have a null in the key \(id\)"):
+        committer.prepare(1, written, mode=UPSERT, keys=pa.table({"id": pa.array([1, None], pa.int64())}))
+    with pytest.raises(SchemaMismatchError, match=r"'nope'.*not a column of the table"):
+        committer.prepare(1, written, mode=UPSERT, keys=pa.table({"nope": [1]}))
+    with pytest.raises(SchemaMismatchError, match="'id'"):
+        committer.prepare(1, written, mode=UPSERT, keys=pa.table({"id": ["x"]}))
+    assert committer.store.get("j", name, 1) is None
+    committer.prepare(1, written, mode=UPSERT, keys=pa.table({"id": pa.array([0, 0, 1], pa.int32())}))  # cast, once
+    state = committer.store.get("j", name, 1)
+    assert state is not None
+    with pytest.raises(CheckpointFeatureError, match=UPSERT):
+        require_supported(state, SUPPORTED - {UPSERT})
+
+
+def test_a_lost_response_and_a_replay_apply_the_upsert_once(scripted_catalog: ScriptedCatalog) -> None:
+    catalog = scripted_catalog
+    name = _table(catalog)
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+
+    def lost() -> None:
+        raise ConnectionResetError("the catalog's answer was lost")
+
+    catalog.after.append(lost)
+    assert _upsert(catalog, name, 2, _marked(5, 15, "b")).committed
+    _upsert(catalog, name, 3, _marked(10, 20, "c"))
+    after = _live(catalog, name)
+    again = ic.GlobalCommitter(catalog, name, job_id="j").commit(2)  # a replay after later checkpoints wrote those keys
+    assert again.status == "already-committed" and _live(catalog, name) == after
+    assert after == {**{i: "a" for i in range(5)}, **{i: "b" for i in range(5, 10)}, **{i: "c" for i in range(10, 20)}}
+
+
+def test_another_upsert_of_the_same_keys_landing_first_is_resolved_again(scripted_catalog: ScriptedCatalog) -> None:
+    catalog = scripted_catalog
+    name = _table(catalog)
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    rows = _marked(0, 5, "mine")
+    committer.prepare(2, [write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=2)], mode=UPSERT,
+                      keys=rows.select(["id"]))  # fmt: skip
+    other = SqlCatalog(catalog.name, **catalog.properties)
+    catalog.before.append(lambda: _upsert(other, name, 1, _marked(3, 8, "theirs"), job="other"))
+    result = committer.commit(2)
+    assert result.committed and result.retries >= 1
+    assert _live(catalog, name) == {0: "mine", 1: "mine", 2: "mine", 3: "mine", 4: "mine", 5: "theirs", 6: "theirs",
+                                    7: "theirs", 8: "a", 9: "a"}  # fmt: skip
+    other.engine.dispose()
+
+
+def test_files_compacted_before_the_commit_are_resolved_on_the_rewritten_files(catalog: SqlCatalog) -> None:
+    name = _table(catalog, suffix="_c")
+    for checkpoint in range(1, 4):
+        _upsert(catalog, name, checkpoint, _marked(checkpoint * 10, checkpoint * 10 + 10, "a"))
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    rows = _marked(15, 25, "b")
+    committer.prepare(4, [write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=4)], mode=UPSERT,
+                      keys=pa.table({"id": pa.array([*range(15, 25), 31], pa.int64())}))  # fmt: skip
+    compact(catalog, name)
+    assert committer.commit(4).committed
+    live = _live(catalog, name)
+    assert sorted(live) == [*range(10, 31), *range(32, 40)]
+    assert [live[i] for i in range(15, 25)] == ["b"] * 10
+
+
+def test_rollback_and_expiry_hold_for_upserts(catalog: SqlCatalog) -> None:
+    name = _table(catalog, suffix="_r")
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+    _upsert(catalog, name, 2, _marked(5, 15, "b"))
+    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="j"))
+    assert _live(catalog, name) == {i: "a" for i in range(10)}
+    _upsert(catalog, name, 3, _marked(8, 12, "c"))
+    later = time.time() + 1
+    import datetime as dt
+
+    when = dt.datetime.fromtimestamp(later, dt.timezone.utc)
+    apply_expire(catalog, plan_expire(catalog, name, older_than=dt.timedelta(0), retain_last=1, now=when))
+    assert ic.GlobalCommitter(catalog, name, job_id="j").commit(3).status == "already-committed"
+    assert _live(catalog, name) == {**{i: "a" for i in range(8)}, **{i: "c" for i in range(8, 12)}}
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_an_exception_at_each_step_then_a_replay_upserts_once(catalog: SqlCatalog, point: str) -> None:
+    name, job = f"{catalog.name}.events", "crashy"
+    uri, warehouse, properties = located(catalog)
+
+    def crash() -> None:
+        raise InjectedCrash(point)
+
+    with pytest.raises(InjectedCrash):
+        run_job(uri, warehouse, name, job, 3, crash_point=point, crash_checkpoint=2, crash=crash,
+                catalog_name=catalog.name, properties=properties, upsert=True)  # fmt: skip
+    run_job(uri, warehouse, name, job, 3, catalog_name=catalog.name, properties=properties, upsert=True)
+    _assert_upserted_once(catalog, name, job)
+
+
+@pytest.mark.parametrize("point", CRASH_POINTS)
+def test_a_process_killed_mid_upsert_then_replayed_upserts_once(catalog: SqlCatalog, point: str) -> None:
+    name, job = f"{catalog.name}.events", "crashy"
+    where, env = process_arguments(catalog)
+    argv = [*where, "--table", name, "--job", job, "--checkpoints", "3", "--upsert"]
+    crashed = processes.run(crash_driver.main, [*argv, "--crash-point", point, "--crash-checkpoint", "2"],
+                            env={**os.environ, **env})  # fmt: skip
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    replayed = processes.run(crash_driver.main, argv, env={**os.environ, **env})
+    assert replayed.returncode == 0, replayed.stderr
+    _assert_upserted_once(catalog, name, job)
+
+
+def _assert_upserted_once(catalog: SqlCatalog, name: str, job: str) -> None:
+    assert _live(catalog, name) == upserted()
+    metadata = catalog.load_table(name).metadata
+    assert Counter((c.job_id, c.checkpoint_id) for c in committed_checkpoints(metadata)) == Counter(
+        (job, c) for c in (1, 2, 3)
+    )
+    committer = ic.GlobalCommitter(catalog, name, job_id=job)
+    states = committer.store.list(committer.table_name, job_id=job)
+    assert [(s.checkpoint_id, s.status, s.features) for s in states] == [(c, "committed", (UPSERT,)) for c in (1, 2, 3)]
+
+
+def _upserter(uri: str, warehouse: str, name: str, table: str, job: str, start: float) -> None:
+    """One job: upsert ids 0..19 marked with its name, starting with the other."""
+    catalog = SqlCatalog(name, uri=uri, warehouse=warehouse)
+    committer = ic.GlobalCommitter(catalog, table, job_id=job,
+                                   retry_policy=ic.RetryPolicy(max_attempts=50, max_seconds=60, min_wait_s=0.001,
+                                                               max_wait_s=0.05))  # fmt: skip
+    rows = _marked(0, 20, job)
+    written = write_arrow(committer.load_table(), rows, job_id=job, checkpoint_id=1)
+    time.sleep(max(0.0, start - time.time()))
+    committer.prepare(1, [written], mode=UPSERT, keys=rows.select(["id"]))
+    committer.commit(1)
+    catalog.engine.dispose()
+
+
+def test_two_processes_upserting_the_same_keys_at_once_leave_one_live_row_per_key(catalog: SqlCatalog) -> None:
+    name = _table(catalog, suffix="_race")
+    _upsert(catalog, name, 1, _marked(0, 20, "seed"), job="seed")
+    start = time.time() + 2.0
+    uri, warehouse = catalog.properties["uri"], catalog.properties["warehouse"]
+    children = {job: processes.Child(_upserter, uri, warehouse, catalog.name, name, job, start) for job in "ab"}
+    for job, child in children.items():
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, (job, out, err[-3000:])
+    live = _live(catalog, name)  # every key once
+    assert sorted(live) == list(range(20)) and len(set(live.values())) == 1 and live[0] in ("a", "b")
