@@ -107,6 +107,7 @@ _CHANGED = {
     "table-create": "created the table",
     "schema-change": "changed the schema",
     "overwrite-partitions": "overwrote partitions",
+    "upsert": "upserted by key",
 }
 
 

@@ -58,12 +58,15 @@ class LiveDeleteFile:
 
 @dataclass(frozen=True)
 class Overwrite:
-    """What one checkpoint's partition overwrite replaced (from its snapshot's summary)."""
+    """What one checkpoint's partition overwrite or upsert replaced (from its snapshot's
+    summary): partitions, rows and data files replaced; for an upsert, live rows its keys
+    deleted and the delete files that say so."""
 
     by: Key
     partitions: int
     records: int
     files: int
+    mode: str = "overwrite-partitions"
 
 
 @dataclass
@@ -339,8 +342,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                 notes.append(f"{rows:,} superseded by checkpoint {over.by[1]} of job {over.by[0]}")
                 problems.append(
                     Problem("superseded", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its "
-                            f"rows were superseded by checkpoint {over.by[1]} of job {over.by[0]}, which overwrote "
-                            f"their partitions (snapshot {snapshot_id}); information, not loss",
+                            f"rows were superseded by checkpoint {over.by[1]} of job {over.by[0]}, which "
+                            f"{'upserted their keys' if over.mode == 'upsert' else 'overwrote their partitions'} "
+                            f"(snapshot {snapshot_id}); information, not loss",
                             state.job_id, state.checkpoint_id, severity="info")
                 )  # fmt: skip
                 continue
@@ -364,8 +368,10 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             notes.append(f"readable {accounted - committed:+,} vs committed")
         # what it did before its tasks wrote (its rows count as any other's)
         notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
-                     for f in state.features if f != "overwrite-partitions")  # fmt: skip
-        if (over := facts.overwrites.get(state.snapshot_id or -1)) is not None:
+                     for f in state.features if f not in ("overwrite-partitions", "upsert"))  # fmt: skip
+        if (over := facts.overwrites.get(state.snapshot_id or -1)) is not None and over.mode == "upsert":
+            notes.append(f"upsert: deleted {over.records:,} earlier row(s) of its keys")
+        elif over is not None:
             notes.append(f"overwrote {over.partitions:,} partition(s): replaced {over.records:,} row(s) in "
                          f"{over.files:,} file(s)")  # fmt: skip
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct

@@ -33,8 +33,9 @@ from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_instant, table_name
 from icecommit.core.lineage import Fate, path_key, removals_of, trace_fates
 from icecommit.core.manifest_entries import read_entries
-from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, WRITE_MODE_PROPERTY
+from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
+from icecommit.core.upsert import DELETED_ROWS
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
 from icecommit.metrics.report_model import (
     ReconciliationReport,
@@ -433,17 +434,20 @@ def _fates(
 
 
 def _overwrites(snapshots: Mapping[int, Snapshot], keys: Mapping[int, Key]) -> dict[int, Overwrite]:
-    """What each retained snapshot of an icecommit partition overwrite replaced."""
+    """What each retained snapshot of an icecommit partition overwrite or upsert replaced."""
     found = {}
     for snapshot_id, snapshot in snapshots.items():
         summary = snapshot.summary
-        if summary is None or summary.get(WRITE_MODE_PROPERTY) != OVERWRITE_PARTITIONS or snapshot_id not in keys:
+        mode = summary.get(WRITE_MODE_PROPERTY) if summary is not None else None
+        if summary is None or mode not in (OVERWRITE_PARTITIONS, UPSERT) or snapshot_id not in keys:
             continue
+        upsert = mode == UPSERT
         found[snapshot_id] = Overwrite(
             keys[snapshot_id],
             partitions=int(summary.get(REPLACED_PARTITIONS) or 0),
-            records=int(summary.get("deleted-records") or 0),
-            files=int(summary.get("deleted-data-files") or 0),
+            records=int(summary.get(DELETED_ROWS if upsert else "deleted-records") or 0),
+            files=int(summary.get("added-delete-files" if upsert else "deleted-data-files") or 0),
+            mode=mode,
         )
     return found
 

@@ -169,12 +169,14 @@ class SparkWriter:
         changes = plan_changes(self._table.schema(), incoming, self._schema_mode, table=name)  # refuses
         if not changes:
             return
-        if self._evolve is None or self._job_id is None:
+        missing = "evolve" if self._evolve is None else "job_id" if self._job_id is None else None
+        if missing is not None:
             raise InvalidArgumentError(
-                "evolve", self._evolve, f"a SchemaEvolution and a job_id: schema_mode={self._schema_mode!r} needs "
-                f"them to commit {', '.join(str(c) for c in changes)} before the tasks write "
-                "(SparkWriter(table, job_id=..., evolve=icecommit.committer.SchemaEvolver(catalog)))",
+                missing, None, f"{'a SchemaEvolution' if missing == 'evolve' else 'the job id'}: "
+                f"schema_mode={self._schema_mode!r} commits {', '.join(str(c) for c in changes)} before the tasks "
+                "write (SparkWriter(table, job_id=..., evolve=icecommit.committer.SchemaEvolver(catalog)))",
             )  # fmt: skip
+        assert self._evolve is not None and self._job_id is not None
         self._table = self._evolve(
             self._table, Schema(*incoming.fields), job_id=self._job_id, checkpoint_id=checkpoint_id,
             schema_mode=self._schema_mode,

@@ -81,7 +81,7 @@ def test_an_append_records_no_feature(catalog: SqlCatalog) -> None:
     committer, name = _prepared(catalog, 1)
     state = committer.store.get("j", name, 1)
     assert state is not None and state.features == ()
-    assert frozenset({"schema-change", "table-create", "overwrite-partitions"}) == SUPPORTED
+    assert frozenset({"schema-change", "table-create", "overwrite-partitions", "upsert"}) == SUPPORTED
 
 
 @pytest.mark.parametrize("features", ["row-delta", "partition-overwrite,row-delta"])

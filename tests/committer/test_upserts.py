@@ -10,6 +10,7 @@ import time
 from collections import Counter
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
@@ -85,10 +86,21 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     # a checkpoint that only deletes
     assert _upsert(catalog, name, 3, _marked(0, 0, "c"), deleted=[2, 14]).committed
     assert sorted(_live(catalog, name)) == [3, 4, *range(5, 14)]
-    # the delete file names the data file exactly as the manifest does, its rows sorted
-    files = table.inspect.delete_files().to_pylist() if hasattr(table.inspect, "delete_files") else []
-    for delete in files:
-        assert delete["content"] == 1
+    # each delete file names its data file exactly as the manifest does, rows sorted by position
+    table = catalog.load_table(name)
+    live = {f.file.file_path for f in table.scan().plan_files()}
+    for task in table.scan().plan_files():
+        for delete in task.delete_files:
+            with table.io.new_input(delete.file_path).open() as stream:
+                rows = pq.read_table(pa.BufferReader(stream.read()))
+            assert set(rows.column("file_path").to_pylist()) == {task.file.file_path} <= live
+            assert rows.column("pos").to_pylist() == sorted(rows.column("pos").to_pylist())
+    # reconciliation: the replaced rows are superseded, not lost
+    report = ic.reconcile(catalog, name, job_id="j")
+    assert report.ok, report.to_markdown()
+    notes = {line.checkpoint_id: line.note for line in report.checkpoints}
+    assert "superseded by checkpoint 2 of job j" in notes[1] and "superseded by checkpoint 3 of job j" in notes[1]
+    assert "upsert: deleted 7 earlier row(s) of its keys" in notes[2]
 
 
 def test_a_key_live_twice_before_the_upsert_is_live_once_after(catalog: SqlCatalog) -> None:
@@ -157,11 +169,13 @@ def test_another_upsert_of_the_same_keys_landing_first_is_resolved_again(scripte
                       keys=rows.select(["id"]))  # fmt: skip
     other = SqlCatalog(catalog.name, **catalog.properties)
     catalog.before.append(lambda: _upsert(other, name, 1, _marked(3, 8, "theirs"), job="other"))
-    result = committer.commit(2)
+    try:
+        result = committer.commit(2)
+    finally:
+        other.engine.dispose()
     assert result.committed and result.retries >= 1
     assert _live(catalog, name) == {0: "mine", 1: "mine", 2: "mine", 3: "mine", 4: "mine", 5: "theirs", 6: "theirs",
                                     7: "theirs", 8: "a", 9: "a"}  # fmt: skip
-    other.engine.dispose()
 
 
 def test_files_compacted_before_the_commit_are_resolved_on_the_rewritten_files(catalog: SqlCatalog) -> None:

@@ -341,9 +341,11 @@ def test_a_committer_whose_last_commit_predates_a_spec_change_commits_under_the_
     ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["day(ts)"])
     committer = ic.GlobalCommitter(catalog, name, job_id="j")
     for checkpoint in (1, 2):
-        if checkpoint == 2:
-            with SqlCatalog(catalog.name, **catalog.properties).load_table(name).update_spec() as spec:
+        if checkpoint == 2:  # another process's catalog changes the spec
+            other = SqlCatalog(catalog.name, **catalog.properties)
+            with other.load_table(name).update_spec() as spec:
                 spec.add_field("event", IdentityTransform(), "event")
+            other.engine.dispose()
         written = write_arrow(committer.load_table(), events(checkpoint * 100, checkpoint * 100 + 20), job_id="j",
                               checkpoint_id=checkpoint)  # fmt: skip
         committer.prepare(checkpoint, [written])
