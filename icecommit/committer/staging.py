@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
@@ -15,6 +16,7 @@ from pyiceberg.table import Table
 from icecommit.committer.completion import CompletionPublisher
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
+from icecommit.committer.upsert import key_rows
 from icecommit.committer.validation import CheckpointFiles, require_files_present, size_mismatches
 from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
@@ -32,7 +34,7 @@ from icecommit.core.errors import (
 from icecommit.core.evolution import checkpoint_features, schema_changed_by
 from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, UPSERT, sequence_number
 from icecommit.core.tableprops import future_skew
-from icecommit.core.upsert import FEATURE_UPSERT, key_columns
+from icecommit.core.upsert import DELETED_FLAG, FEATURE_UPSERT, key_columns
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.manifests import (
@@ -146,6 +148,7 @@ def stage_checkpoint(
             raise StagingError(checkpoint_id, manifest_path, e) from e
     keys_path = None
     if staged_keys is not None:
+        staged_keys = flagged_deletes(table, staged_keys, [f.path for f in validated.data_files])
         keys_path = staged_keys_path(table, job_id, checkpoint_id)
         try:
             write_staged_keys(table.io, keys_path, staged_keys)
@@ -323,3 +326,17 @@ def checked_keys(keys: pa.Table | None, table: Table, name: str) -> pa.Table:
     if nulls:
         raise KeyViolationError(names, "null", nulls, None, table=name)
     return typed.group_by(list(names)).aggregate([]).combine_chunks() if len(typed) else typed
+
+
+def flagged_deletes(table: Table, keys: pa.Table, paths: Sequence[str]) -> pa.Table:
+    """``keys`` with the column that marks the ones the checkpoint deletes: those none of
+    its own rows (the data files at ``paths``) holds."""
+    names = keys.column_names
+    schema = table.schema()
+    fields = [schema.find_field(name) for name in names]
+    types = schema_to_pyarrow(schema.select(*names))
+    own = [rows.select(names) for path in paths if (rows := key_rows(table, path, fields, types)) is not None]
+    written = pa.concat_tables(own).group_by(names).aggregate([]) if own else keys.slice(0, 0)
+    indexed = keys.append_column("__i", pa.array(range(len(keys)), pa.int64()))
+    kept = indexed.join(written, keys=names, join_type="left semi").column("__i")
+    return keys.append_column(DELETED_FLAG, pc.invert(pc.is_in(indexed.column("__i"), value_set=kept.combine_chunks())))

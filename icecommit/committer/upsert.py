@@ -36,7 +36,15 @@ from icecommit.committer.append import AppendCheckpoint
 from icecommit.core import ancestry
 from icecommit.core.errors import EqualityDeletesError
 from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
-from icecommit.core.upsert import DELETE_FILE_PATH_ID, DELETE_POS_ID, DELETED_ROWS
+from icecommit.core.upsert import (
+    DELETE_FILE_PATH_ID,
+    DELETE_POS_ID,
+    DELETED_FLAG,
+    DELETED_KEYS,
+    DELETED_ROWS,
+    INSERTED_KEYS,
+    UPDATED_KEYS,
+)
 from icecommit.state.manifests import read_staged_keys
 
 logger = logging.getLogger(__name__)
@@ -71,21 +79,23 @@ class UpsertCheckpoint(AppendCheckpoint):
         )  # fmt: skip
         self.deletes = tuple(
             write_position_deletes(table, data_file, positions, job_id=self.job_id, checkpoint_id=self.checkpoint)
-            for data_file, positions in hits
+            for data_file, positions, _ in hits
         )
         self.summary = {
             **self.summary,
             WRITE_MODE_PROPERTY: UPSERT,
-            DELETED_ROWS: str(sum(len(positions) for _, positions in hits)),
+            DELETED_ROWS: str(sum(len(positions) for _, positions, _ in hits)),
+            **change_counts(self._keys, [found for _, _, found in hits]),
         }
         return None
 
 
 def resolve_positions(
     table: Table, keys: pa.Table, *, branch: str, job_id: str, checkpoint_id: int, table_name: str
-) -> list[tuple[DataFile, list[int]]]:
+) -> list[tuple[DataFile, list[int], pa.Table]]:
     """The live data files of ``branch``'s head that hold rows of ``keys``, each with the
-    positions of those rows (sorted; positions earlier delete files removed left out).
+    positions of those rows (sorted; positions earlier delete files removed left out) and
+    their keys.
 
     Raises:
         EqualityDeletesError: the head holds equality delete files.
@@ -94,7 +104,7 @@ def resolve_positions(
     if head is None or len(keys) == 0:
         return []
     schema = table.schema()
-    names = keys.column_names
+    names = [c for c in keys.column_names if c != DELETED_FLAG]
     fields = [schema.find_field(name) for name in names]
     data_files: list[DataFile] = []
     position_deletes: list[DataFile] = []
@@ -118,18 +128,38 @@ def resolve_positions(
     arrow_types = schema_to_pyarrow(schema.select(*names))
     hits = []
     for data_file in candidates:
-        rows = _key_rows(table, data_file, fields, arrow_types)
+        rows = key_rows(table, data_file.file_path, fields, arrow_types)
         if rows is None:
             continue
-        matched = rows.join(keys, keys=names, join_type="left semi")
-        positions = sorted(set(matched.column("__pos").to_pylist()) - deleted.get(data_file.file_path, set()))
-        if positions:
-            hits.append((data_file, positions))
+        matched = rows.join(keys.select(names), keys=names, join_type="left semi")
+        gone = deleted.get(data_file.file_path, set())
+        live = matched.filter(pc.invert(pc.is_in(matched.column("__pos"), pa.array(sorted(gone), pa.int64()))))
+        if len(live):
+            hits.append((data_file, sorted(live.column("__pos").to_pylist()), live.select(names)))
     logger.debug(
         "checkpoint %d of job %s: %d key(s) resolved in %d of %d candidate file(s)",
         checkpoint_id, job_id, len(keys), len(hits), len(candidates),
     )  # fmt: skip
     return hits
+
+
+def change_counts(keys: pa.Table, found: Sequence[pa.Table]) -> dict[str, str]:
+    """The summary's counts of an upsert: keys inserted (no live row had them), updated
+    (live rows replaced) and deleted (a delete of a live key; one of no live key changes
+    nothing)."""
+    names = [c for c in keys.column_names if c != DELETED_FLAG]
+    flags = keys.column(DELETED_FLAG) if DELETED_FLAG in keys.column_names else pa.array([False] * len(keys))
+    flagged = keys.select(names).append_column(DELETED_FLAG, flags)
+    live = pa.concat_tables(found).group_by(names).aggregate([]) if found else flagged.select(names).slice(0, 0)
+    hit = flagged.join(live, keys=names, join_type="left semi")
+    missed = flagged.join(live, keys=names, join_type="left anti")
+    deleted_hits = pc.sum(hit.column(DELETED_FLAG)).as_py() or 0
+    deleted_misses = pc.sum(missed.column(DELETED_FLAG)).as_py() or 0
+    return {
+        INSERTED_KEYS: str(len(missed) - deleted_misses),
+        UPDATED_KEYS: str(len(hit) - deleted_hits),
+        DELETED_KEYS: str(deleted_hits),
+    }
 
 
 def _may_hold(data_file: DataFile, ranges: Sequence[tuple[Any, Any, Any]]) -> bool:
@@ -163,11 +193,11 @@ def _deleted_positions(table: Table, deletes: Sequence[DataFile], paths: set[str
     return removed
 
 
-def _key_rows(table: Table, data_file: DataFile, fields: Sequence[Any], types: pa.Schema) -> pa.Table | None:
-    """The file's key columns (matched by field id, in the table's types) and each row's
-    position (``__pos``); None when the file lacks a key column (written before it existed:
-    it holds no non-null key)."""
-    with table.io.new_input(data_file.file_path).open() as stream:
+def key_rows(table: Table, path: str, fields: Sequence[Any], types: pa.Schema) -> pa.Table | None:
+    """The data file's key columns (matched by field id, in the table's types) and each
+    row's position (``__pos``); None when the file lacks a key column (written before it
+    existed: it holds no non-null key)."""
+    with table.io.new_input(path).open() as stream:
         parquet = pq.ParquetFile(pa.BufferReader(stream.read()))
     by_id = {int(f.metadata[_FIELD_ID]): f.name for f in parquet.schema_arrow if f.metadata and _FIELD_ID in f.metadata}
     if any(field.field_id not in by_id for field in fields):
@@ -215,4 +245,4 @@ def write_position_deletes(
     return delete
 
 
-__all__ = ["UpsertCheckpoint", "resolve_positions", "write_position_deletes"]
+__all__ = ["UpsertCheckpoint", "change_counts", "key_rows", "resolve_positions", "write_position_deletes"]

@@ -27,8 +27,16 @@ FEATURE_UPSERT = "upsert"
 #: update); ``d`` deletes it.
 UPSERT_TYPES = ("c", "r", "u")
 DELETE_TYPES = ("d",)
-#: Summary keys of an upsert snapshot: rows its position deletes remove.
+#: Summary keys of an upsert snapshot: rows its position deletes remove; keys it inserted
+#: (no live row had them), updated (it replaced their live rows) and deleted.
 DELETED_ROWS = "icecommit.deleted-rows"
+INSERTED_KEYS, UPDATED_KEYS, DELETED_KEYS = (
+    "icecommit.inserted-keys",
+    "icecommit.updated-keys",
+    "icecommit.deleted-keys",
+)
+#: The column of an upsert's staged keys that marks the keys it deletes (no row of its own).
+DELETED_FLAG = "__icecommit_deleted"
 #: The field ids of a position delete file's columns (Iceberg's reserved ids).
 DELETE_FILE_PATH_ID, DELETE_POS_ID = 2147483546, 2147483545
 
@@ -61,11 +69,15 @@ def key_columns(key: Sequence[str] | None, schema: Schema, table: str) -> tuple[
 
 
 __all__ = [
+    "DELETED_FLAG",
+    "DELETED_KEYS",
     "DELETED_ROWS",
     "DELETE_FILE_PATH_ID",
     "DELETE_POS_ID",
     "DELETE_TYPES",
     "FEATURE_UPSERT",
+    "INSERTED_KEYS",
+    "UPDATED_KEYS",
     "UPSERT_TYPES",
     "key_columns",
 ]

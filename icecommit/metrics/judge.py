@@ -67,6 +67,8 @@ class Overwrite:
     records: int
     files: int
     mode: str = "overwrite-partitions"
+    #: an upsert's keys inserted, updated and deleted
+    changes: tuple[int, int, int] = (0, 0, 0)
 
 
 @dataclass
@@ -370,7 +372,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
                      for f in state.features if f not in ("overwrite-partitions", "upsert"))  # fmt: skip
         if (over := facts.overwrites.get(state.snapshot_id or -1)) is not None and over.mode == "upsert":
-            notes.append(f"upsert: deleted {over.records:,} earlier row(s) of its keys")
+            inserted, updated, deleted = over.changes
+            notes.append(f"upsert: {inserted:,} inserted, {updated:,} updated, {deleted:,} deleted "
+                         f"({over.records:,} earlier row(s) of its keys replaced or deleted)")  # fmt: skip
         elif over is not None:
             notes.append(f"overwrote {over.partitions:,} partition(s): replaced {over.records:,} row(s) in "
                          f"{over.files:,} file(s)")  # fmt: skip

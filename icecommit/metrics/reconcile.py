@@ -35,7 +35,7 @@ from icecommit.core.lineage import Fate, path_key, removals_of, trace_fates
 from icecommit.core.manifest_entries import read_entries
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
-from icecommit.core.upsert import DELETED_ROWS
+from icecommit.core.upsert import DELETED_KEYS, DELETED_ROWS, INSERTED_KEYS, UPDATED_KEYS
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
 from icecommit.metrics.report_model import (
     ReconciliationReport,
@@ -448,6 +448,11 @@ def _overwrites(snapshots: Mapping[int, Snapshot], keys: Mapping[int, Key]) -> d
             records=int(summary.get(DELETED_ROWS if upsert else "deleted-records") or 0),
             files=int(summary.get("added-delete-files" if upsert else "deleted-data-files") or 0),
             mode=mode,
+            changes=(
+                int(summary.get(INSERTED_KEYS) or 0),
+                int(summary.get(UPDATED_KEYS) or 0),
+                int(summary.get(DELETED_KEYS) or 0),
+            ),
         )
     return found
 

@@ -81,6 +81,9 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     assert snapshot.summary.operation.value == "overwrite"
     assert summary["icecommit.write-mode"] == UPSERT and summary["icecommit.deleted-rows"] == "7"
     assert summary["added-position-deletes"] == "7" and summary["added-delete-files"] == "1"  # one per data file
+    # 5..9 replaced, 10..14 new, 0 and 1 deleted, 999 deleted but never there
+    counts = [summary[f"icecommit.{k}-keys"] for k in ("inserted", "updated", "deleted")]
+    assert counts == ["5", "5", "2"]
     state = ic.GlobalCommitter(catalog, name, job_id="j").store.get("j", name, 2)
     assert state is not None and state.features == (UPSERT,) and state.keys_path is not None
     # a checkpoint that only deletes
@@ -100,7 +103,8 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     assert report.ok, report.to_markdown()
     notes = {line.checkpoint_id: line.note for line in report.checkpoints}
     assert "superseded by checkpoint 2 of job j" in notes[1] and "superseded by checkpoint 3 of job j" in notes[1]
-    assert "upsert: deleted 7 earlier row(s) of its keys" in notes[2]
+    assert "upsert: 5 inserted, 5 updated, 2 deleted (7 earlier row(s) of its keys replaced or deleted)" in notes[2]
+    assert "upsert: 0 inserted, 0 updated, 2 deleted" in notes[3]
 
 
 def test_a_key_live_twice_before_the_upsert_is_live_once_after(catalog: SqlCatalog) -> None:
