@@ -5,6 +5,7 @@ land with its new rows in one snapshot, exactly once. Written without Spark
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import time
 from collections import Counter
@@ -25,6 +26,7 @@ from icecommit.errors import (
 )
 from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.maintenance.compaction import compact
+from icecommit.maintenance.orphans import find_orphans
 from tests import processes
 from tests.committer import crash_driver
 from tests.committer.crash_driver import (
@@ -204,10 +206,7 @@ def test_rollback_and_expiry_hold_for_upserts(catalog: SqlCatalog) -> None:
     apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="j"))
     assert _live(catalog, name) == {i: "a" for i in range(10)}
     _upsert(catalog, name, 3, _marked(8, 12, "c"))
-    later = time.time() + 1
-    import datetime as dt
-
-    when = dt.datetime.fromtimestamp(later, dt.timezone.utc)
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
     apply_expire(catalog, plan_expire(catalog, name, older_than=dt.timedelta(0), retain_last=1, now=when))
     assert ic.GlobalCommitter(catalog, name, job_id="j").commit(3).status == "already-committed"
     assert _live(catalog, name) == {**{i: "a" for i in range(8)}, **{i: "c" for i in range(8, 12)}}
@@ -277,3 +276,30 @@ def test_two_processes_upserting_the_same_keys_at_once_leave_one_live_row_per_ke
         assert child.returncode == 0, (job, out, err[-3000:])
     live = _live(catalog, name)  # every key once
     assert sorted(live) == list(range(20)) and len(set(live.values())) == 1 and live[0] in ("a", "b")
+
+
+def test_the_orphan_sweep_keeps_live_delete_files_and_staged_keys_and_finds_a_lost_attempts(
+    scripted_catalog: ScriptedCatalog,
+) -> None:
+    catalog = scripted_catalog
+    name = _table(catalog, suffix="_o")
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    rows = _marked(0, 5, "b")
+    committer.prepare(2, [write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=2)], mode=UPSERT,
+                      keys=rows.select(["id"]))  # fmt: skip
+    other = SqlCatalog(catalog.name, **catalog.properties)
+    catalog.before.append(lambda: _upsert(other, name, 1, _marked(8, 9, "c"), job="other"))  # our first attempt loses
+    try:
+        assert committer.commit(2).retries >= 1
+    finally:
+        other.engine.dispose()
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=1)
+    orphans = {o.path for o in find_orphans(catalog, name, older_than=dt.timedelta(0), now=later).orphans}
+    table = catalog.load_table(name)
+    live_deletes = {d.file_path for task in table.scan().plan_files() for d in task.delete_files}
+    assert live_deletes and not {p.removeprefix("file://") for p in live_deletes} & orphans
+    lost = [p for p in orphans if "-deletes-" in p]
+    assert len(lost) == 1  # the delete file of the attempt that lost its compare-and-swap
+    states = committer.store.list(committer.table_name, job_id="j")
+    assert not {s.keys_path.removeprefix("file://") for s in states if s.keys_path} & orphans
