@@ -173,7 +173,9 @@ class SpecPreservingAppend(_MergeAppendFiles):
         return manifests
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        return _summary(self, self._operation, snapshot_properties)
+        # a row delta that only deletes is a ``delete`` snapshot (as Iceberg's RowDelta makes it)
+        only_deletes = self._added_delete_files and not self._added_data_files
+        return _summary(self, Operation.DELETE if only_deletes else self._operation, snapshot_properties)
 
 
 class RewriteFiles(_OverwriteFiles):

@@ -149,6 +149,7 @@ def stage_checkpoint(
     keys_path = None
     if staged_keys is not None:
         staged_keys = flagged_deletes(table, staged_keys, [f.path for f in validated.data_files])
+    if staged_keys is not None and len(staged_keys):  # no rows and no keys: an empty checkpoint
         keys_path = staged_keys_path(table, job_id, checkpoint_id)
         try:
             write_staged_keys(table.io, keys_path, staged_keys)
@@ -329,14 +330,18 @@ def checked_keys(keys: pa.Table | None, table: Table, name: str) -> pa.Table:
 
 
 def flagged_deletes(table: Table, keys: pa.Table, paths: Sequence[str]) -> pa.Table:
-    """``keys`` with the column that marks the ones the checkpoint deletes: those none of
-    its own rows (the data files at ``paths``) holds."""
+    """The keys an upsert stages: ``keys`` and the keys of its own rows (the data files at
+    ``paths``; a row whose key the caller left out still replaces its key's live rows),
+    with the column that marks the ones it deletes (none of its own rows holds them)."""
     names = keys.column_names
     schema = table.schema()
     fields = [schema.find_field(name) for name in names]
     types = schema_to_pyarrow(schema.select(*names))
     own = [rows.select(names) for path in paths if (rows := key_rows(table, path, fields, types)) is not None]
     written = pa.concat_tables(own).group_by(names).aggregate([]) if own else keys.slice(0, 0)
-    indexed = keys.append_column("__i", pa.array(range(len(keys)), pa.int64()))
+    every = pa.concat_tables([keys, written.cast(keys.schema)]).group_by(names).aggregate([])
+    indexed = every.append_column("__i", pa.array(range(len(every)), pa.int64()))
     kept = indexed.join(written, keys=names, join_type="left semi").column("__i")
-    return keys.append_column(DELETED_FLAG, pc.invert(pc.is_in(indexed.column("__i"), value_set=kept.combine_chunks())))
+    return every.append_column(
+        DELETED_FLAG, pc.invert(pc.is_in(indexed.column("__i"), value_set=kept.combine_chunks()))
+    )

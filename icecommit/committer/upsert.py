@@ -34,7 +34,7 @@ from pyiceberg.types import LongType, PrimitiveType, StringType
 from icecommit.committer import protocol
 from icecommit.committer.append import AppendCheckpoint
 from icecommit.core import ancestry
-from icecommit.core.errors import EqualityDeletesError
+from icecommit.core.errors import EqualityDeletesError, StagedManifestError, ValidationError
 from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.upsert import (
     DELETE_FILE_PATH_ID,
@@ -71,8 +71,21 @@ class UpsertCheckpoint(AppendCheckpoint):
         found = super().check(table, number)
         if found is not None:
             return found
+        highest = self.plan.view.highest_committed
+        if self.plan.recommit and highest is not None and highest > self.checkpoint:
+            raise ValidationError(
+                f"checkpoint {self.checkpoint} of job {self.job_id!r} is an upsert, and checkpoint {highest} of the "
+                "job landed after the rollback removed it: committing it again would put older rows of its keys over "
+                "newer ones, so nothing was committed; replay its changes from the source as a new checkpoint",
+                checkpoint_id=self.checkpoint,
+            )
         if self._keys is None:
-            self._keys = read_staged_keys(table.io, self._keys_path)
+            try:
+                self._keys = read_staged_keys(table.io, self._keys_path)
+            except FileNotFoundError as e:
+                raise StagedManifestError(
+                    self.job_id, self.checkpoint, self.table_name, self._keys_path, "(its staged keys) is missing"
+                ) from e
         hits = resolve_positions(
             table, self._keys, branch=self.branch, job_id=self.job_id, checkpoint_id=self.checkpoint,
             table_name=self.table_name,
@@ -196,10 +209,28 @@ def _deleted_positions(table: Table, deletes: Sequence[DataFile], paths: set[str
 def key_rows(table: Table, path: str, fields: Sequence[Any], types: pa.Schema) -> pa.Table | None:
     """The data file's key columns (matched by field id, in the table's types) and each
     row's position (``__pos``); None when the file lacks a key column (written before it
-    existed: it holds no non-null key)."""
+    existed: it holds no non-null key). A file without field ids (added with ``add_files``,
+    or migrated) is read through the table's name mapping, else by the columns' names.
+
+    Raises:
+        ValidationError: a file without field ids whose key column cannot be found by name.
+    """
     with table.io.new_input(path).open() as stream:
         parquet = pq.ParquetFile(pa.BufferReader(stream.read()))
     by_id = {int(f.metadata[_FIELD_ID]): f.name for f in parquet.schema_arrow if f.metadata and _FIELD_ID in f.metadata}
+    if not by_id:  # no field ids at all: the name mapping says which names hold which ids
+        mapping = table.metadata.name_mapping()
+        present = set(parquet.schema_arrow.names)
+        for field in fields:
+            names = [n for m in (mapping or []) if m.field_id == field.field_id for n in m.names] or [field.name]
+            found = next((n for n in names if n in present), None)
+            if found is None:
+                raise ValidationError(
+                    f"data file {path} has no Parquet field ids and no column named {' or '.join(map(repr, names))} "
+                    f"(key column {field.name!r}): an upsert cannot tell which of its rows hold a key; set the "
+                    "table's schema.name-mapping.default",
+                )
+            by_id[field.field_id] = found
     if any(field.field_id not in by_id for field in fields):
         return None
     read = parquet.read(columns=[by_id[field.field_id] for field in fields])

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pyiceberg.schema import Schema
-from pyiceberg.types import PrimitiveType
+from pyiceberg.types import DoubleType, FloatType, PrimitiveType, UUIDType
 
 from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
 
@@ -56,15 +56,16 @@ def key_columns(key: Sequence[str] | None, schema: Schema, table: str) -> tuple[
         )  # fmt: skip
     if len(set(names)) != len(names):
         raise InvalidArgumentError("key", list(names), "distinct column names")
+    top = {field.name: field for field in schema.fields}
     for name in names:
-        try:
-            field = schema.find_field(name)
-        except ValueError:
+        field = top.get(name)
+        if field is None:
             raise SchemaMismatchError(name, "is a key column of the upsert, but not a column of the table",
-                                      table=table) from None  # fmt: skip
-        if not isinstance(field.field_type, PrimitiveType):
-            raise SchemaMismatchError(name, f"is a key column, but of type {field.field_type} (keys are primitive)",
                                       table=table)  # fmt: skip
+        kind = field.field_type
+        if not isinstance(kind, PrimitiveType) or isinstance(kind, (FloatType, DoubleType, UUIDType)):
+            raise SchemaMismatchError(name, f"is a key column, but of type {kind} (an upsert key is a primitive "
+                                      "column other than float, double or uuid)", table=table)  # fmt: skip
     return names
 
 

@@ -88,8 +88,10 @@ def collect_arrow(df: DataFrame) -> pa.Table:
         return df.toArrow()
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    schema = to_arrow_schema(df.schema)
     batches = df._collect_as_arrow()  # type: ignore[operator]  # Spark 3.5 has no toArrow
-    return pa.Table.from_batches(batches, schema=to_arrow_schema(df.schema))
+    # the JVM's batches carry the session's time zone: cast, as Spark 4's toArrow does
+    return pa.Table.from_batches(batches).cast(schema) if batches else schema.empty_table()
 
 
 __all__ = ["Changes", "collect_arrow", "upsert_changes"]

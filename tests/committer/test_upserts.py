@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import time
 from collections import Counter
+from contextlib import nullcontext
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +24,7 @@ from icecommit.errors import (
     InvalidArgumentError,
     KeyViolationError,
     SchemaMismatchError,
+    ValidationError,
 )
 from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.maintenance.compaction import compact
@@ -91,6 +93,9 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     # a checkpoint that only deletes
     assert _upsert(catalog, name, 3, _marked(0, 0, "c"), deleted=[2, 14]).committed
     assert sorted(_live(catalog, name)) == [3, 4, *range(5, 14)]
+    only_deletes = catalog.load_table(name).current_snapshot()
+    assert only_deletes is not None and only_deletes.summary is not None
+    assert only_deletes.summary.operation.value == "delete"  # as Iceberg's RowDelta names one
     # each delete file names its data file exactly as the manifest does, rows sorted by position
     table = catalog.load_table(name)
     live = {f.file.file_path for f in table.scan().plan_files()}
@@ -192,7 +197,11 @@ def test_files_compacted_before_the_commit_are_resolved_on_the_rewritten_files(c
     rows = _marked(15, 25, "b")
     committer.prepare(4, [write_arrow(committer.load_table(), rows, job_id="j", checkpoint_id=4)], mode=UPSERT,
                       keys=pa.table({"id": pa.array([*range(15, 25), 31], pa.int64())}))  # fmt: skip
-    compact(catalog, name)
+    head = catalog.load_table(name).metadata.current_snapshot_id
+    compact(catalog, name, min_input_files=2)
+    compacted = catalog.load_table(name).current_snapshot()
+    assert compacted is not None and compacted.snapshot_id != head and compacted.summary is not None
+    assert compacted.summary.operation.value == "replace"  # the files the keys were in were rewritten
     assert committer.commit(4).committed
     live = _live(catalog, name)
     assert sorted(live) == [*range(10, 31), *range(32, 40)]
@@ -303,3 +312,35 @@ def test_the_orphan_sweep_keeps_live_delete_files_and_staged_keys_and_finds_a_lo
     assert len(lost) == 1  # the delete file of the attempt that lost its compare-and-swap
     states = committer.store.list(committer.table_name, job_id="j")
     assert not {s.keys_path.removeprefix("file://") for s in states if s.keys_path} & orphans
+
+
+def test_files_without_field_ids_are_read_through_the_name_mapping(catalog: SqlCatalog, tmp_path: object) -> None:
+    name = _table(catalog, suffix="_seeded")
+    table = catalog.load_table(name)
+    seed = f"{table.location()}/data/seed.parquet"  # an initial snapshot, as a migration adds it
+    with table.io.new_output(seed).create() as stream:
+        pq.write_table(_marked(0, 5, "a").cast(pa.schema([f.with_metadata(None) for f in EVENTS_SCHEMA])), stream)
+    table.add_files([seed])
+    _upsert(catalog, name, 1, _marked(0, 2, "b"))
+    assert _live(catalog, name) == {0: "b", 1: "b", 2: "a", 3: "a", 4: "a"}
+
+
+def test_a_rolled_back_upsert_is_not_committed_again_over_newer_rows_and_bad_keys_are_refused(
+    catalog: SqlCatalog,
+) -> None:
+    name = _table(catalog, suffix="_rb")
+    _upsert(catalog, name, 1, _marked(0, 3, "a"))
+    _upsert(catalog, name, 2, _marked(0, 3, "b"))
+    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="j"))
+    _upsert(catalog, name, 3, _marked(0, 3, "c"))
+    with pytest.raises(ValidationError, match="older rows of its keys over newer ones"):
+        ic.GlobalCommitter(catalog, name, job_id="j").recommit(2)
+    assert _live(catalog, name) == {0: "c", 1: "c", 2: "c"}
+    committer = ic.GlobalCommitter(catalog, name, job_id="j")
+    for column in ("score", "ts"):  # a float key, and none at all when the rows are empty
+        with pytest.raises(SchemaMismatchError, match="other than float, double or uuid") if column == "score" else \
+                nullcontext():  # fmt: skip
+            keys = pa.table({column: pa.array([1.5], pa.float64())}) if column == "score" else _marked(0, 0, "x")
+            committer.prepare(4, [], mode=UPSERT, keys=keys.select([column]))
+    state = committer.store.get("j", name, 4)
+    assert state is not None and not state.has_changes and committer.commit(4).status == "empty"
