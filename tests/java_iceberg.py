@@ -95,12 +95,17 @@ def required() -> bool:
     return os.environ.get(REQUIRE_VAR, "") not in ("", "0")
 
 
-def found_or_skip() -> JavaIceberg:
-    """The environment; where there is none, the test skips saying why (fails when
+def found_or_skip(*, sqlite_jdbc: bool = False) -> JavaIceberg:
+    """The environment (with ``sqlite_jdbc``: and the SQLite JDBC driver Java's JdbcCatalog
+    needs); where there is none, the test skips saying why (fails when
     ``ICECOMMIT_REQUIRE_JAVA_ICEBERG`` asks for it)."""
     java = find()
     if isinstance(java, str):
-        if required():
-            pytest.fail(f"{java} ({REQUIRE_VAR} is set)")
-        pytest.skip(java)
-    return java
+        missing = java
+    elif sqlite_jdbc and not SQLITE_JDBC.is_file():
+        missing = f"Java's JdbcCatalog needs {SQLITE_JDBC}: scripts/java_iceberg/setup.sh DIR --with-sqlite-jdbc"
+    else:
+        return java
+    if required():
+        pytest.fail(f"{missing} ({REQUIRE_VAR} is set)")
+    pytest.skip(missing)

@@ -144,8 +144,8 @@ def rewrite(spark: SparkSession, args: argparse.Namespace) -> None:
 
 
 def alter(spark: SparkSession, args: argparse.Namespace) -> None:
-    """Run one ``ALTER TABLE`` statement (``args.sql``, with ``{table}`` for the table) through
-    the JDBC catalog on pyiceberg's SQLite catalog database."""
+    """Run one SQL statement (``args.sql``, with ``{table}`` for the table: an ``ALTER TABLE``,
+    a ``MERGE INTO``) through the JDBC catalog on pyiceberg's SQLite catalog database."""
     spark.sql(args.sql.format(table=f"{args.catalog_name}.{args.table}"))
     print(json.dumps({"spark": spark.version}))
 

@@ -45,17 +45,7 @@ def test_java_iceberg_reads_evolved_and_created_tables_with_the_values_of_old_an
 def test_a_column_java_spark_added_then_an_icecommit_write_under_add_columns(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    java = java_iceberg.find()
-    missing = java if isinstance(java, str) else None
-    if missing is None and not java_iceberg.SQLITE_JDBC.is_file():
-        missing = (
-            f"Java's JdbcCatalog needs {java_iceberg.SQLITE_JDBC}: scripts/java_iceberg/setup.sh DIR --with-sqlite-jdbc"
-        )
-    if missing is not None:
-        if java_iceberg.required():
-            pytest.fail(f"{missing} ({java_iceberg.REQUIRE_VAR} is set)")
-        pytest.skip(missing)
-    assert not isinstance(java, str)
+    java = java_iceberg.found_or_skip(sqlite_jdbc=True)
     warehouse = tmp_path / "warehouse"
     warehouse.mkdir()
     catalog = SqlCatalog("shared", uri=f"sqlite:///{tmp_path / 'catalog.db'}", warehouse=warehouse.as_uri())
