@@ -10,6 +10,7 @@ import os
 import time
 from collections import Counter
 from contextlib import nullcontext
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -344,3 +345,19 @@ def test_a_rolled_back_upsert_is_not_committed_again_over_newer_rows_and_bad_key
             committer.prepare(4, [], mode=UPSERT, keys=keys.select([column]))
     state = committer.store.get("j", name, 4)
     assert state is not None and not state.has_changes and committer.commit(4).status == "empty"
+
+
+def test_a_short_seeded_slice_of_the_upsert_soak(tmp_path: Path) -> None:
+    """Four trials of ``bench/soak.py --upsert`` (concurrent jobs killed at random steps,
+    replayed): every key once, each key one job alone wrote holding its last row."""
+    import multiprocessing
+    import random
+
+    from bench import soak
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.committer.crash_driver"])
+    rng = random.Random(20261127)
+    for trial in range(4):
+        result = soak.run_trial(trial, rng, "sqlite", tmp_path, context, upsert=True)
+        assert (result.lost, result.duplicated, result.double_commits, result.stale) == (0, 0, 0, 0), result
