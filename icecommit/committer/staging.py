@@ -130,6 +130,12 @@ def stage_checkpoint(
             "mode", mode, f"append: {table_name} is an Iceberg format version 1 table, which has no sequence "
             "numbers to tell what an overwrite did not see, and no delete files (upgrade it to version 2)",
         )  # fmt: skip
+    if mode == UPSERT and table.metadata.format_version > 2:
+        raise InvalidArgumentError(
+            "mode", mode, f"append or overwrite-partitions: {table_name} is an Iceberg format version "
+            f"{table.metadata.format_version} table, where row deletes are deletion vectors, which icecommit does not "
+            "write yet (upserts need a version 2 table)",
+        )  # fmt: skip
     staged_keys = checked_keys(keys, table, table_name) if mode == UPSERT else None
     unknown = [r for r in results if r.data_files and r.base_sequence_number is None]
     if mode == OVERWRITE_PARTITIONS and unknown:  # what its writers saw decides what it may replace

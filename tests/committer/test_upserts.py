@@ -345,6 +345,10 @@ def test_a_rolled_back_upsert_is_not_committed_again_over_newer_rows_and_bad_key
             committer.prepare(4, [], mode=UPSERT, keys=keys.select([column]))
     state = committer.store.get("j", name, 4)
     assert state is not None and not state.has_changes and committer.commit(4).status == "empty"
+    v1 = f"{catalog.name}.v1"
+    ic.create_table(catalog, v1, EVENTS_SCHEMA, identifier_fields=["id"], properties={"format-version": "1"})
+    with pytest.raises(InvalidArgumentError, match="format version 1"):
+        ic.GlobalCommitter(catalog, v1, job_id="j").prepare(1, [], mode=UPSERT, keys=pa.table({"id": [1]}))
 
 
 def test_a_short_seeded_slice_of_the_upsert_soak(tmp_path: Path) -> None:
