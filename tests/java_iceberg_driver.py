@@ -146,8 +146,9 @@ def rewrite(spark: SparkSession, args: argparse.Namespace) -> None:
 def alter(spark: SparkSession, args: argparse.Namespace) -> None:
     """Run one SQL statement (``args.sql``, with ``{table}`` for the table: an ``ALTER TABLE``,
     a ``MERGE INTO``) through the JDBC catalog on pyiceberg's SQLite catalog database."""
+    began = time.perf_counter()
     spark.sql(args.sql.format(table=f"{args.catalog_name}.{args.table}"))
-    print(json.dumps({"spark": spark.version}))
+    print(json.dumps({"spark": spark.version, "seconds": time.perf_counter() - began}))
 
 
 def main(argv: list[str]) -> int:

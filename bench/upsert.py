@@ -1,0 +1,219 @@
+"""Upserting changed rows into a table, side by side in one run (BENCHMARKS.md §12).
+
+The layout: a table of ``--rows`` rows (``id`` long, ``ts`` timestamptz over 30 days,
+``name`` string, ``amount`` double), partitioned by ``day(ts)``, keyed by ``id``, which is
+NOT a partition source column: every data file's ``id`` bounds overlap the changes' keys, so
+the look-up reads every file's key column. The changes: ``--changes`` rows, 10% new keys,
+1% deletes (a Debezium-like ``op`` column), the rest updates of existing keys, each row
+with a new ``ts`` (so an update may move its row to another day).
+
+Three contenders, each on its own copy of the table (built the same way):
+
+- icecommit: ``ic.write(changes, mode="upsert", key=["id"], change_column="op")`` with
+  Spark ``local[2]`` (the writers) and the driver's key look-up (position deletes);
+- pyiceberg 0.12: ``Table.upsert`` (copy-on-write, one process) for the inserts and
+  updates, and ``Table.delete`` for the deletes, in a process of its own, stopped at
+  ``--pyiceberg-cap`` seconds (then reported as a lower bound);
+- Spark ``MERGE INTO`` with Iceberg 1.10.2's runtime (merge-on-read, pyspark 3.5 in the
+  environment of ``scripts/java_iceberg/setup.sh``, named by ``ICECOMMIT_JAVA_ICEBERG``;
+  skipped where absent), the statement's own time.
+
+Then each table's read time (a full pyiceberg scan), and a check that the three tables hold
+the same rows.
+
+    .venv/bin/python -m bench.upsert [--rows 20000000] [--changes 1000000] [--pyiceberg-cap 1800]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import In
+
+import icecommit as ic
+from icecommit.writers.session import local_session
+from tests import java_iceberg
+
+CATALOG = "bench"
+DAY0_US = 1_767_225_600_000_000  # 2026-01-01
+DAY_US = 86_400_000_000
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("name", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
+
+
+def base_rows(rows: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    ids = np.arange(rows, dtype=np.int64)
+    return pa.table(
+        {
+            "id": ids,
+            "ts": pa.array(DAY0_US + rng.integers(0, 30 * DAY_US, rows), pa.timestamp("us", tz="UTC")),
+            "name": pa.array(np.char.add("n", (ids % 100_000).astype(str))),
+            "amount": rng.random(rows),
+        },
+        schema=SCHEMA,
+    )
+
+
+def change_rows(rows: int, changes: int, seed: int) -> pa.Table:
+    """The changes, with their ``op``: updates of existing keys, deletes, new keys."""
+    rng = np.random.default_rng(seed + 1)
+    new = changes // 10
+    deleted = changes // 100
+    existing = rng.choice(rows, changes - new, replace=False).astype(np.int64)
+    ids = np.concatenate([existing, np.arange(rows, rows + new, dtype=np.int64)])
+    ops = np.array(["u"] * (changes - new - deleted) + ["d"] * deleted + ["c"] * new)
+    table = pa.table(
+        {
+            "id": ids,
+            "ts": pa.array(DAY0_US + rng.integers(0, 30 * DAY_US, changes), pa.timestamp("us", tz="UTC")),
+            "name": pa.array(np.char.add("changed", (ids % 1000).astype(str))),
+            "amount": rng.random(changes),
+            "op": ops,
+        }
+    )
+    return table
+
+
+def _catalog(work: Path) -> SqlCatalog:
+    warehouse = work / "warehouse"
+    warehouse.mkdir(exist_ok=True)
+    return SqlCatalog(CATALOG, uri=f"sqlite:///{work / 'catalog.db'}", warehouse=warehouse.as_uri())
+
+
+def build(catalog: SqlCatalog, name: str, data: Path) -> float:
+    """The table, written from the base rows by icecommit (Spark ``local[2]``)."""
+    spark = local_session()
+    began = time.perf_counter()
+    ic.create_table(catalog, name, SCHEMA, partition_by=["day(ts)"], identifier_fields=["id"], properties={
+        "write.merge.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.delete.mode": "merge-on-read",
+    })  # fmt: skip
+    ic.write(spark.read.parquet(str(data)), name, catalog=catalog, job_id="load", checkpoint_id=1)
+    return time.perf_counter() - began
+
+
+def icecommit_upsert(catalog: SqlCatalog, name: str, changes: Path) -> float:
+    spark = local_session()
+    frame = spark.read.parquet(str(changes))
+    began = time.perf_counter()
+    result = ic.write(frame, name, catalog=catalog, job_id="cdc", checkpoint_id=1, mode="upsert", key=["id"],
+                      change_column="op")  # fmt: skip
+    assert result.committed
+    return time.perf_counter() - began
+
+
+def _pyiceberg(uri: str, warehouse: str, name: str, changes: str, out: Any) -> None:
+    catalog = SqlCatalog(CATALOG, uri=uri, warehouse=warehouse)
+    table = catalog.load_table(name)
+    rows = pq.read_table(changes)
+    began = time.perf_counter()
+    kept = rows.filter(pa.compute.not_equal(rows.column("op"), "d")).drop(["op"]).cast(SCHEMA)
+    table.upsert(kept, join_cols=["id"])
+    gone = rows.filter(pa.compute.equal(rows.column("op"), "d")).column("id").to_pylist()
+    table.delete(In("id", gone))
+    out.put(time.perf_counter() - began)
+
+
+def pyiceberg_upsert(catalog: SqlCatalog, name: str, changes: Path, cap: float) -> tuple[float, bool]:
+    """(seconds, finished): pyiceberg's own upsert in a process of its own, stopped at ``cap``."""
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    process = context.Process(
+        target=_pyiceberg,
+        args=(catalog.properties["uri"], catalog.properties["warehouse"], name, str(changes), out),
+    )
+    began = time.perf_counter()
+    process.start()
+    process.join(cap)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return time.perf_counter() - began, False
+    return float(out.get(timeout=10)), True
+
+
+def merge_into(java: java_iceberg.JavaIceberg, work: Path, name: str, changes: Path) -> float:
+    sql = (
+        f"MERGE INTO {{table}} t USING (SELECT * FROM parquet.`{changes}`) s ON t.id = s.id "
+        "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.ts = s.ts, t.name = s.name, t.amount = s.amount "
+        "WHEN NOT MATCHED AND s.op <> 'd' THEN INSERT (id, ts, name, amount) VALUES (s.id, s.ts, s.name, s.amount)"
+    )
+    out = java.run(
+        "--driver-memory", "6g", "alter", "--catalog-name", CATALOG, "--catalog-db", str(work / "catalog.db"),
+        "--warehouse", (work / "warehouse").as_uri(), "--table", name, "--sql", sql, sqlite_jdbc=True,
+        timeout_s=3_600,
+    )  # fmt: skip
+    return float(json.loads(out.strip().splitlines()[-1])["seconds"])
+
+
+def read_seconds(catalog: SqlCatalog, name: str) -> tuple[float, pa.Table]:
+    table = catalog.load_table(name)
+    began = time.perf_counter()
+    rows = table.scan().to_arrow()
+    return time.perf_counter() - began, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=20_000_000)
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--pyiceberg-cap", type=float, default=1_800.0)
+    parser.add_argument("--seed", type=int, default=20261127)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="icecommit-upsert-"))
+    data, changes = work / "base.parquet", work / "changes.parquet"
+    pq.write_table(base_rows(args.rows, args.seed), data)
+    pq.write_table(change_rows(args.rows, args.changes, args.seed), changes)
+    catalog = _catalog(work)
+    results: dict[str, Any] = {}
+    for contender in ("icecommit", "pyiceberg", "merge"):
+        results[f"build-{contender}"] = build(catalog, f"ns.{contender}", data)
+    results["icecommit"] = icecommit_upsert(catalog, "ns.icecommit", changes)
+    results["pyiceberg"], results["pyiceberg-finished"] = pyiceberg_upsert(
+        catalog, "ns.pyiceberg", changes, args.pyiceberg_cap
+    )
+    java = java_iceberg.find()
+    if isinstance(java, str) or not java_iceberg.SQLITE_JDBC.is_file():
+        results["merge"] = None
+        results["merge-note"] = java if isinstance(java, str) else f"no {java_iceberg.SQLITE_JDBC}"
+    else:
+        results["merge"] = merge_into(java, work, "ns.merge", changes)
+    reads = {}
+    for contender in ("icecommit", "pyiceberg", "merge"):
+        if results.get(contender) is None or (contender == "pyiceberg" and not results["pyiceberg-finished"]):
+            continue
+        results[f"read-{contender}"], reads[contender] = read_seconds(catalog, f"ns.{contender}")
+    keyed = {c: t.sort_by("id").select(["id", "name"]) for c, t in reads.items()}
+    results["same-rows"] = len({t.num_rows for t in keyed.values()}) <= 1 and all(
+        t.equals(next(iter(keyed.values()))) for t in keyed.values()
+    )
+    results["rows-after"] = {c: t.num_rows for c, t in reads.items()}
+    print(
+        f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+        f"run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.rows:,} rows, {args.changes:,} changes"
+    )
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
