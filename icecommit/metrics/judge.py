@@ -382,7 +382,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         status = "committed" if landed else "empty"
         lines.append(
             CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at, source,
-                           written, committed, readable, loss, dup, ok, "; ".join(notes))
+                           written, committed, readable, loss, dup, ok, "; ".join(notes), sum(removed.values()))
         )  # fmt: skip
         if not ok:
             kind = "loss" if loss > thresholds.max_loss_pct else "duplication"

@@ -77,6 +77,7 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
     written = sum(c.written for c in lines_ if c.status == "committed")
     committed = sum(c.committed for c in lines_ if c.status == "committed")
     readable = sum(c.readable for c in lines_ if c.status == "committed")
+    removed = sum(c.removed for c in lines_ if c.status == "committed")  # on purpose: not loss
     states: dict[str, int] = {}
     for c in (*report.checkpoints, *report.pending):
         states[c.status] = states.get(c.status, 0) + 1
@@ -85,9 +86,15 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
         "verdict": "ok" if report.ok else "mismatch",
         "errors": errors,
         "findings": len(report.problems) - errors,
-        "rows": {"source": source, "written": written, "committed": committed, "readable": readable},
+        "rows": {
+            "source": source,
+            "written": written,
+            "committed": committed,
+            "readable": readable,
+            "removed": removed,  # left on purpose: superseded by an overwrite or upsert, row deletes
+        },
         "readable_from": "data files" if report.deep else "table metadata",
-        "loss": max(0, source - min(written, committed, readable)),
+        "loss": max(0, source - min(written, committed, readable + removed)),
         "duplicated": max(0, max(written, committed, readable) - source) if source else 0,
         "checkpoints": dict(sorted(states.items())),
     }
@@ -100,7 +107,8 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
     rows = figures["rows"]
     assert isinstance(rows, dict)
     source, written, committed, readable = rows["source"], rows["written"], rows["committed"], rows["readable"]
-    counted = readable if report.deep else committed
+    removed = rows["removed"]
+    counted = readable + removed if report.deep else committed
     states = figures["checkpoints"]
     assert isinstance(states, dict)
     h = report.health
@@ -116,6 +124,7 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
         f"| written | {written:,} |",
         f"| committed | {committed:,} |",
         f"| readable | {readable:,} |",
+        *([f"| removed on purpose (superseded, deleted) | {removed:,} |"] if removed else []),
         "",
         f"- **Loss**: {figures['loss']:,} row(s); **duplicated**: {figures['duplicated']:,} row(s) (readable {how}; "
         f"{counted:,} of {source:,} source rows accounted for).",

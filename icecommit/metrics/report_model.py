@@ -7,7 +7,7 @@ addition bumps the version.
 {
   "schema_version": 2, "table": str, "job_id": str|null, "ok": bool,
   "summary": {"verdict": "ok"|"mismatch", "errors": int, "findings": int,
-              "rows": {"source", "written", "committed", "readable"},
+              "rows": {"source", "written", "committed", "readable", "removed"},
               "readable_from": "table metadata"|"data files", "loss": int, "duplicated": int,
               "checkpoints": {status: count}},
   "changes": str|null,
@@ -83,6 +83,9 @@ class CheckpointLine:
     duplication_pct: float
     ok: bool
     note: str
+    #: rows of its that left the table on purpose: superseded by an overwrite or an upsert,
+    #: removed by row-level deletes (not counted as loss)
+    removed: int = 0
 
 
 @dataclass(frozen=True)

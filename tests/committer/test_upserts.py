@@ -6,6 +6,7 @@ land with its new rows in one snapshot, exactly once. Written without Spark
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from collections import Counter
@@ -109,6 +110,9 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     # reconciliation: the replaced rows are superseded, not lost
     report = ic.reconcile(catalog, name, job_id="j")
     assert report.ok, report.to_markdown()
+    summary = json.loads(report.to_json())["summary"]
+    assert summary["loss"] == 0 and summary["rows"]["removed"] == 9  # 7 by checkpoint 2, 2 by checkpoint 3
+    assert "removed on purpose (superseded, deleted) | 9 |" in report.to_markdown()
     notes = {line.checkpoint_id: line.note for line in report.checkpoints}
     assert "superseded by checkpoint 2 of job j" in notes[1] and "superseded by checkpoint 3 of job j" in notes[1]
     assert "upsert: 5 inserted, 5 updated, 2 deleted (7 earlier row(s) of its keys replaced or deleted)" in notes[2]

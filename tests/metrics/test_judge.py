@@ -247,7 +247,7 @@ def test_rows_are_followed_through_rewrites_deletes_and_row_level_deletes() -> N
     note = ("6 readable in files another snapshot rewrote; 3 removed by snapshot 201 (delete); 2 removed by snapshot "
             "202 (row-level delete); 1 untraceable")  # fmt: skip
     assert report.checkpoints == (CheckpointLine("j", 1, "committed", 101, COMMITTED_AT, 10, 10, 10, 4, 0.0, 0.0,
-                                                 True, note),)  # fmt: skip
+                                                 True, note, removed=5),)  # fmt: skip
     assert report.problems == (
         Problem("removed", "checkpoint 1 of job j: 3 of its rows were removed on purpose by snapshot 201 (a delete); "
                 "information, not loss", "j", 1, severity="info"),

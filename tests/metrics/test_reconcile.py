@@ -220,7 +220,7 @@ def test_outputs(catalog: SqlCatalog) -> None:
     assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds",
                              "summary", "changes"}  # fmt: skip
     assert document["summary"]["verdict"] == "ok" and document["summary"]["rows"] == {
-        "source": 600, "written": 600, "committed": 600, "readable": 600}  # fmt: skip
+        "source": 600, "written": 600, "committed": 600, "readable": 600, "removed": 0}  # fmt: skip
     assert document["summary"]["checkpoints"] == {"committed": 2} and document["changes"] is None
     assert list(document)[:6] == ["schema_version", "table", "job_id", "ok", "summary", "changes"]  # answers first
     # snapshot ids also as strings: exact in every JSON tool (numbers above 2^53 are rounded by some)
