@@ -16,7 +16,9 @@ def checkpoint_operation(state: CheckpointState, *args: Any, **kwargs: Any) -> A
     """The operation that commits prepared checkpoint ``state`` (arguments: the append's):
     its upsert or partition overwrite when it recorded that feature, else its append."""
     if FEATURE_UPSERT in state.features and state.keys_path is not None:
-        return UpsertCheckpoint(*args, keys_path=state.keys_path, **kwargs)
+        return UpsertCheckpoint(
+            *args, keys_path=state.keys_path, base_sequence_number=state.base_sequence_number, **kwargs
+        )
     if FEATURE_OVERWRITE_PARTITIONS in state.features:  # no base recorded: every file of its partitions conflicts
         return OverwriteCheckpoint(*args, base_sequence_number=state.base_sequence_number or 0, **kwargs)
     return AppendCheckpoint(*args, **kwargs)

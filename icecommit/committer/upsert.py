@@ -62,9 +62,10 @@ DELETE_SCHEMA = pa.schema(
 class UpsertCheckpoint(AppendCheckpoint):
     """Committing one prepared upsert checkpoint as one snapshot (see the module)."""
 
-    def __init__(self, *args: Any, keys_path: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, keys_path: str, base_sequence_number: int | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._keys_path = keys_path
+        self._base = base_sequence_number or 0
         self._keys: pa.Table | None = None
 
     def check(self, table: Table, number: int) -> protocol.Found | None:
@@ -79,6 +80,9 @@ class UpsertCheckpoint(AppendCheckpoint):
                 "newer ones, so nothing was committed; replay its changes from the source as a new checkpoint",
                 checkpoint_id=self.checkpoint,
             )
+        taker = self.summary.get(ancestry.RECOVERED_BY)
+        if taker is not None:  # another job's take-over: never over rows that job wrote since
+            self._refuse_after(table, taker)
         if self._keys is None:
             try:
                 self._keys = read_staged_keys(table.io, self._keys_path)
@@ -101,6 +105,20 @@ class UpsertCheckpoint(AppendCheckpoint):
             **change_counts(self._keys, [found for _, _, found in hits]),
         }
         return None
+
+    def _refuse_after(self, table: Table, taker: str) -> None:
+        for snapshot in ancestry.branch_ancestry(table.metadata, self.branch):
+            if snapshot.sequence_number is None or snapshot.sequence_number <= self._base:
+                return
+            found = ancestry.checkpoint_of(snapshot)
+            if found is not None and found[0] == taker:
+                raise ValidationError(
+                    f"checkpoint {self.checkpoint} of job {self.job_id!r} is an upsert its writers computed before "
+                    f"checkpoint {found[1]} of job {taker!r} landed (snapshot {snapshot.snapshot_id}): taking it over "
+                    "now could put older rows of its keys over newer ones, so nothing was committed; abandon it "
+                    "and replay its changes from the source",
+                    checkpoint_id=self.checkpoint,
+                )
 
 
 def resolve_positions(

@@ -65,6 +65,11 @@ def upsert_changes(
         if wrong:
             raise ChangeTypeError(change_column, bad.first()[change_column], wrong, table=name)  # type: ignore[index]
     if order_by:
+        for column in order_by:  # a null orders nowhere: which row wins would be an accident
+            unordered = df.filter(F.col(column).isNull()).count()
+            if unordered:
+                raise SchemaMismatchError(column, f"is an order_by column of the upsert and holds nulls in "
+                                          f"{unordered:,} row(s); order_by= cannot order them", table=name)  # fmt: skip
         window = Window.partitionBy(*names).orderBy(*[F.col(c).desc() for c in order_by])
         latest = df.withColumn(_RANK, F.rank().over(window)).filter(F.col(_RANK) == 1).drop(_RANK)
     else:

@@ -369,3 +369,23 @@ def test_a_short_seeded_slice_of_the_upsert_soak(tmp_path: Path) -> None:
     for trial in range(4):
         result = soak.run_trial(trial, rng, "sqlite", tmp_path, context, upsert=True)
         assert (result.lost, result.duplicated, result.double_commits, result.stale) == (0, 0, 0, 0), result
+
+
+def test_taking_over_an_upsert_computed_before_the_new_jobs_commits_is_refused(catalog: SqlCatalog) -> None:
+    name = _table(catalog, suffix="_take")
+    _upsert(catalog, name, 1, _marked(0, 3, "a"), job="old")
+    old = ic.GlobalCommitter(catalog, name, job_id="old")
+    rows = _marked(0, 3, "old")
+    old.prepare(2, [write_arrow(old.load_table(), rows, job_id="old", checkpoint_id=2)], mode=UPSERT,
+                keys=rows.select(["id"]))  # fmt: skip  # the old job died before its commit
+    _upsert(catalog, name, 1, _marked(0, 3, "new"), job="new")  # the new job wrote those keys since
+    with pytest.raises(ValidationError, match="older rows of its keys over newer ones"):
+        ic.GlobalCommitter(catalog, name, job_id="new").take_over("old")
+    assert _live(catalog, name) == {0: "new", 1: "new", 2: "new"}
+    fresh = _table(catalog, suffix="_take2")  # nothing of the new job's since: taken over as it is
+    _upsert(catalog, fresh, 1, _marked(0, 3, "a"), job="old")
+    old = ic.GlobalCommitter(catalog, fresh, job_id="old")
+    old.prepare(2, [write_arrow(old.load_table(), rows, job_id="old", checkpoint_id=2)], mode=UPSERT,
+                keys=rows.select(["id"]))  # fmt: skip
+    assert [r.status for r in ic.GlobalCommitter(catalog, fresh, job_id="new").take_over("old")] == ["committed"]
+    assert _live(catalog, fresh) == {0: "old", 1: "old", 2: "old"}

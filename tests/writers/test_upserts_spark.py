@@ -14,7 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyspark.sql import SparkSession
 
 import icecommit as ic
-from icecommit.errors import ChangeTypeError, InvalidArgumentError, KeyViolationError
+from icecommit.errors import ChangeTypeError, InvalidArgumentError, KeyViolationError, SchemaMismatchError
 from tests import java_iceberg
 from tests.helpers import drop_json, run_to_end
 
@@ -76,6 +76,10 @@ def test_rows_that_break_the_key_are_refused_before_anything_is_written(
     tie = spark.createDataFrame([(1, "a", 5, "u"), (1, "b", 5, "u")], DDL)
     with pytest.raises(KeyViolationError, match="order_by= does not decide"):
         ic.write(tie, name, catalog=catalog, job_id="j", checkpoint_id=2, mode="upsert", change_column="op",
+                 order_by="lsn")  # fmt: skip
+    unordered = spark.createDataFrame([(1, "a", None, "u"), (2, "b", 3, "u")], DDL)
+    with pytest.raises(SchemaMismatchError, match=r"'lsn'.*holds nulls in 1 row\(s\)"):
+        ic.write(unordered, name, catalog=catalog, job_id="j", checkpoint_id=2, mode="upsert", change_column="op",
                  order_by="lsn")  # fmt: skip
     null = spark.createDataFrame([(None, "a", 1, "u")], DDL)
     with pytest.raises(KeyViolationError, match=r"1 row\(s\) have a null in the key \(id\)"):
