@@ -16,7 +16,6 @@ from icecommit import writers
 from icecommit.core.datafiles import WriteResult
 
 if TYPE_CHECKING:
-    from pyiceberg.table.snapshots import Summary
     from pyspark.sql.streaming import StreamingQuery
 
 EVENTS_SCHEMA = pa.schema(
@@ -139,24 +138,10 @@ def compact(table: Table, *, snapshot_properties: dict[str, str] | None = None) 
 def delete_positions(table: Table, positions: dict[str, list[int]]) -> int:
     """Delete rows by position, merge-on-read, as another engine's row-level ``DELETE``
     does: one position delete file per data file (``positions``: data file path to row
-    positions), committed as an ``overwrite`` snapshot; returns its snapshot id."""
-    import uuid
-
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import (
-        DataFile,
-        DataFileContent,
-        FileFormat,
-        ManifestContent,
-        ManifestEntry,
-        ManifestEntryStatus,
-        ManifestFile,
-        ManifestWriterV2,
-    )
-    from pyiceberg.table.snapshots import Operation
-    from pyiceberg.table.update.snapshot import _FastAppendFiles
-
-    from icecommit.committer.producer import _summary
+    positions), committed as a ``delete`` snapshot with no icecommit key (icecommit's own
+    delete-file writer and producer); returns its snapshot id."""
+    from icecommit.committer.producer import SpecPreservingAppend
+    from icecommit.committer.upsert import write_position_deletes
 
     current = table.current_snapshot()
     assert current is not None
@@ -165,56 +150,12 @@ def delete_positions(table: Table, positions: dict[str, list[int]]) -> int:
         for manifest in current.manifests(table.io)
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     }
-    schema = pa.schema(
-        [
-            pa.field("file_path", pa.string(), nullable=False, metadata={"PARQUET:field_id": "2147483546"}),
-            pa.field("pos", pa.int64(), nullable=False, metadata={"PARQUET:field_id": "2147483545"}),
-        ]
-    )
-    deletes = []
-    for path, rows in positions.items():
-        target = targets[path]
-        location = f"{table.location()}/data/deletes-{uuid.uuid4().hex}.parquet"
-        with table.io.new_output(location).create() as stream:
-            pq.write_table(pa.table({"file_path": [path] * len(rows), "pos": sorted(rows)}, schema=schema), stream)
-        delete = DataFile.from_args(
-            _table_format_version=table.metadata.format_version,  # type: ignore[arg-type]
-            content=DataFileContent.POSITION_DELETES,
-            file_path=location,
-            file_format=FileFormat.PARQUET,
-            partition=target.partition,
-            record_count=len(rows),
-            file_size_in_bytes=len(table.io.new_input(location)),
-        )
-        delete.spec_id = target.spec_id
-        deletes.append(delete)
-
-    class DeleteManifestWriter(ManifestWriterV2):
-        def content(self) -> ManifestContent:
-            return ManifestContent.DELETES
-
-        @property
-        def _meta(self) -> dict[str, str]:
-            return {**super()._meta, "content": "deletes"}
-
-    class AddDeletes(_FastAppendFiles):
-        def _manifests(self) -> list[ManifestFile]:
-            writer = DeleteManifestWriter(
-                self.spec(deletes[0].spec_id), self.schema(), self.new_manifest_output(), self.snapshot_id, "deflate"
-            )
-            with writer:
-                for delete in deletes:
-                    writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id,
-                                                       data_file=delete))  # fmt: skip
-            return [writer.to_manifest_file(), *self._existing_manifests()]
-
-        def _summary(self, snapshot_properties: dict[str, str] = {}) -> Summary:  # noqa: B006
-            return _summary(self, Operation.OVERWRITE, snapshot_properties)
-
-    with table.transaction() as tx:
-        producer = AddDeletes(Operation.OVERWRITE, tx, table.io, snapshot_properties={})
-        producer._added_data_files = deletes
-        producer.commit()
+    deletes = [
+        write_position_deletes(table, targets[path], rows, job_id="another-engine", checkpoint_id=0)
+        for path, rows in positions.items()
+    ]
+    with table.transaction() as tx, SpecPreservingAppend.of(tx, branch="main", snapshot_properties={}, deletes=deletes):
+        pass  # the producer commits its snapshot into the transaction as it closes
     head = table.current_snapshot()
     assert head is not None
     return head.snapshot_id

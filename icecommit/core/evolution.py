@@ -43,7 +43,8 @@ from pyiceberg.types import (
     StructType,
 )
 
-from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
+from icecommit.core.choices import chosen
+from icecommit.core.errors import SchemaMismatchError
 
 STRICT, ADD_COLUMNS, MERGE = "strict", "add-columns", "merge"
 SCHEMA_MODES = (STRICT, ADD_COLUMNS, MERGE)
@@ -64,18 +65,7 @@ def checked_mode(mode: str | None, properties: Mapping[str, str] | None = None) 
     Raises:
         InvalidArgumentError: a mode (argument or property) that is none of the three.
     """
-    if mode is None:
-        value = (properties or {}).get(SCHEMA_MODE_PROPERTY)
-        if value is None:
-            return STRICT
-        if value not in SCHEMA_MODES:
-            raise InvalidArgumentError(
-                f"table property {SCHEMA_MODE_PROPERTY}", value, f"one of {', '.join(SCHEMA_MODES)}"
-            )
-        return value
-    if mode not in SCHEMA_MODES:
-        raise InvalidArgumentError("schema_mode", mode, f"one of {', '.join(SCHEMA_MODES)}")
-    return mode
+    return chosen("schema_mode", mode, SCHEMA_MODES, prop=SCHEMA_MODE_PROPERTY, properties=properties, default=STRICT)
 
 
 @dataclass(frozen=True)

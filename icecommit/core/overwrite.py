@@ -47,7 +47,7 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.types import PrimitiveType
 
-from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.choices import chosen
 
 APPEND, OVERWRITE_PARTITIONS, UPSERT = "append", "overwrite-partitions", "upsert"
 WRITE_MODES = (APPEND, OVERWRITE_PARTITIONS, UPSERT)
@@ -74,18 +74,7 @@ def checked_write_mode(mode: str | None, properties: Mapping[str, str] | None = 
     Raises:
         InvalidArgumentError: a mode (argument or property) this version does not have.
     """
-    if mode is None:
-        value = (properties or {}).get(WRITE_MODE_PROPERTY)
-        if value is None:
-            return APPEND
-        if value not in WRITE_MODES:
-            raise InvalidArgumentError(
-                f"table property {WRITE_MODE_PROPERTY}", value, f"one of {', '.join(WRITE_MODES)}"
-            )
-        return value
-    if mode not in WRITE_MODES:
-        raise InvalidArgumentError("mode", mode, f"one of {', '.join(WRITE_MODES)}")
-    return mode
+    return chosen("mode", mode, WRITE_MODES, prop=WRITE_MODE_PROPERTY, properties=properties, default=APPEND)
 
 
 Values = tuple[Any, ...]

@@ -298,3 +298,35 @@ if __name__ == "__main__":
     # Run through the importable module, so that the FileIO class pyiceberg loads by name
     # and the one run_job arms are the same object.
     importlib.import_module("tests.committer.crash_driver").main()
+
+
+def crash_then_replay_in_process(catalog: Catalog, table_name: str, job_id: str, point: str, **options: Any) -> None:
+    """Run the job crashing (an exception) at ``point`` of checkpoint 2, then to its end
+    (3 checkpoints); ``options``: :func:`run_job`'s (``overwrite=True``, ``upsert=True``)."""
+    uri, warehouse, properties = located(catalog)
+
+    def crash() -> None:
+        raise InjectedCrash(point)
+
+    common: dict[str, Any] = dict(catalog_name=catalog.name, properties=properties, **options)
+    try:
+        run_job(uri, warehouse, table_name, job_id, 3, crash_point=point, crash_checkpoint=2, crash=crash, **common)
+    except InjectedCrash:
+        pass
+    else:
+        raise AssertionError(f"the job did not reach {point}")
+    run_job(uri, warehouse, table_name, job_id, 3, **common)
+
+
+def crash_then_replay_as_processes(catalog: Catalog, table_name: str, job_id: str, point: str, *flags: str) -> None:
+    """The same with the job as a process of its own, killed (``os._exit``) at ``point``;
+    ``flags``: :func:`main`'s (``--overwrite``, ``--upsert``)."""
+    from tests import processes
+
+    where, env = process_arguments(catalog)
+    argv = [*where, "--table", table_name, "--job", job_id, "--checkpoints", "3", *flags]
+    environment = {**os.environ, **env}
+    crashed = processes.run(main, [*argv, "--crash-point", point, "--crash-checkpoint", "2"], env=environment)
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    replayed = processes.run(main, argv, env=environment)
+    assert replayed.returncode == 0, replayed.stderr

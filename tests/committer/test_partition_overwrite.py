@@ -30,13 +30,10 @@ from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, pla
 from tests import processes
 from tests.committer import crash_driver
 from tests.committer.crash_driver import (
-    CRASH_EXIT_CODE,
     CRASH_POINTS,
-    InjectedCrash,
-    located,
+    crash_then_replay_as_processes,
+    crash_then_replay_in_process,
     overwritten_ids,
-    process_arguments,
-    run_job,
 )
 from tests.helpers import EVENTS_SCHEMA, delete_positions, events, write_arrow
 
@@ -233,30 +230,14 @@ def test_a_lost_response_and_a_replay_apply_the_overwrite_once(scripted_catalog:
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_an_exception_at_each_step_then_a_replay_overwrites_once(catalog: SqlCatalog, point: str) -> None:
-    name, job = f"{catalog.name}.events", "crashy"
-    uri, warehouse, properties = located(catalog)
-
-    def crash() -> None:
-        raise InjectedCrash(point)
-
-    with pytest.raises(InjectedCrash):
-        run_job(uri, warehouse, name, job, 3, crash_point=point, crash_checkpoint=2, crash=crash,
-                catalog_name=catalog.name, properties=properties, overwrite=True)  # fmt: skip
-    run_job(uri, warehouse, name, job, 3, catalog_name=catalog.name, properties=properties, overwrite=True)
-    _assert_overwritten_once(catalog, name, job)
+    crash_then_replay_in_process(catalog, f"{catalog.name}.events", "crashy", point, overwrite=True)
+    _assert_overwritten_once(catalog, f"{catalog.name}.events", "crashy")
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_process_killed_mid_overwrite_then_replayed_overwrites_once(catalog: SqlCatalog, point: str) -> None:
-    name, job = f"{catalog.name}.events", "crashy"
-    where, env = process_arguments(catalog)
-    argv = [*where, "--table", name, "--job", job, "--checkpoints", "3", "--overwrite"]
-    crashed = processes.run(crash_driver.main, [*argv, "--crash-point", point, "--crash-checkpoint", "2"],
-                            env={**os.environ, **env})  # fmt: skip
-    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
-    replayed = processes.run(crash_driver.main, argv, env={**os.environ, **env})
-    assert replayed.returncode == 0, replayed.stderr
-    _assert_overwritten_once(catalog, name, job)
+    crash_then_replay_as_processes(catalog, f"{catalog.name}.events", "crashy", point, "--overwrite")
+    _assert_overwritten_once(catalog, f"{catalog.name}.events", "crashy")
 
 
 def _assert_overwritten_once(catalog: SqlCatalog, name: str, job: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import time
 from collections import Counter
 from contextlib import nullcontext
@@ -32,14 +31,10 @@ from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, pla
 from icecommit.maintenance.compaction import compact
 from icecommit.maintenance.orphans import find_orphans
 from tests import processes
-from tests.committer import crash_driver
 from tests.committer.crash_driver import (
-    CRASH_EXIT_CODE,
     CRASH_POINTS,
-    InjectedCrash,
-    located,
-    process_arguments,
-    run_job,
+    crash_then_replay_as_processes,
+    crash_then_replay_in_process,
     upserted,
 )
 from tests.fakes import ScriptedCatalog
@@ -228,30 +223,14 @@ def test_rollback_and_expiry_hold_for_upserts(catalog: SqlCatalog) -> None:
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_an_exception_at_each_step_then_a_replay_upserts_once(catalog: SqlCatalog, point: str) -> None:
-    name, job = f"{catalog.name}.events", "crashy"
-    uri, warehouse, properties = located(catalog)
-
-    def crash() -> None:
-        raise InjectedCrash(point)
-
-    with pytest.raises(InjectedCrash):
-        run_job(uri, warehouse, name, job, 3, crash_point=point, crash_checkpoint=2, crash=crash,
-                catalog_name=catalog.name, properties=properties, upsert=True)  # fmt: skip
-    run_job(uri, warehouse, name, job, 3, catalog_name=catalog.name, properties=properties, upsert=True)
-    _assert_upserted_once(catalog, name, job)
+    crash_then_replay_in_process(catalog, f"{catalog.name}.events", "crashy", point, upsert=True)
+    _assert_upserted_once(catalog, f"{catalog.name}.events", "crashy")
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
 def test_a_process_killed_mid_upsert_then_replayed_upserts_once(catalog: SqlCatalog, point: str) -> None:
-    name, job = f"{catalog.name}.events", "crashy"
-    where, env = process_arguments(catalog)
-    argv = [*where, "--table", name, "--job", job, "--checkpoints", "3", "--upsert"]
-    crashed = processes.run(crash_driver.main, [*argv, "--crash-point", point, "--crash-checkpoint", "2"],
-                            env={**os.environ, **env})  # fmt: skip
-    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
-    replayed = processes.run(crash_driver.main, argv, env={**os.environ, **env})
-    assert replayed.returncode == 0, replayed.stderr
-    _assert_upserted_once(catalog, name, job)
+    crash_then_replay_as_processes(catalog, f"{catalog.name}.events", "crashy", point, "--upsert")
+    _assert_upserted_once(catalog, f"{catalog.name}.events", "crashy")
 
 
 def _assert_upserted_once(catalog: SqlCatalog, name: str, job: str) -> None:
