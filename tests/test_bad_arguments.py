@@ -89,6 +89,7 @@ def test_an_unparsable_retry_property_is_named_before_the_stage(
         ("icecommit.partition-marker", "yes", "true or false"),
         ("icecommit.writer-idle-timeout", "soon", "duration"),
         ("icecommit.schema-mode", "loose", "one of strict, add-columns, merge"),
+        ("icecommit.write-mode", "replace", "one of append, overwrite-partitions, upsert"),
     ],
 )
 def test_every_property_icecommit_reads_is_checked_before_anything_is_staged(

@@ -15,6 +15,7 @@ from pyiceberg.types import TimestampType, TimestamptzType
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.eventtime import EVENT_TIME_PROPERTY
 from icecommit.core.evolution import checked_mode
+from icecommit.core.overwrite import checked_write_mode
 from icecommit.core.timeparse import parse_duration
 
 LATENESS_PROPERTY = "icecommit.partition-lateness"
@@ -138,6 +139,7 @@ def check_properties(given: Mapping[str, str], schema: Schema) -> None:
     partition_marker(properties)
     distribution_property(properties)
     checked_mode(None, properties)
+    checked_write_mode(None, properties)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         try:
