@@ -102,8 +102,11 @@ class WriteOptions:
             value = getattr(self, argument)
             if isinstance(value, str) and argument == "order_by":
                 value = (value,)
-            if value is not None and (isinstance(value, str) or not all(isinstance(n, str) for n in value)):
-                raise InvalidArgumentError(argument, value, "a list of column names")
+            if value is not None and (
+                isinstance(value, str) or not isinstance(value, Sequence) or not all(isinstance(n, str) for n in value)
+            ):
+                accepted = "a list of column names" + (", or one name" if argument == "order_by" else "")
+                raise InvalidArgumentError(argument, getattr(self, argument), accepted)
             if value is not None:
                 object.__setattr__(self, argument, tuple(value))
         if self.change_column is not None and not isinstance(self.change_column, str):

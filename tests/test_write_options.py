@@ -56,3 +56,19 @@ def test_an_unknown_keyword_or_a_bad_value_is_named() -> None:
     with pytest.raises(InvalidArgumentError) as not_options:
         WriteOptions.of({"branch": "main"})  # type: ignore[arg-type]
     assert not_options.value.argument == "options"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("mode", "replace"), ("mode", 5), ("key", "id"), ("key", [1]), ("order_by", 5), ("order_by", ["ts", 2]),
+     ("change_column", 3)],
+)  # fmt: skip
+def test_the_write_mode_options_name_a_bad_value(field: str, value: object) -> None:
+    with pytest.raises(InvalidArgumentError) as bad:
+        WriteOptions.of(**{field: value})
+    assert (bad.value.argument, bad.value.value) == (field, value)
+
+
+def test_key_and_order_by_are_kept_as_tuples() -> None:
+    options = WriteOptions(mode="upsert", key=["id", "region"], order_by="lsn")
+    assert (options.key, options.order_by) == (("id", "region"), ("lsn",))
