@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyiceberg.manifest import DataFile, ManifestContent
 from pyiceberg.table import Table
 
 from icecommit import writers
@@ -135,25 +136,93 @@ def compact(table: Table, *, snapshot_properties: dict[str, str] | None = None) 
     return head.snapshot_id
 
 
-def delete_positions(table: Table, positions: dict[str, list[int]]) -> int:
+def delete_positions(table: Table, positions: dict[str, list[int]], *, one_file: bool = False) -> int:
     """Delete rows by position, merge-on-read, as another engine's row-level ``DELETE``
     does: one position delete file per data file (``positions``: data file path to row
-    positions), committed as a ``delete`` snapshot with no icecommit key (icecommit's own
-    delete-file writer and producer); returns its snapshot id."""
-    from icecommit.committer.producer import SpecPreservingAppend
+    positions), or with ``one_file`` one for them all (as Spark writes one per partition),
+    committed as a ``delete`` snapshot with no icecommit key (icecommit's own delete-file
+    writer and producer); returns its snapshot id."""
     from icecommit.committer.upsert import write_position_deletes
 
+    files = _live_data_files(table)
+    if one_file:
+        deletes = [_position_deletes_of_many(table, files, positions)]
+    else:
+        deletes = [
+            write_position_deletes(table, files[path], rows, job_id="another-engine", checkpoint_id=0)
+            for path, rows in positions.items()
+        ]
+    return _commit_deletes(table, deletes)
+
+
+def delete_equal(table: Table, partition_of: str, column: str, values: list[object]) -> int:
+    """Delete rows by value, as Flink's upsert sink does: one equality delete file on
+    ``column`` in the partition of the data file ``partition_of``; returns its snapshot id."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+
+    field = table.schema().find_field(column)
+    source = _live_data_files(table)[partition_of]
+    array = pa.array(values)
+    key = pa.field(column, array.type, metadata={"PARQUET:field_id": str(field.field_id)})
+    rows = pa.Table.from_arrays([array], schema=pa.schema([key]))
+    location = table.location_provider().new_data_location(f"equality-deletes-{time.time_ns()}.parquet")
+    with table.io.new_output(location).create(overwrite=False) as stream:
+        pq.write_table(rows, stream)
+    delete = DataFile.from_args(
+        _table_format_version=table.metadata.format_version,
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=source.partition,
+        record_count=len(values),
+        file_size_in_bytes=len(table.io.new_input(location)),
+        equality_ids=[field.field_id],
+    )
+    delete.spec_id = source.spec_id
+    return _commit_deletes(table, [delete])
+
+
+def _live_data_files(table: Table) -> dict[str, DataFile]:
     current = table.current_snapshot()
     assert current is not None
-    targets = {
+    return {
         entry.data_file.file_path: entry.data_file
         for manifest in current.manifests(table.io)
+        if manifest.content == ManifestContent.DATA
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
     }
-    deletes = [
-        write_position_deletes(table, targets[path], rows, job_id="another-engine", checkpoint_id=0)
-        for path, rows in positions.items()
-    ]
+
+
+def _position_deletes_of_many(table: Table, files: dict[str, DataFile], positions: dict[str, list[int]]) -> DataFile:
+    """One position delete file for rows of several data files (of one partition)."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import DataFileContent, FileFormat
+
+    from icecommit.committer.upsert import DELETE_SCHEMA
+
+    pairs = sorted((path, pos) for path, rows in positions.items() for pos in rows)
+    rows = pa.table({"file_path": [p for p, _ in pairs], "pos": [n for _, n in pairs]}, schema=DELETE_SCHEMA)
+    location = table.location_provider().new_data_location(f"position-deletes-{time.time_ns()}.parquet")
+    with table.io.new_output(location).create(overwrite=False) as stream:
+        pq.write_table(rows, stream)
+    first = files[pairs[0][0]]
+    delete = DataFile.from_args(
+        _table_format_version=table.metadata.format_version,
+        content=DataFileContent.POSITION_DELETES,
+        file_path=location,
+        file_format=FileFormat.PARQUET,
+        partition=first.partition,
+        record_count=len(pairs),
+        file_size_in_bytes=len(table.io.new_input(location)),
+    )
+    delete.spec_id = first.spec_id
+    return delete
+
+
+def _commit_deletes(table: Table, deletes: list[DataFile]) -> int:
+    from icecommit.committer.producer import SpecPreservingAppend
+
     with table.transaction() as tx, SpecPreservingAppend.of(tx, branch="main", snapshot_properties={}, deletes=deletes):
         pass  # the producer commits its snapshot into the transaction as it closes
     head = table.current_snapshot()

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from pyiceberg.exceptions import ValidationException
 from pyiceberg.manifest import (
     DataFile,
     ManifestContent,
@@ -96,7 +97,7 @@ def _summary(
         collector.add_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
     for delete_file in getattr(producer, "_added_delete_files", ()):
         collector.add_file(data_file=delete_file, partition_spec=specs[delete_file.spec_id], schema=schema)
-    for data_file in producer._deleted_data_files:
+    for data_file in (*producer._deleted_data_files, *getattr(producer, "_removed_delete_files", ())):
         collector.remove_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
     parent_id = producer._parent_snapshot_id
     parent = metadata.snapshot_by_id(parent_id) if parent_id is not None else None
@@ -121,6 +122,19 @@ class _DeleteManifestWriter(ManifestWriterV2):
     @property
     def _meta(self) -> dict[str, str]:
         return {**super()._meta, "content": "deletes"}
+
+
+def _delete_manifest(
+    producer: _MergeAppendFiles | _OverwriteFiles, spec_id: int, entries: Sequence[ManifestEntry]
+) -> ManifestFile:
+    """One delete manifest of ``entries`` under spec ``spec_id``."""
+    writer = _DeleteManifestWriter(
+        producer.spec(spec_id), producer.schema(), producer.new_manifest_output(), producer.snapshot_id, "deflate"
+    )
+    with writer:
+        for entry in entries:
+            writer.add_entry(entry)
+    return writer.to_manifest_file()
 
 
 class SpecPreservingAppend(_MergeAppendFiles):
@@ -154,23 +168,14 @@ class SpecPreservingAppend(_MergeAppendFiles):
         return _added_manifests(self)
 
     def _delete_manifests(self) -> list[ManifestFile]:
-        by_spec: dict[int, list[DataFile]] = defaultdict(list)
+        by_spec: dict[int, list[ManifestEntry]] = defaultdict(list)
         for delete_file in self._added_delete_files:
-            by_spec[delete_file.spec_id].append(delete_file)
-        manifests = []
-        for spec_id in sorted(by_spec):
-            writer = _DeleteManifestWriter(
-                self.spec(spec_id), self.schema(), self.new_manifest_output(), self.snapshot_id, "deflate"
+            by_spec[delete_file.spec_id].append(
+                ManifestEntry.from_args(
+                    status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id, data_file=delete_file
+                )
             )
-            with writer:
-                for delete_file in by_spec[spec_id]:
-                    writer.add(
-                        ManifestEntry.from_args(
-                            status=ManifestEntryStatus.ADDED, snapshot_id=self.snapshot_id, data_file=delete_file
-                        )
-                    )
-            manifests.append(writer.to_manifest_file())
-        return manifests
+        return [_delete_manifest(self, spec_id, entries) for spec_id, entries in sorted(by_spec.items())]
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         # a row delta that only deletes is a ``delete`` snapshot (as Iceberg's RowDelta makes it)
@@ -188,9 +193,14 @@ class RewriteFiles(_OverwriteFiles):
     added files take the sequence number of the snapshot the rewrite started from, so that
     equality deletes committed after it still apply to the rewritten rows.
 
+    With ``removed_deletes``, those position delete files leave the table too (a
+    compaction that applied them: every data file they point at is rewritten); each must
+    be live in the branch head, or the commit fails and nothing changes.
+
     Use as ``with RewriteFiles.of(tx, ...) as rewrite:``."""
 
     _data_sequence_number: int | None = None
+    _removed_delete_files: tuple[DataFile, ...] = ()
 
     @classmethod
     def of(
@@ -200,10 +210,12 @@ class RewriteFiles(_OverwriteFiles):
         branch: str | None,
         snapshot_properties: dict[str, str],
         data_sequence_number: int | None = None,
+        removed_deletes: Sequence[DataFile] = (),
     ) -> RewriteFiles:
         producer = _producer(cls, Operation.REPLACE, transaction, branch, snapshot_properties)
         if data_sequence_number is not None and transaction.table_metadata.format_version >= 2:
             producer._data_sequence_number = data_sequence_number
+        producer._removed_delete_files = tuple(removed_deletes)
         return producer
 
     def _manifests(self) -> list[ManifestFile]:
@@ -221,6 +233,42 @@ class RewriteFiles(_OverwriteFiles):
         return self._process_manifests(
             _added_manifests(self, self._data_sequence_number) + deleted + self._existing_manifests()
         )
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        """The parent's manifests without the removed files: pyiceberg's for data files; a
+        delete manifest that lists a removed delete file is written again without it, and
+        the removed ones are listed as deleted in a delete manifest of their own."""
+        kept = super()._existing_manifests()
+        gone = {f.file_path for f in self._removed_delete_files}
+        if not gone:
+            return kept
+        manifests = []
+        removed: dict[int, list[ManifestEntry]] = defaultdict(list)
+        for manifest in kept:
+            if manifest.content != ManifestContent.DELETES:
+                manifests.append(manifest)
+                continue
+            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
+            if not any(e.data_file.file_path in gone for e in entries):
+                manifests.append(manifest)
+                continue
+            rest = [e for e in entries if e.data_file.file_path not in gone]
+            if rest:
+                manifests.append(
+                    _delete_manifest(
+                        self,
+                        manifest.partition_spec_id,
+                        [_as(e, e.snapshot_id, ManifestEntryStatus.EXISTING) for e in rest],
+                    )
+                )
+            removed[manifest.partition_spec_id].extend(
+                _as(e, self.snapshot_id, ManifestEntryStatus.DELETED) for e in entries if e.data_file.file_path in gone
+            )
+        found = {e.data_file.file_path for entries in removed.values() for e in entries}
+        if missing := sorted(gone - found):
+            raise ValidationException(f"delete file {missing[0]} is no longer live; it cannot be removed")
+        manifests.extend(_delete_manifest(self, spec_id, entries) for spec_id, entries in sorted(removed.items()))
+        return manifests
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         return _summary(self, Operation.REPLACE, snapshot_properties)
@@ -240,6 +288,17 @@ class RewriteFiles(_OverwriteFiles):
         table = self._transaction._table
         _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
         _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)
+
+
+def _as(entry: ManifestEntry, snapshot_id: int | None, status: ManifestEntryStatus) -> ManifestEntry:
+    """A copy of a manifest entry with another status and snapshot, its sequence numbers kept."""
+    return ManifestEntry.from_args(
+        status=status,
+        snapshot_id=snapshot_id,
+        sequence_number=entry.sequence_number,
+        file_sequence_number=entry.file_sequence_number,
+        data_file=entry.data_file,
+    )
 
 
 class OverwriteFiles(RewriteFiles):

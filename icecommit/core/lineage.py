@@ -34,6 +34,23 @@ from icecommit.core.paths import UnsupportedPathError, storage_key
 COMPACTION_ID_PROPERTY = "icecommit.compaction-id"
 
 
+#: A compaction's lineage gives rows it left out (a position delete had removed them) this
+#: "output", followed by the id of the snapshot that deleted them: never a file's path.
+_DELETED_BY = "icecommit:deleted-by-snapshot:"
+
+
+def deleted_by(snapshot_id: int) -> str:
+    """The lineage "output" of rows a compaction left out because snapshot ``snapshot_id``
+    had deleted them by position."""
+    return f"{_DELETED_BY}{snapshot_id}"
+
+
+def deleting_snapshot(output: str) -> int | None:
+    """The snapshot that deleted the rows of a :func:`deleted_by` lineage output, None for a
+    file's path."""
+    return int(output[len(_DELETED_BY) :]) if output.startswith(_DELETED_BY) else None
+
+
 def path_key(path: str) -> str:
     """One spelling per stored file (``file:/x``, ``file:///x`` and ``/x`` are one file)."""
     try:
@@ -109,7 +126,8 @@ def trace_fates(
     file is live (``live``: path key to records), else followed through what took it out.
 
     An icecommit compaction's exact lineage (``rewritten``: input path key to the output
-    files holding its rows, with how many, from the state) is followed first, whether or
+    files holding its rows, with how many, from the state; rows it left out because a
+    position delete had removed them are removed by that delete's snapshot) is followed first, whether or
     not its snapshot is still retained; another engine's rewrite, an overwrite or a delete
     through the retained snapshot that removed the file, a conserving replace's added
     files sharing its rows in proportion to their records.
@@ -152,6 +170,10 @@ def trace_fates(
             fate.untraceable = Fraction(records)
         elif outputs is not None:
             for output, n in outputs:  # exactly these rows of it went to that file
+                if (deleter := deleting_snapshot(output)) is not None:  # deleted by position before the rewrite
+                    by = (deleter, "row-level delete")
+                    fate.removed[by] = fate.removed.get(by, Fraction(0)) + n
+                    continue
                 fate.add(fate_of(output, out_records[output], seen | {path}), Fraction(n, out_records[output]))
             fate.compacted = fate.readable
         elif removal is None:
@@ -209,4 +231,14 @@ def rounded(value: Fraction) -> int:
     return (value.numerator * 2 + value.denominator) // (2 * value.denominator)
 
 
-__all__ = ["Fate", "Removal", "landed_compactions", "path_key", "removals_of", "rounded", "trace_fates"]
+__all__ = [
+    "Fate",
+    "Removal",
+    "deleted_by",
+    "deleting_snapshot",
+    "landed_compactions",
+    "path_key",
+    "removals_of",
+    "rounded",
+    "trace_fates",
+]

@@ -24,28 +24,21 @@ never deleted here: expiry does that once no snapshot needs them.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import pickle
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ValidationException
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.io import FileIO, load_file_io
-from pyiceberg.io.pyarrow import ArrowScan
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, ManifestEntry
 from pyiceberg.table import FileScanTask, Table
-from pyiceberg.table.locations import load_location_provider
-from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
 from icecommit.catalog.loading import load_table
 from icecommit.committer import protocol
@@ -53,15 +46,21 @@ from icecommit.committer.planning import head_of
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy
 from icecommit.core.ancestry import branch_ancestry, require_branch
-from icecommit.core.datafiles import DataFileRecord
+from icecommit.core.deletes import targets
 from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
-from icecommit.core.lineage import COMPACTION_ID_PROPERTY, path_key
+from icecommit.core.lineage import COMPACTION_ID_PROPERTY
+from icecommit.core.manifest_entries import read_entries
+from icecommit.maintenance.rewrite import (
+    Aborted,
+    remove_uncommitted,
+    rewrite_locally,
+    rewrite_with_spark,
+)
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import to_data_file
-from icecommit.writers.arrow import fitted, write_with
-from icecommit.writers.files import TaskFileWriter, target_file_size
+from icecommit.writers.files import target_file_size
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,6 +71,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MIN_INPUT_FILES = 5
 #: Iceberg's ``max-file-group-size-bytes`` default (100 GiB) as the bytes one commit rewrites.
 DEFAULT_MAX_BYTES_PER_COMMIT = 100 * 1024**3
+#: Iceberg's ``delete-ratio-threshold`` default: a file with this share of its rows deleted
+#: by position delete files is rewritten whatever its size.
+DEFAULT_DELETE_RATIO = 0.3
 #: The snapshot summary property a compaction commit carries.
 COMPACTION_PROPERTY = "icecommit.compaction"
 
@@ -86,8 +88,11 @@ class PartitionGroup:
         partition: the partition values (Iceberg's internal representation), in spec order.
         label: the partition as a path, e.g. ``ts_hour=2026-05-01-13/event=click``.
         files: the paths of the files to rewrite.
-        input_bytes / input_records: their total size and rows.
+        input_bytes / input_records: their total size and rows (deleted ones included).
         expected_files: about how many files they become (bytes / target, rounded up).
+        deleted_records: rows of the files that position delete files remove (left out
+            of the rewrite).
+        delete_files: the position delete files that apply to the files.
     """
 
     partition: Partition
@@ -96,6 +101,8 @@ class PartitionGroup:
     input_bytes: int
     input_records: int
     expected_files: int
+    deleted_records: int = 0
+    delete_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,8 @@ class CommitGroup:
             ``deferred`` (not started: the time budget was spent).
         snapshot_id: the ``replace`` snapshot, when committed.
         output_files: files written for it (0 when planned or aborted).
+        removed_delete_files: position delete files it dropped (every data file they
+            point at was rewritten without the rows they delete).
         reason: why it was aborted.
     """
 
@@ -114,6 +123,7 @@ class CommitGroup:
     status: str = "planned"
     snapshot_id: int | None = None
     output_files: int = 0
+    removed_delete_files: int = 0
     reason: str | None = None
 
     @property
@@ -134,7 +144,7 @@ class CompactionPlan:
         base_snapshot_id: the snapshot it planned from.
         target_file_size: the size the files are rewritten to.
         groups: the commit groups, in order.
-        skipped: partitions left alone (by label) and why (delete files, another spec).
+        skipped: partitions left alone (by label) and why (equality deletes, another spec).
         applied: False for a dry run.
     """
 
@@ -166,10 +176,6 @@ class CompactionPlan:
 StepHook = Callable[[str, CommitGroup], None]
 
 
-class _Abort(Exception):
-    """The group cannot be committed as planned; nothing of it lands."""
-
-
 def plan_compaction(
     catalog: Catalog,
     table: Table | str,
@@ -180,11 +186,14 @@ def plan_compaction(
     max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
     branch: str = "main",
     partition_filter: Callable[[PartitionGroup], bool] | None = None,
+    delete_ratio: float | None = DEFAULT_DELETE_RATIO,
 ) -> CompactionPlan:
     """Plan a compaction without changing anything (see the module).
 
     ``partition_filter`` keeps only the candidate partitions it returns True for (the
-    maintenance policy keeps the partitions published complete).
+    maintenance policy keeps the partitions published complete). ``delete_ratio``: a data
+    file of which at least this share of rows is deleted by position delete files is
+    rewritten whatever its size, and its partition compacted (None: only small files).
 
     Raises:
         InvalidArgumentError: a size or count that is not a positive whole number, or a
@@ -195,19 +204,22 @@ def plan_compaction(
     target = checked_file_size(target_file_size)
     checked_count(min_input_files, "min_input_files")
     checked_count(max_bytes_per_commit, "max_bytes_per_commit")
+    checked_delete_ratio(delete_ratio)
     loaded = load_table(catalog, table)
     require_branch(loaded.metadata, branch)
     target = target or _target(loaded)
     head = loaded.refs().get(branch)
     if head is None:
         return CompactionPlan(name, branch, None, target, ())
-    tasks = loaded.scan(row_filter=where if where is not None else AlwaysTrue(), snapshot_id=head.snapshot_id)
+    tasks, equality = _planned(loaded, head.snapshot_id, where if where is not None else AlwaysTrue())
     spec_id = loaded.metadata.default_spec_id
     small_limit = target * 3 // 4
-    by_partition: dict[Partition, list[FileScanTask]] = defaultdict(list)
+    by_partition: dict[Partition, list[tuple[FileScanTask, int]]] = defaultdict(list)
+    heavy: set[Partition] = set()
     skipped: dict[Partition, str] = {}
     labels: dict[Partition, str] = {}
-    for task in tasks.plan_files():
+    read: dict[str, dict[str, int]] = {}  # what the delete files that point at several files say
+    for task in tasks:
         data = task.file
         partition = _partition(data)
         if partition not in labels:
@@ -216,24 +228,32 @@ def plan_compaction(
         if data.spec_id != spec_id:
             skipped.setdefault(partition, f"files of an older partition spec ({data.spec_id})")
             continue
-        if task.delete_files:
-            skipped[partition] = "delete files apply to its rows"
+        if equality is None or partition in equality:
+            skipped[partition] = "equality delete files (another engine's) apply to its rows"
             continue
-        if data.file_size_in_bytes < small_limit:
-            by_partition[partition].append(task)
+        deleted = min(
+            data.record_count, sum(targets(loaded.io, d, read).get(data.file_path, 0) for d in task.delete_files)
+        )
+        over = delete_ratio is not None and deleted > 0 and deleted >= delete_ratio * data.record_count
+        if over:
+            heavy.add(partition)
+        if over or data.file_size_in_bytes < small_limit:
+            by_partition[partition].append((task, deleted))
     candidates = []
     for partition, found in sorted(by_partition.items(), key=lambda item: str(item[0])):
-        if partition in skipped or len(found) < min_input_files:
+        if partition in skipped or (len(found) < min_input_files and partition not in heavy):
             continue
-        size = sum(t.file.file_size_in_bytes for t in found)
+        size = sum(t.file.file_size_in_bytes for t, _ in found)
         candidates.append(
             PartitionGroup(
                 partition=partition,
                 label=labels[partition],
-                files=tuple(sorted(t.file.file_path for t in found)),
+                files=tuple(sorted(t.file.file_path for t, _ in found)),
                 input_bytes=size,
-                input_records=sum(t.file.record_count for t in found),
+                input_records=sum(t.file.record_count for t, _ in found),
                 expected_files=max(1, math.ceil(size / target)),
+                deleted_records=sum(n for _, n in found),
+                delete_files=len({d.file_path for t, _ in found for d in t.delete_files}),
             )
         )
     if partition_filter is not None:
@@ -266,6 +286,7 @@ def compact(
     on_step: StepHook | None = None,
     partition_filter: Callable[[PartitionGroup], bool] | None = None,
     time_budget: timedelta | None = None,
+    delete_ratio: float | None = DEFAULT_DELETE_RATIO,
 ) -> CompactionPlan:
     """Rewrite small files into files near the target size, one ``replace`` snapshot per
     commit group (see the module); with ``dry_run`` only the plan.
@@ -273,7 +294,7 @@ def compact(
     Args:
         spark: rewrite each partition's files as a Spark task (one Spark job per commit
             group), so the work spreads over the cluster; without it, in this process.
-        partition_filter: as :func:`plan_compaction`.
+        partition_filter, delete_ratio: as :func:`plan_compaction`.
         time_budget: start no group once this much time has passed (the groups left are
             returned ``deferred``; a group already started finishes).
 
@@ -290,6 +311,7 @@ def compact(
     plan = plan_compaction(
         catalog, table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
         max_bytes_per_commit=max_bytes_per_commit, branch=branch, partition_filter=partition_filter,
+        delete_ratio=delete_ratio,
     )  # fmt: skip
     if time_budget is not None and (not isinstance(time_budget, timedelta) or time_budget < timedelta(0)):
         raise InvalidArgumentError("time_budget", time_budget, "a timedelta of zero or more, or None for no limit")
@@ -312,156 +334,21 @@ def compact(
     return result
 
 
-def _target(table: Table) -> int:
-    return target_file_size(table.metadata)
-
-
-@dataclass(frozen=True)
-class _Written:
-    """What rewriting one partition's files produced: the files, and how many rows of
-    which input each holds (input path key, output path key, rows), or why it failed."""
-
-    outputs: tuple[DataFileRecord, ...] = ()
-    rewritten: tuple[tuple[str, str, int], ...] = ()
-    error: str | None = None
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {"outputs": [f.to_dict() for f in self.outputs], "rewritten": self.rewritten, "error": self.error}
-        )
-
-    @classmethod
-    def from_json(cls, text: str) -> _Written:
-        data = json.loads(text)
-        return cls(
-            tuple(DataFileRecord.from_dict(f) for f in data["outputs"]),
-            tuple((i, o, int(n)) for i, o, n in data["rewritten"]),
-            data["error"],
-        )
-
-
-def rewrite_partition(
-    metadata: TableMetadata,
-    io: FileIO,
-    tasks: Sequence[FileScanTask],
-    *,
-    target_size: int,
-    task_id: int = 0,
-    attempt: int = 0,
-) -> _Written:
-    """Read one partition's files, in order, a batch at a time, and write their rows again
-    as files near ``target_size`` (what one compaction task does). Rows keep their order,
-    so the output files hold consecutive runs of the inputs: the lineage is exact.
+def checked_delete_ratio(value: object, argument: str = "delete_ratio") -> float | None:
+    """A share of a data file's rows above 0 and at most 1, or None.
 
     Raises:
-        _Abort: a file holds another number of rows than its metadata says (nothing is
-            left behind).
+        InvalidArgumentError: anything else, named as ``argument``.
     """
-    writer = TaskFileWriter(
-        metadata,
-        io,
-        job_id=None,
-        checkpoint_id=0,
-        task_id=task_id,
-        attempt=attempt,
-        location_provider=load_location_provider(metadata.location, metadata.properties),
-        target_size=target_size,
-    )
-    read: list[tuple[str, int]] = []
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        scan = ArrowScan(metadata, io, metadata.schema(), AlwaysTrue())
-        for task in tasks:
-            rows = 0
-            for batch in scan.to_record_batches([task]):
-                rows += batch.num_rows
-                yield batch
-            if rows != task.file.record_count:
-                raise _Abort(
-                    f"{task.file.file_path} holds {rows} rows, its metadata says {task.file.record_count}; "
-                    "the group is not rewritten"
-                )
-            read.append((task.file.file_path, rows))
-
-    # files of one partition may come from different writers (icecommit's, pyiceberg's append,
-    # another engine's), read back with different Arrow types for one column (string and
-    # large_string): each batch is cast to the table's types before they are written together
-    written = write_with(writer, fitted(batches(), metadata.schema(), metadata.location))
-    outputs = written.data_files
-    return _Written(outputs, tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs])))
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise InvalidArgumentError(argument, value, "a share of a data file's rows above 0 and at most 1, or None")
+    return float(value)
 
 
-def _rewritten(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str, int]]:
-    """Rows of consecutive inputs written to consecutive outputs: (input, output, rows) for
-    every pair that shares rows (path keys)."""
-    if sum(n for _, n in inputs) != sum(n for _, n in outputs):
-        raise _Abort(
-            f"the rewrite read {sum(n for _, n in inputs)} rows and wrote {sum(n for _, n in outputs)}; "
-            "the group is not committed"
-        )
-    outs = iter(outputs)
-    out_path, out_left = "", 0
-    for in_path, in_left in inputs:
-        while in_left:
-            if not out_left:
-                out_path, out_left = next(outs)
-                continue
-            take = min(in_left, out_left)
-            yield path_key(in_path), path_key(out_path), take
-            in_left -= take
-            out_left -= take
-
-
-def _rewrite_locally(
-    table: Table, plan: CompactionPlan, partitions: Sequence[Sequence[FileScanTask]]
-) -> list[_Written]:
-    written: list[_Written] = []
-    try:
-        for unit, tasks in enumerate(partitions):
-            written.append(_rewrite_unit(table.metadata, table.io, tasks, plan.target_file_size, unit, 0))
-    except BaseException:  # interrupted: nothing of the group stays
-        _remove(table.io, [f.path for w in written for f in w.outputs])
-        raise
-    return written
-
-
-def _rewrite_unit(
-    metadata: TableMetadata, io: FileIO, tasks: Sequence[FileScanTask], target: int, unit: int, attempt: int
-) -> _Written:
-    """One partition rewritten, or why it could not be (its own files already removed)."""
-    try:
-        return rewrite_partition(metadata, io, tasks, target_size=target, task_id=unit, attempt=attempt)
-    except Exception as e:  # reported, so that the group is aborted
-        logger.warning("compaction: rewriting partition %d failed: %r", unit, e)
-        return _Written(error=str(e) if isinstance(e, _Abort) else f"{type(e).__name__}: {e}")
-
-
-def _rewrite_with_spark(
-    spark: SparkSession, table: Table, plan: CompactionPlan, partitions: Sequence[Sequence[FileScanTask]]
-) -> list[_Written]:
-    """One Spark job: each partition's files rewritten by one task. A task that fails
-    removes its own files and reports why, so the group is aborted, not half-written."""
-    from icecommit.writers.spark import ShippedTable, current_attempt
-
-    shipped = ShippedTable.of(table)
-    target = plan.target_file_size
-    units = [(unit, pickle.dumps(list(tasks))) for unit, tasks in enumerate(partitions)]
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        attempt = current_attempt()
-        metadata = TableMetadataUtil.parse_raw(shipped.metadata_json)
-        io = load_file_io(shipped.io_properties, shipped.location)
-        for batch in batches:
-            for unit, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                result = _rewrite_unit(metadata, io, pickle.loads(blob), target, unit, attempt.attempt)
-                yield pa.RecordBatch.from_pydict(
-                    {"unit": pa.array([unit], pa.int32()), "result": pa.array([result.to_json()], pa.string())}
-                )
-
-    frame = spark.createDataFrame(units, "unit int, tasks binary").repartition(len(units), "unit")
-    rows = frame.mapInArrow(run, "unit int, result string").collect()
-    by_unit = {row["unit"]: _Written.from_json(row["result"]) for row in rows}
-    return [by_unit[unit] for unit, _ in units]
+def _target(table: Table) -> int:
+    return target_file_size(table.metadata)
 
 
 def _rewrite(
@@ -476,20 +363,20 @@ def _rewrite(
     table = load_table(catalog, plan.table)
     inputs = {path for p in group.partitions for path in p.files}
     try:
-        live = {t.file.file_path: t for t in _live_tasks(table, plan, group, inputs)}
-    except _Abort as e:
+        live = _live_group(table, plan, group, inputs)
+    except Aborted as e:
         logger.warning("compaction of %s: group aborted before writing: %s", plan.table, e)
         return replace(group, status="aborted", reason=str(e))
-    partitions = [[live[path] for path in p.files] for p in group.partitions]
+    partitions = [[live.tasks[path] for path in p.files] for p in group.partitions]
     on_step("rewrite", group)
     if spark is not None:
-        written = _rewrite_with_spark(spark, table, plan, partitions)
+        written = rewrite_with_spark(spark, table, plan.target_file_size, partitions, live.added_by)
     else:
-        written = _rewrite_locally(table, plan, partitions)
+        written = rewrite_locally(table, plan.target_file_size, partitions, live.added_by)
     paths = [f.path for w in written for f in w.outputs]
     failed = [w.error for w in written if w.error is not None]
     if failed:
-        _remove(table.io, paths)
+        remove_uncommitted(table.io, paths)
         logger.warning("compaction of %s: group aborted, a rewrite task failed: %s", plan.table, failed[0])
         return replace(group, status="aborted", reason=f"a rewrite task failed: {failed[0]}")
     outputs = [to_data_file(record, table.metadata.format_version) for w in written for record in w.outputs]
@@ -505,7 +392,7 @@ def _rewrite(
     started_from = base.sequence_number if base is not None else None
 
     operation = _ReplaceGroup(
-        plan, group, group_id, inputs, outputs, properties, started_from, lambda: on_step("attempt", group)
+        plan, group, group_id, live, outputs, properties, started_from, lambda: on_step("attempt", group)
     )
     try:
         on_step("commit", group)
@@ -520,14 +407,14 @@ def _rewrite(
     except BaseException as e:
         landed = _landed_or_unknown(catalog, plan, group_id, operation.doubted)
         if landed is False:  # it did not land and cannot any more: nothing of it stays
-            _remove(table.io, paths)
+            remove_uncommitted(table.io, paths)
             if recorded:
                 _forget(store, group_id)
             cause = e.cause if isinstance(e, CommitStateUnknownError) else e
-            if isinstance(cause, (ValidationException, _Abort)):
+            if isinstance(cause, (ValidationException, Aborted)):
                 logger.warning("compaction of %s: group aborted, nothing committed: %s", plan.table, cause)
                 reason = (
-                    str(cause) if isinstance(cause, _Abort) else f"an input file changed during the commit: {cause}"
+                    str(cause) if isinstance(cause, Aborted) else f"an input file changed during the commit: {cause}"
                 )
                 return replace(group, status="aborted", reason=reason)
             raise
@@ -535,16 +422,21 @@ def _rewrite(
             raise
         snapshot_id = landed  # an attempt whose answer was lost had landed: its files are the table's now
     store.committed(group_id, snapshot_id)
-    logger.info("compaction of %s: %d file(s) rewritten into %d as snapshot %d",
-                plan.table, len(inputs), len(outputs), snapshot_id)  # fmt: skip
-    return replace(group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs))
+    dropped = len(operation.droppable)
+    logger.info("compaction of %s: %d file(s) rewritten into %d as snapshot %d (%d deleted row(s) left out, "
+                "%d delete file(s) dropped)", plan.table, len(inputs), len(outputs), snapshot_id,
+                sum(w.dropped for w in written), dropped)  # fmt: skip
+    return replace(
+        group, status="committed", snapshot_id=snapshot_id, output_files=len(outputs), removed_delete_files=dropped
+    )
 
 
 class _ReplaceGroup(protocol.Operation):
     """Replacing a compaction group's input files by its outputs, in one snapshot that
-    carries the group's id. Before each attempt: the group's id already on the branch (an
-    attempt whose answer was lost landed), then its inputs still live with no delete file
-    added against them (else the group is aborted, never re-applied on other rows)."""
+    carries the group's id, and dropping the delete files that applied only to them.
+    Before each attempt: the group's id already on the branch (an attempt whose answer was
+    lost landed), then its inputs still live with the very delete files the rewrite
+    applied (else the group is aborted, never re-applied on other rows)."""
 
     kind = "compaction"
     remedy = (
@@ -557,7 +449,7 @@ class _ReplaceGroup(protocol.Operation):
         plan: CompactionPlan,
         group: CommitGroup,
         group_id: str,
-        inputs: set[str],
+        rewritten: _LiveGroup,
         outputs: list[DataFile],
         properties: dict[str, str],
         started_from: int | None,
@@ -567,12 +459,14 @@ class _ReplaceGroup(protocol.Operation):
         self.group = group
         self.group_id = group_id
         self.table_name = plan.table
-        self.inputs = inputs
+        self.inputs = set(rewritten.tasks)
+        self.applied = rewritten.applied
         self.outputs = outputs
         self.properties = properties
         self.started_from = started_from
         self._on_attempt = on_attempt
         self._current: dict[str, DataFile] = {}
+        self.droppable: tuple[DataFile, ...] = rewritten.droppable
         self._asserted: int | None = None
         #: heads asserted by attempts whose answer was lost (a REST 504): one may land later
         self.doubted: set[int | None] = set()
@@ -588,7 +482,15 @@ class _ReplaceGroup(protocol.Operation):
         self._on_attempt()
         if number > 0 and (landed := _landed(table, self.plan.branch, self.group_id)) is not None:
             return protocol.Found(landed)
-        self._current = {t.file.file_path: t.file for t in _live_tasks(table, self.plan, self.group, self.inputs)}
+        live = _live_group(table, self.plan, self.group, self.inputs)
+        changed = sorted(path for path, deletes in live.applied.items() if deletes != self.applied[path])
+        if changed:
+            raise Aborted(
+                f"the delete files of {len(changed)} input file(s) changed since they were rewritten (rows were "
+                f"deleted from them meanwhile), e.g. {changed[0]}"
+            )
+        self._current = {path: task.file for path, task in live.tasks.items()}
+        self.droppable = live.droppable
         return None
 
     def apply(self, table: Table) -> protocol.Applied:
@@ -598,7 +500,11 @@ class _ReplaceGroup(protocol.Operation):
         with (
             table.transaction() as tx,
             RewriteFiles.of(
-                tx, branch=self.plan.branch, snapshot_properties=self.properties, data_sequence_number=self.started_from
+                tx,
+                branch=self.plan.branch,
+                snapshot_properties=self.properties,
+                data_sequence_number=self.started_from,
+                removed_deletes=self.droppable,
             ) as rewrite,
         ):
             for path in sorted(self.inputs):
@@ -646,31 +552,102 @@ def _is_spark_session(value: object) -> bool:
     return any(c.__name__ == "SparkSession" for c in type(value).__mro__)
 
 
-def _live_tasks(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> list[FileScanTask]:
-    """The scan tasks of the group's input files as the branch has them now.
+@dataclass(frozen=True)
+class _LiveGroup:
+    """A group's input files as the branch has them now.
+
+    Attributes:
+        tasks: each input's scan task (with the delete files that apply to it), by path.
+        applied: the paths of each input's delete files.
+        added_by: each of those delete files' (sequence number, snapshot that added it).
+        droppable: those delete files that point at no live file but the inputs: once the
+            inputs are rewritten without their deleted rows, nothing needs them.
+    """
+
+    tasks: dict[str, FileScanTask]
+    applied: dict[str, frozenset[str]]
+    added_by: dict[str, tuple[int, int]]
+    droppable: tuple[DataFile, ...]
+
+
+def _live_group(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> _LiveGroup:
+    """The group's inputs as the branch has them now.
 
     Raises:
-        _Abort: an input file is no longer live, or delete files were added to one of its
-            partitions since the plan.
+        Aborted: an input file is no longer live, or equality delete files were added to
+            one of its partitions since the plan.
     """
     head = table.refs().get(plan.branch)
     if head is None:
-        raise _Abort(f"branch {plan.branch} is gone")
+        raise Aborted(f"branch {plan.branch} is gone")
     partitions = {p.partition for p in group.partitions}
     found: dict[str, FileScanTask] = {}
-    for task in table.scan(snapshot_id=head.snapshot_id).plan_files():
+    live: set[str] = set()
+    tasks, equality = _planned(table, head.snapshot_id, AlwaysTrue())
+    if equality is None or equality & partitions:
+        raise Aborted("equality delete files (another engine's) were added to its partitions since the plan")
+    for task in tasks:
+        live.add(task.file.file_path)
         if _partition(task.file) not in partitions or task.file.spec_id != table.metadata.default_spec_id:
             continue
-        if task.delete_files:
-            raise _Abort(f"delete files were added to partition {_partition(task.file)} since the plan")
         if task.file.file_path in inputs:
             found[task.file.file_path] = task
     missing = sorted(inputs - set(found))
     if missing:
-        raise _Abort(
+        raise Aborted(
             f"{len(missing)} input file(s) are no longer live (expired, rolled back or rewritten), e.g. {missing[0]}"
         )
-    return [found[path] for path in sorted(inputs)]
+    deletes = {d.file_path: d for task in found.values() for d in task.delete_files}
+    added_by = _added_by(table, head.snapshot_id) if deletes else {}
+    read: dict[str, dict[str, int]] = {}
+    droppable = tuple(
+        delete
+        for path, delete in sorted(deletes.items())
+        if all(target in inputs or target not in live for target in targets(table.io, delete, read))
+    )
+    return _LiveGroup(
+        tasks={path: found[path] for path in sorted(inputs)},
+        applied={path: frozenset(d.file_path for d in task.delete_files) for path, task in found.items()},
+        added_by={path: added_by[path] for path in deletes},
+        droppable=droppable,
+    )
+
+
+def _planned(
+    table: Table, snapshot_id: int, where: BooleanExpression | str
+) -> tuple[list[FileScanTask], set[Partition] | None]:
+    """The snapshot's scan tasks, each with the position delete files that apply to it,
+    and the partitions of the current spec that equality delete files (another engine's)
+    apply to: compaction leaves those alone (None: they may apply anywhere). pyiceberg's
+    own planning refuses a table with any equality delete file."""
+    equality: list[DataFile] = []
+
+    def positional(entry: ManifestEntry) -> bool:
+        if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
+            equality.append(entry.data_file)
+            return False
+        return True
+
+    scan = table.scan(row_filter=where, snapshot_id=snapshot_id)
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    assert snapshot is not None  # the head of a branch
+    tasks = list(scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=positional))
+    spec = table.metadata.spec()
+    if any(d.spec_id != spec.spec_id for d in equality) or (equality and spec.is_unpartitioned()):
+        return tasks, None
+    return tasks, {_partition(d) for d in equality}
+
+
+def _added_by(table: Table, snapshot_id: int) -> dict[str, tuple[int, int]]:
+    """Each live delete file of the snapshot: (its sequence number, the snapshot that added it)."""
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    assert snapshot is not None  # the head of a branch
+    return {
+        entry.file_path: (entry.sequence_number or 0, entry.snapshot_id or 0)
+        for manifest in snapshot.manifests(table.io)
+        if manifest.content == ManifestContent.DELETES
+        for entry in read_entries(table.io, manifest)
+    }
 
 
 def _landed(table: Table, branch: str, group_id: str) -> int | None:
@@ -686,13 +663,11 @@ def _partition(data_file: DataFile) -> Partition:
     return tuple(record[i] for i in range(len(record)))
 
 
-def _remove(io: FileIO, paths: Sequence[str]) -> None:
-    """Delete files this compaction wrote and did not commit (nothing references them)."""
-    for path in paths:
-        try:
-            io.delete(path)
-        except OSError:
-            logger.warning("could not remove uncommitted compaction output %s", path)
-
-
-__all__ = ["CommitGroup", "CompactionPlan", "PartitionGroup", "compact", "plan_compaction", "rewrite_partition"]
+__all__ = [
+    "CommitGroup",
+    "CompactionPlan",
+    "PartitionGroup",
+    "checked_delete_ratio",
+    "compact",
+    "plan_compaction",
+]

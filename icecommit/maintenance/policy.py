@@ -12,7 +12,9 @@ orphans for the sweep), and an expiry is a single catalog commit.
 
 What it does, within the budget:
 
-- compacts each partition that holds more than ``compact_min_files`` small files (and, with
+- compacts each partition that holds more than ``compact_min_files`` small files, or a data
+  file of which position delete files delete at least ``compact_delete_ratio`` of the rows
+  (the deleted rows are left out of the rewrite and the delete files dropped; and, with
   ``only_complete``, whose time partition has been published complete, so that a partition
   still being written is not compacted again and again; a table that is not time-partitioned
   has every partition eligible);
@@ -39,7 +41,15 @@ from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, Ye
 from icecommit.catalog.loading import load_table
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
-from icecommit.maintenance.compaction import DEFAULT_MIN_INPUT_FILES, CompactionPlan, PartitionGroup, StepHook, compact
+from icecommit.maintenance.compaction import (
+    DEFAULT_DELETE_RATIO,
+    DEFAULT_MIN_INPUT_FILES,
+    CompactionPlan,
+    PartitionGroup,
+    StepHook,
+    checked_delete_ratio,
+    compact,
+)
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.state.identity import table_state
 from icecommit.state.leases import LeaseStore
@@ -56,6 +66,9 @@ class MaintenancePolicy:
     Attributes:
         compact_min_files: compact a partition once it holds more than this many small
             files (None: no compaction).
+        compact_delete_ratio: also compact a partition once position delete files delete
+            at least this share of one of its data files' rows (None: deletes alone never
+            make a partition a candidate). Upserts and row-level deletes leave them.
         only_complete: compact only time partitions published complete (see the module).
         target_file_size: the size compaction writes (default: the table's).
         max_bytes_per_commit: input bytes per compaction commit group (bounds how long
@@ -72,6 +85,7 @@ class MaintenancePolicy:
     """
 
     compact_min_files: int | None = DEFAULT_MIN_INPUT_FILES
+    compact_delete_ratio: float | None = DEFAULT_DELETE_RATIO
     only_complete: bool = True
     target_file_size: int | None = None
     max_bytes_per_commit: int = 1024**3
@@ -88,6 +102,7 @@ class MaintenancePolicy:
             or self.compact_min_files < 1
         ):
             raise InvalidArgumentError("compact_min_files", self.compact_min_files, "a whole number >= 1, or None")
+        checked_delete_ratio(self.compact_delete_ratio, "compact_delete_ratio")
         checked_file_size(self.target_file_size)
         checked_count(self.max_bytes_per_commit, "max_bytes_per_commit")
         checked_count(self.every, "every")
@@ -175,6 +190,7 @@ def maintain(
                 target_file_size=policy.target_file_size,
                 max_bytes_per_commit=policy.max_bytes_per_commit,
                 partition_filter=complete,
+                delete_ratio=policy.compact_delete_ratio,
                 time_budget=policy.budget,
                 on_step=on_step,
             )

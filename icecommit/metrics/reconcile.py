@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from icecommit.catalog.loading import load_table
 from icecommit.core import ancestry
+from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_instant, table_name
@@ -184,21 +185,18 @@ def _row_deletes(
     by_path = {path_key(f.path): f for f in live}
     removed: dict[Key, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
 
-    def read(delete: LiveDeleteFile) -> tuple[LiveDeleteFile, list[dict[str, object]]]:
-        with table.io.new_input(delete.path).open() as stream:
-            paths = pq.read_table(stream, columns=["file_path"]).column("file_path")
-        return delete, pc.value_counts(paths).to_pylist()
+    def read(delete: LiveDeleteFile) -> tuple[LiveDeleteFile, dict[str, int]]:
+        return delete, referenced_rows(table.io, delete.path)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         for delete, counts in pool.map(read, positional):
-            for item in counts:
-                target = by_path.get(path_key(str(item["values"])))
+            for path, count in counts.items():
+                target = by_path.get(path_key(path))
                 if target is None or target.sequence > delete.sequence:
                     continue
                 key = snapshot_keys.get(target.snapshot_id)
                 if key is not None:
-                    rows = min(int(item["counts"]), target.records)  # type: ignore[call-overload]
-                    removed[key][(delete.snapshot_id, "row-level delete")] += rows
+                    removed[key][(delete.snapshot_id, "row-level delete")] += min(count, target.records)
     return {key: dict(by) for key, by in removed.items()}
 
 

@@ -112,6 +112,18 @@ def test_rows_replace_their_keys_live_rows_or_are_inserted_and_deletes_delete(ca
     assert "superseded by checkpoint 2 of job j" in notes[1] and "superseded by checkpoint 3 of job j" in notes[1]
     assert "upsert: 5 inserted, 5 updated, 2 deleted (7 earlier row(s) of its keys replaced or deleted)" in notes[2]
     assert "upsert: 0 inserted, 0 updated, 2 deleted" in notes[3]
+    # compaction applies the delete files and drops them; every number above still holds
+    live_before = _live(catalog, name)
+    done = compact(catalog, name, min_input_files=1)
+    assert done.committed == 1 and sum(g.removed_delete_files for g in done.groups) > 0
+    compacted = catalog.load_table(name)
+    assert [d for task in compacted.scan().plan_files() for d in task.delete_files] == []
+    assert _live(catalog, name) == live_before
+    after = ic.reconcile(catalog, name, job_id="j")
+    assert after.ok, after.to_markdown()
+    assert json.loads(after.to_json())["summary"]["rows"]["removed"] == 9
+    notes = {line.checkpoint_id: line.note for line in after.checkpoints}
+    assert "superseded by checkpoint 2 of job j" in notes[1] and "superseded by checkpoint 3 of job j" in notes[1]
 
 
 def test_a_key_live_twice_before_the_upsert_is_live_once_after(catalog: SqlCatalog) -> None:

@@ -1,6 +1,7 @@
 """Apache Iceberg's Java implementation and icecommit's upserts on one table: a ``MERGE
 INTO`` by Java Spark (merge-on-read: its own position delete files) followed by an
-icecommit upsert of some of the same keys, read back by Java's reader and pyiceberg alike.
+icecommit upsert of some of the same keys, then a compaction that applies both engines'
+delete files, read back by Java's reader and pyiceberg alike.
 It runs where the Java Iceberg environment is (CI's pyspark 3.5 pass) and skips saying
 what is missing elsewhere."""
 
@@ -13,6 +14,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
+from icecommit.maintenance.compaction import compact
 from tests import java_iceberg
 from tests.committer.test_upserts import _live, _marked, _upsert
 from tests.helpers import EVENTS_SCHEMA
@@ -50,4 +52,16 @@ def test_a_java_merge_into_then_an_icecommit_upsert_of_the_same_keys(tmp_path: P
     rows_file, _ = java.read(catalog.load_table(name).metadata_location, tmp_path / "java")
     java_rows = pq.read_table(rows_file).to_pylist()
     assert sorted((r["id"], r["event"]) for r in java_rows) == sorted(expected.items())
+    # compaction applies both engines' delete files (2 of the 3 rows of Java's file are deleted)
+    deletes = {d.file_path for task in catalog.load_table(name).scan().plan_files() for d in task.delete_files}
+    assert len(deletes) == len(java_deletes) + 2  # icecommit's: one per data file it deleted rows of
+    done = compact(catalog, name)
+    assert done.committed == 1 and done.groups[0].removed_delete_files == len(deletes)
+    compacted = catalog.load_table(name)
+    assert [d for task in compacted.scan().plan_files() for d in task.delete_files] == []
+    assert _live(catalog, name) == expected
+    rows_file, _ = java.read(compacted.metadata_location, tmp_path / "java-compacted")
+    assert sorted((r["id"], r["event"]) for r in pq.read_table(rows_file).to_pylist()) == sorted(expected.items())
+    report = ic.reconcile(catalog, name)
+    assert report.ok, report.problems
     catalog.engine.dispose()

@@ -144,7 +144,7 @@ def test_a_group_whose_input_changed_is_aborted_and_leaves_no_file(
     on_disk_before = _parquet_files(before)
     done = compact(catalog, table_name, on_step=at_commit(interfere))
     assert (done.committed, done.aborted) == (0, 1)
-    expected_reason = "delete files were added" if meanwhile == "position-delete" else "no longer live"
+    expected_reason = "changed since they were rewritten" if meanwhile == "position-delete" else "no longer live"
     assert done.groups[0].reason is not None and expected_reason in done.groups[0].reason
     after = catalog.load_table(table_name)
     ours = [s for s in after.snapshots() if s.snapshot_id not in _ids(before) and _is_compaction(s)]
@@ -174,16 +174,6 @@ def _referenced(table: Table) -> set[str]:
 
 def _ids(table: Table) -> set[int]:
     return {s.snapshot_id for s in table.snapshots()}
-
-
-@pytest.mark.database_independent
-def test_a_partition_with_delete_files_is_skipped_and_named(catalog: SqlCatalog, table_name: str) -> None:
-    table = small_checkpoints(catalog, table_name, 6)
-    click = next(f["file_path"] for f in table.inspect.files().to_pylist() if f["partition"]["event"] == "click")
-    delete_positions(table, {click: [0]})
-    plan = plan_compaction(catalog, table_name)
-    assert ("event=click", "delete files apply to its rows") in plan.skipped
-    assert ("click",) not in [p.partition for g in plan.groups for p in g.partitions]
 
 
 def test_the_cli_shows_the_plan_and_compacts(tmp_path: Path) -> None:

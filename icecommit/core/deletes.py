@@ -1,0 +1,68 @@
+"""What position delete files say: which data files they point at, and which rows.
+
+A position delete file holds ``(file_path, pos)`` rows: the row at ``pos`` of the data
+file ``file_path`` (spelled as the manifest spells it) is deleted. One file may point at
+several data files (Spark's merge-on-read writes one per partition); icecommit's upserts
+write one per data file. Reconciliation counts the rows they remove per data file,
+compaction plans by that count and drops the delete files whose data files it rewrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO
+from pyiceberg.manifest import DataFile
+
+from icecommit.core.upsert import DELETE_FILE_PATH_ID
+
+
+def referenced_rows(io: FileIO, delete_path: str) -> dict[str, int]:
+    """Delete rows per data file path (as the delete file spells it) in one position
+    delete file (read: only its ``file_path`` column)."""
+    with io.new_input(delete_path).open() as stream:
+        paths = pq.read_table(stream, columns=["file_path"]).column("file_path")
+    return {str(item["values"]): int(item["counts"]) for item in pc.value_counts(paths).to_pylist()}
+
+
+def single_target(delete: DataFile) -> str | None:
+    """The one data file a position delete file points at, when its ``file_path`` bounds
+    say so (lower = upper; icecommit's own delete files are written that way), else None."""
+    lower = (delete.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
+    upper = (delete.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
+    if lower is None or lower != upper:
+        return None
+    return bytes(lower).decode("utf-8")
+
+
+def targets(io: FileIO, delete: DataFile, known: dict[str, dict[str, int]] | None = None) -> dict[str, int]:
+    """Delete rows per data file path of one position delete file: from its bounds when it
+    points at one file, else read (``known`` caches what was read, by delete file path)."""
+    only = single_target(delete)
+    if only is not None:
+        return {only: delete.record_count}
+    cache = known if known is not None else {}
+    if delete.file_path not in cache:
+        cache[delete.file_path] = referenced_rows(io, delete.file_path)
+    return cache[delete.file_path]
+
+
+def deleted_positions(
+    io: FileIO, data_path: str, deletes: Iterable[DataFile], added_by: Mapping[str, int]
+) -> dict[int, int]:
+    """The deleted rows of one data file: position to the snapshot that deleted it
+    (``added_by``: delete file path to the snapshot that added it). Where several delete
+    files delete one row, the first given wins: pass them oldest first."""
+    found: dict[int, int] = {}
+    for delete in deletes:
+        with io.new_input(delete.file_path).open() as stream:
+            rows = pq.read_table(stream, columns=["file_path", "pos"])
+        mask = pc.equal(rows.column("file_path"), data_path)
+        for pos in pc.filter(rows.column("pos"), mask).to_pylist():
+            found.setdefault(int(pos), added_by[delete.file_path])
+    return found
+
+
+__all__ = ["deleted_positions", "referenced_rows", "single_target", "targets"]
