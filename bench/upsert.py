@@ -19,9 +19,12 @@ Three contenders, each on its own copy of the table (built the same way):
   skipped where absent), the statement's own time.
 
 Then each table's read time (a full pyiceberg scan), and a check that the three tables hold
-the same rows.
+the same rows. With ``--checkpoints N``, icecommit's table then takes N - 1 more such
+upserts, and its read time is measured before and after a compaction that applies the
+position delete files.
 
     .venv/bin/python -m bench.upsert [--rows 20000000] [--changes 1000000] [--pyiceberg-cap 1800]
+        [--checkpoints 10]
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import In
 
 import icecommit as ic
+from icecommit.maintenance.compaction import compact
 from icecommit.writers.session import local_session
 from tests import java_iceberg
 
@@ -74,13 +78,15 @@ def base_rows(rows: int, seed: int) -> pa.Table:
     )
 
 
-def change_rows(rows: int, changes: int, seed: int) -> pa.Table:
-    """The changes, with their ``op``: updates of existing keys, deletes, new keys."""
+def change_rows(rows: int, changes: int, seed: int, new_from: int | None = None) -> pa.Table:
+    """The changes, with their ``op``: updates of keys among the first ``rows``, deletes, and
+    new keys from ``new_from`` (default: ``rows``) on."""
     rng = np.random.default_rng(seed + 1)
     new = changes // 10
     deleted = changes // 100
     existing = rng.choice(rows, changes - new, replace=False).astype(np.int64)
-    ids = np.concatenate([existing, np.arange(rows, rows + new, dtype=np.int64)])
+    first_new = rows if new_from is None else new_from
+    ids = np.concatenate([existing, np.arange(first_new, first_new + new, dtype=np.int64)])
     ops = np.array(["u"] * (changes - new - deleted) + ["d"] * deleted + ["c"] * new)
     table = pa.table(
         {
@@ -111,12 +117,12 @@ def build(catalog: SqlCatalog, name: str, data: Path) -> float:
     return time.perf_counter() - began
 
 
-def icecommit_upsert(catalog: SqlCatalog, name: str, changes: Path) -> float:
+def icecommit_upsert(catalog: SqlCatalog, name: str, changes: Path, checkpoint: int = 1) -> float:
     spark = local_session()
     frame = spark.read.parquet(str(changes))
     began = time.perf_counter()
-    result = ic.write(frame, name, catalog=catalog, job_id="cdc", checkpoint_id=1, mode="upsert", key=["id"],
-                      change_column="op")  # fmt: skip
+    result = ic.write(frame, name, catalog=catalog, job_id="cdc", checkpoint_id=checkpoint, mode="upsert",
+                      key=["id"], change_column="op")  # fmt: skip
     assert result.committed
     return time.perf_counter() - began
 
@@ -173,12 +179,42 @@ def read_seconds(catalog: SqlCatalog, name: str) -> tuple[float, pa.Table]:
     return time.perf_counter() - began, rows
 
 
+def after_checkpoints(catalog: SqlCatalog, name: str, work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Checkpoints 2..``--checkpoints`` of the same size on icecommit's table, then the read
+    time before and after a compaction (Spark ``local[2]``) that applies the delete files."""
+    found: dict[str, Any] = {"checkpoint-seconds": []}
+    new = args.changes // 10
+    for checkpoint in range(2, args.checkpoints + 1):
+        path = work / f"changes-{checkpoint}.parquet"
+        pq.write_table(change_rows(args.rows, args.changes, args.seed + checkpoint,
+                                   new_from=args.rows + (checkpoint - 1) * new), path)  # fmt: skip
+        found["checkpoint-seconds"].append(icecommit_upsert(catalog, name, path, checkpoint))
+    table = catalog.load_table(name)
+    found["delete-files-before"] = sum(1 for f in table.inspect.files().to_pylist() if f["content"] == 1)
+    found["data-files-before"] = sum(1 for f in table.inspect.files().to_pylist() if f["content"] == 0)
+    found["read-before"], before = read_seconds(catalog, name)
+    began = time.perf_counter()
+    done = compact(catalog, name, spark=local_session())
+    found["compaction-seconds"] = time.perf_counter() - began
+    found["compaction-groups"] = (done.committed, done.aborted)
+    table = catalog.load_table(name)
+    found["delete-files-after"] = sum(1 for f in table.inspect.files().to_pylist() if f["content"] == 1)
+    found["data-files-after"] = sum(1 for f in table.inspect.files().to_pylist() if f["content"] == 0)
+    found["read-after"], after = read_seconds(catalog, name)
+    found["same-rows-after-compaction"] = before.sort_by("id").equals(after.sort_by("id"))
+    found["rows"] = after.num_rows
+    found["reconciles"] = ic.reconcile(catalog, name).ok
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--pyiceberg-cap", type=float, default=1_800.0)
     parser.add_argument("--seed", type=int, default=20261127)
+    parser.add_argument("--checkpoints", type=int, default=1, help="then this many upserts on icecommit's table "
+                        "in all, and its read time before and after compaction")  # fmt: skip
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="icecommit-upsert-"))
     data, changes = work / "base.parquet", work / "changes.parquet"
@@ -208,6 +244,8 @@ def main() -> None:
         t.equals(next(iter(keyed.values()))) for t in keyed.values()
     )
     results["rows-after"] = {c: t.num_rows for c, t in reads.items()}
+    if args.checkpoints > 1:
+        results["after-checkpoints"] = after_checkpoints(catalog, "ns.icecommit", work, args)
     print(
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.rows:,} rows, {args.changes:,} changes"

@@ -48,6 +48,7 @@ from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.writers.changes import upsert_changes
 from icecommit.writers.distribution import distribution_mode, learned_ratio
+from icecommit.writers.key_lookup import SparkKeyLookup
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
 from icecommit.writers.schema import aligned_columns, iceberg_struct
 from icecommit.writers.spark import SparkWriter, TaskHook
@@ -237,6 +238,7 @@ class _Landing:
                 completeness=self.options.completeness,
                 query_id=self.query_id,
                 store=self.store,
+                key_lookup=SparkKeyLookup(df.sparkSession),  # an upsert's keys, looked up by Spark tasks
             )
         pending = self._settle()
         df = self._changes(source, df, pending, routed)  # an upsert's rows, one per key; its keys kept

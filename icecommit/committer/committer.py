@@ -59,6 +59,7 @@ from icecommit.core.errors import (
     ValidationError,
 )
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
+from icecommit.core.key_lookup import KeyLookup
 from icecommit.core.overwrite import checked_write_mode
 from icecommit.core.tableprops import check_table_properties
 from icecommit.state.checkpoints import PREPARED, ROLLED_BACK, CheckpointState, CheckpointStore
@@ -94,6 +95,8 @@ class GlobalCommitter:
             streaming sink passes ``query.id``); recorded with each checkpoint, and a batch
             id the job committed under another query is refused
             (:class:`~icecommit.errors.StreamingQueryMismatchError`).
+        key_lookup: where an upsert's keys are looked up in the data files (default: here;
+            ``ic.write`` passes :class:`~icecommit.writers.key_lookup.SparkKeyLookup`).
     """
 
     def __init__(
@@ -109,8 +112,10 @@ class GlobalCommitter:
         fault: FaultHook | None = None,
         completeness: PartitionCompleteness | None = None,
         query_id: str | None = None,
+        key_lookup: KeyLookup | None = None,
     ) -> None:
         checked_job_id(job_id)
+        self._key_lookup = key_lookup
         if not isinstance(branch, str) or not branch:
             raise InvalidArgumentError("branch", branch, "the name of a branch of the table (default main)")
         self._query_id = query_id
@@ -498,7 +503,7 @@ class GlobalCommitter:
             state, self._catalog, plan, data_files, job_id=self.job_id, table_name=self._table_name,
             branch=self.branch, summary=checkpoint_summary(state, self._completion.store, self._recovered_by),
             store=self._store, replan=replan_with(plan, job_id=self.job_id, branch=self.branch, staged=data_files),
-            fault=self._fault,
+            fault=self._fault, key_lookup=self._key_lookup,
         )  # fmt: skip
         policy = self._retry_policy or RetryPolicy.from_properties(plan.table.metadata.properties)
         try:

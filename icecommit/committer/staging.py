@@ -16,7 +16,6 @@ from pyiceberg.table import Table
 from icecommit.committer.completion import CompletionPublisher
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
-from icecommit.committer.upsert import key_rows
 from icecommit.committer.validation import CheckpointFiles, require_files_present, size_mismatches
 from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
@@ -32,6 +31,7 @@ from icecommit.core.errors import (
     ValidationError,
 )
 from icecommit.core.evolution import checkpoint_features, schema_changed_by
+from icecommit.core.key_lookup import key_rows
 from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, UPSERT, sequence_number
 from icecommit.core.tableprops import future_skew
 from icecommit.core.upsert import DELETED_FLAG, FEATURE_UPSERT, key_columns
@@ -343,7 +343,11 @@ def flagged_deletes(table: Table, keys: pa.Table, paths: Sequence[str]) -> pa.Ta
     schema = table.schema()
     fields = [schema.find_field(name) for name in names]
     types = schema_to_pyarrow(schema.select(*names))
-    own = [rows.select(names) for path in paths if (rows := key_rows(table, path, fields, types)) is not None]
+    own = [
+        rows.select(names)
+        for path in paths
+        if (rows := key_rows(table.metadata, table.io, path, fields, types)) is not None
+    ]
     written = pa.concat_tables(own).group_by(names).aggregate([]) if own else keys.slice(0, 0)
     every = pa.concat_tables([keys, written.cast(keys.schema)]).group_by(names).aggregate([])
     indexed = every.append_column("__i", pa.array(range(len(every)), pa.int64()))

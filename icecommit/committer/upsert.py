@@ -26,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes, to_bytes
-from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent
 from pyiceberg.table import Table
 from pyiceberg.types import LongType, PrimitiveType, StringType
@@ -34,7 +33,9 @@ from pyiceberg.types import LongType, PrimitiveType, StringType
 from icecommit.committer import protocol
 from icecommit.committer.append import AppendCheckpoint
 from icecommit.core import ancestry
+from icecommit.core.deletes import positions_by_path, single_target
 from icecommit.core.errors import EqualityDeletesError, StagedManifestError, ValidationError
+from icecommit.core.key_lookup import KeyLookup, look_up_here
 from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.upsert import (
     DELETE_FILE_PATH_ID,
@@ -62,8 +63,11 @@ DELETE_SCHEMA = pa.schema(
 class UpsertCheckpoint(AppendCheckpoint):
     """Committing one prepared upsert checkpoint as one snapshot (see the module)."""
 
-    def __init__(self, *args: Any, keys_path: str, base_sequence_number: int | None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, keys_path: str, base_sequence_number: int | None, key_lookup: KeyLookup, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self._lookup = key_lookup
         self._keys_path = keys_path
         self._base = base_sequence_number or 0
         self._keys: pa.Table | None = None
@@ -92,7 +96,7 @@ class UpsertCheckpoint(AppendCheckpoint):
                 ) from e
         hits = resolve_positions(
             table, self._keys, branch=self.branch, job_id=self.job_id, checkpoint_id=self.checkpoint,
-            table_name=self.table_name,
+            table_name=self.table_name, lookup=self._lookup,
         )  # fmt: skip
         self.deletes = tuple(
             write_position_deletes(table, data_file, positions, job_id=self.job_id, checkpoint_id=self.checkpoint)
@@ -122,11 +126,19 @@ class UpsertCheckpoint(AppendCheckpoint):
 
 
 def resolve_positions(
-    table: Table, keys: pa.Table, *, branch: str, job_id: str, checkpoint_id: int, table_name: str
+    table: Table,
+    keys: pa.Table,
+    *,
+    branch: str,
+    job_id: str,
+    checkpoint_id: int,
+    table_name: str,
+    lookup: KeyLookup = look_up_here,
 ) -> list[tuple[DataFile, list[int], pa.Table]]:
     """The live data files of ``branch``'s head that hold rows of ``keys``, each with the
     positions of those rows (sorted; positions earlier delete files removed left out) and
-    their keys.
+    their keys. Only the files whose key column bounds can hold a key are read, by
+    ``lookup`` (in this process, or Spark tasks).
 
     Raises:
         EqualityDeletesError: the head holds equality delete files.
@@ -156,17 +168,8 @@ def resolve_positions(
     if not candidates:
         return []
     deleted = _deleted_positions(table, position_deletes, {f.file_path for f in candidates})
-    arrow_types = schema_to_pyarrow(schema.select(*names))
-    hits = []
-    for data_file in candidates:
-        rows = key_rows(table, data_file.file_path, fields, arrow_types)
-        if rows is None:
-            continue
-        matched = rows.join(keys.select(names), keys=names, join_type="left semi")
-        gone = deleted.get(data_file.file_path, set())
-        live = matched.filter(pc.invert(pc.is_in(matched.column("__pos"), pa.array(sorted(gone), pa.int64()))))
-        if len(live):
-            hits.append((data_file, sorted(live.column("__pos").to_pylist()), live.select(names)))
+    matches = lookup(table, candidates, keys.select(names), deleted)
+    hits = [(f, *matches[f.file_path]) for f in candidates if f.file_path in matches]
     logger.debug(
         "checkpoint %d of job %s: %d key(s) resolved in %d of %d candidate file(s)",
         checkpoint_id, job_id, len(keys), len(hits), len(candidates),
@@ -212,49 +215,13 @@ def _deleted_positions(table: Table, deletes: Sequence[DataFile], paths: set[str
     """The positions earlier position delete files removed from the data files ``paths``."""
     removed: dict[str, set[int]] = defaultdict(set)
     for delete in deletes:
-        lower = (delete.lower_bounds or {}).get(DELETE_FILE_PATH_ID)
-        upper = (delete.upper_bounds or {}).get(DELETE_FILE_PATH_ID)
-        if lower is not None and lower == upper and lower.decode("utf-8", "replace") not in paths:
+        only = single_target(delete)
+        if only is not None and only not in paths:
             continue  # it references one data file, not one of these
-        with table.io.new_input(delete.file_path).open() as stream:
-            rows = pq.read_table(pa.BufferReader(stream.read()), columns=["file_path", "pos"])
-        for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True):
+        for path, positions in positions_by_path(table.io, delete.file_path).items():
             if path in paths:
-                removed[path].add(pos)
+                removed[path].update(positions)
     return removed
-
-
-def key_rows(table: Table, path: str, fields: Sequence[Any], types: pa.Schema) -> pa.Table | None:
-    """The data file's key columns (matched by field id, in the table's types) and each
-    row's position (``__pos``); None when the file lacks a key column (written before it
-    existed: it holds no non-null key). A file without field ids (added with ``add_files``,
-    or migrated) is read through the table's name mapping, else by the columns' names.
-
-    Raises:
-        ValidationError: a file without field ids whose key column cannot be found by name.
-    """
-    with table.io.new_input(path).open() as stream:
-        parquet = pq.ParquetFile(pa.BufferReader(stream.read()))
-    by_id = {int(f.metadata[_FIELD_ID]): f.name for f in parquet.schema_arrow if f.metadata and _FIELD_ID in f.metadata}
-    if not by_id:  # no field ids at all: the name mapping says which names hold which ids
-        mapping = table.metadata.name_mapping()
-        present = set(parquet.schema_arrow.names)
-        for field in fields:
-            names = [n for m in (mapping or []) if m.field_id == field.field_id for n in m.names] or [field.name]
-            found = next((n for n in names if n in present), None)
-            if found is None:
-                raise ValidationError(
-                    f"data file {path} has no Parquet field ids and no column named {' or '.join(map(repr, names))} "
-                    f"(key column {field.name!r}): an upsert cannot tell which of its rows hold a key; set the "
-                    "table's schema.name-mapping.default",
-                )
-            by_id[field.field_id] = found
-    if any(field.field_id not in by_id for field in fields):
-        return None
-    read = parquet.read(columns=[by_id[field.field_id] for field in fields])
-    columns = [read.column(i).cast(types.field(i).type) for i in range(len(fields))]
-    names = [types.field(i).name for i in range(len(fields))]
-    return pa.table([*columns, pa.array(range(read.num_rows), pa.int64())], names=[*names, "__pos"])
 
 
 def write_position_deletes(
@@ -294,4 +261,4 @@ def write_position_deletes(
     return delete
 
 
-__all__ = ["UpsertCheckpoint", "change_counts", "key_rows", "resolve_positions", "write_position_deletes"]
+__all__ = ["UpsertCheckpoint", "change_counts", "resolve_positions", "write_position_deletes"]

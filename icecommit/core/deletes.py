@@ -9,6 +9,7 @@ compaction plans by that count and drops the delete files whose data files it re
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 import pyarrow.compute as pc
@@ -49,6 +50,16 @@ def targets(io: FileIO, delete: DataFile, known: dict[str, dict[str, int]] | Non
     return cache[delete.file_path]
 
 
+def positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
+    """The deleted positions of each data file a position delete file points at."""
+    with io.new_input(delete_path).open() as stream:
+        rows = pq.read_table(stream, columns=["file_path", "pos"])
+    found: dict[str, list[int]] = defaultdict(list)
+    for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True):
+        found[path].append(pos)
+    return dict(found)
+
+
 def deleted_positions(
     io: FileIO, data_path: str, deletes: Iterable[DataFile], added_by: Mapping[str, int]
 ) -> dict[int, int]:
@@ -57,12 +68,9 @@ def deleted_positions(
     files delete one row, the first given wins: pass them oldest first."""
     found: dict[int, int] = {}
     for delete in deletes:
-        with io.new_input(delete.file_path).open() as stream:
-            rows = pq.read_table(stream, columns=["file_path", "pos"])
-        mask = pc.equal(rows.column("file_path"), data_path)
-        for pos in pc.filter(rows.column("pos"), mask).to_pylist():
+        for pos in positions_by_path(io, delete.file_path).get(data_path, ()):
             found.setdefault(int(pos), added_by[delete.file_path])
     return found
 
 
-__all__ = ["deleted_positions", "referenced_rows", "single_target", "targets"]
+__all__ = ["deleted_positions", "positions_by_path", "referenced_rows", "single_target", "targets"]

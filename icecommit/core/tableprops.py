@@ -28,8 +28,13 @@ _DURATIONS = (LATENESS_PROPERTY, FUTURE_SKEW_PROPERTY, IDLE_TIMEOUT_PROPERTY)
 #: ``true``: a ``_SUCCESS`` marker is written under a time partition's location when it is
 #: published complete (for schedulers that wait on a marker object).
 PARTITION_MARKER_PROPERTY = "icecommit.partition-marker"
+#: An upsert's keys are looked up by Spark tasks once its candidate data files hold at
+#: least this many bytes (below it, on the driver: a Spark job would cost more).
+CLUSTER_LOOKUP_PROPERTY = "icecommit.upsert.cluster-lookup-min-bytes"
+DEFAULT_CLUSTER_LOOKUP_BYTES = 256 * 1024**2
 #: Whole-number properties: name -> smallest value accepted.
 _NUMBERS = {
+    CLUSTER_LOOKUP_PROPERTY: 0,
     TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: 1,
     TableProperties.COMMIT_NUM_RETRIES: 0,
     TableProperties.COMMIT_MIN_RETRY_WAIT_MS: 0,

@@ -1,5 +1,5 @@
 """A Spark Connect client, run as a process of its own by the tests: ``ic.write`` (and its
-replay), a routed write, and a streaming query through ``ic.streaming_sink``, against a
+replay), a routed write, upserts, and a streaming query through ``ic.streaming_sink``, against a
 Connect server on loopback. Prints a JSON line with what each returned."""
 
 from __future__ import annotations
@@ -32,7 +32,11 @@ def main(argv: list[str] | None = None) -> int:
         routed = ic.write(
             frame, {"a": "ns.a", "b": "ns.b"}, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind"
         )
-        out = {"first": first.status, "again": again.status, "routed": routed.records}
+        # upserts by key, their keys looked up by tasks of the Connect server's cluster
+        keyed = dict(catalog=catalog, job_id="u", mode="upsert")
+        ic.write(spark.range(0, 50).selectExpr("id", "'a' AS kind"), "ns.users", checkpoint_id=1, **keyed)
+        upserted = ic.write(spark.range(40, 60).selectExpr("id", "'b' AS kind"), "ns.users", checkpoint_id=2, **keyed)
+        out = {"first": first.status, "again": again.status, "routed": routed.records, "upserted": upserted.records}
     else:
         sink = ic.streaming_sink("ns.stream", catalog=catalog, job_id="s", checkpoint_location=args.checkpoints)
         stream = spark.readStream.schema("id BIGINT").option("maxFilesPerTrigger", 1).json(args.source)

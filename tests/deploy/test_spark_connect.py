@@ -1,6 +1,7 @@
 """icecommit on Spark Connect (pyspark 4): a Connect server started by the fixture on
 loopback (its own JVM; its Python workers import icecommit), the client in a process of its
-own. ``ic.write``, its replay, a routed write and the streaming sink work unchanged, and a
+own. ``ic.write``, its replay, a routed write, upserts (their keys looked up by the
+server's tasks) and the streaming sink work unchanged, and a
 streaming query restarted (its checkpoint location kept) after the Connect server itself
 was restarted commits every batch exactly once."""
 
@@ -21,6 +22,7 @@ import pytest
 from pyiceberg.catalog import Catalog
 
 import icecommit as ic
+from icecommit.core.tableprops import CLUSTER_LOOKUP_PROPERTY
 
 pytestmark = pytest.mark.spark
 
@@ -126,9 +128,12 @@ def test_writes_and_the_streaming_sink_on_spark_connect(connect_server: Callable
     kinds = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("kind", pa.string())])
     for name, schema in (("ns.events", kinds), ("ns.a", kinds), ("ns.b", kinds), ("ns.stream", ids)):
         ic.create_table(catalog, name, schema)
+    ic.create_table(catalog, "ns.users", kinds, identifier_fields=["id"], properties={CLUSTER_LOOKUP_PROPERTY: "0"})
     address = connect_server()
     writes = _client(address, uri, warehouse, "--step", "writes")
-    assert writes == {"first": "committed", "again": "already-committed", "routed": 100}
+    assert writes == {"first": "committed", "again": "already-committed", "routed": 100, "upserted": 20}
+    users = catalog.load_table("ns.users").scan().to_arrow().to_pylist()
+    assert sorted((r["id"], r["kind"]) for r in users) == [(i, "a" if i < 40 else "b") for i in range(60)]
     assert _ids(catalog, "ns.events") == Counter(range(100))
     assert _ids(catalog, "ns.a") + _ids(catalog, "ns.b") == Counter(range(100))
 
