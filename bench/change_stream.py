@@ -107,7 +107,7 @@ def main() -> None:
         "same-rows-by-key": dict(zip(ids.tolist(), found.column("name").to_pylist(), strict=True)) == expected,
         "data-files": sum(1 for f in files if f["content"] == 0),
         "delete-files": sum(1 for f in files if f["content"] == 1),
-        "reconciles": ic.reconcile(catalog, name).ok,
+        "reconciles": (report := ic.reconcile(catalog, name)).ok,
     }
     print(
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
@@ -115,7 +115,7 @@ def main() -> None:
         f"{args.changes:,} changes"
     )
     print(json.dumps(results, indent=2))
-    assert results["same-rows-by-key"] and results["keys-unique"] and results["reconciles"], results
+    assert results["same-rows-by-key"] and results["keys-unique"] and results["reconciles"], report.to_markdown()
 
 
 if __name__ == "__main__":

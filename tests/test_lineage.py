@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from fractions import Fraction
 
 import pytest
@@ -9,7 +11,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.table import Table
 
-from icecommit.core.lineage import Fate, Removal, path_key, rounded, trace_fates
+from icecommit.core.lineage import Fate, Removal, path_key, rounded, rounded_table, trace_fates
 
 
 def test_live_files_are_readable_and_missing_ones_without_a_record_are_untraceable() -> None:
@@ -224,3 +226,39 @@ def test_removals_read_every_manifest_the_snapshot_wrote_in_any_order(
     assert (removal.snapshot_id, removal.operation) == (deleting, "delete")
     assert removal.removed == ((path_key("/w/gone.parquet"), 3),)
     assert removal.added == ((path_key("/w/new.parquet"), 1),)  # data files only, never the delete file
+
+
+def test_shares_round_so_that_every_checkpoint_and_every_removal_adds_up() -> None:
+    # five rows deleted from a compacted file that holds 15 rows of each of six checkpoints
+    cells = {k: {"readable": Fraction(15) - Fraction(5, 6), (7, "row-level delete"): Fraction(5, 6)} for k in range(6)}
+    whole = rounded_table(cells)
+    assert all(sum(parts.values()) == 15 for parts in whole.values())
+    assert sum(parts[(7, "row-level delete")] for parts in whole.values()) == 5
+    assert sum(parts["readable"] for parts in whole.values()) == 85
+    assert all(parts[(7, "row-level delete")] in (0, 1) for parts in whole.values())
+
+
+def test_random_shares_round_to_exact_row_and_column_totals() -> None:
+    rng = random.Random(20261127)
+    for _ in range(300):
+        rows, cols = rng.randint(1, 10), rng.randint(1, 5)
+        # whole rows per cell, then fractions moved around rectangles: every row and column
+        # total stays whole (as a checkpoint's rows and a removal's rows are)
+        cells = {r: {c: Fraction(rng.randint(0, 30)) for c in range(cols)} for r in range(rows)}
+        for _ in range(rng.randint(0, 30)):
+            r1, r2, c1, c2 = rng.randrange(rows), rng.randrange(rows), rng.randrange(cols), rng.randrange(cols)
+            if r1 == r2 or c1 == c2:
+                continue
+            delta = Fraction(rng.randint(1, 9), rng.randint(2, 11))
+            delta = min(delta, cells[r1][c2], cells[r2][c1])
+            cells[r1][c1] += delta
+            cells[r1][c2] -= delta
+            cells[r2][c1] -= delta
+            cells[r2][c2] += delta
+        whole = rounded_table(cells)
+        for r, parts in cells.items():
+            assert sum(whole[r].values()) == sum(parts.values())
+            for c, value in parts.items():
+                assert math.floor(value) <= whole[r][c] <= math.ceil(value)
+        for c in range(cols):
+            assert sum(whole[r][c] for r in cells) == sum(cells[r][c] for r in cells)

@@ -18,9 +18,11 @@ from the table's retained snapshots.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TypeVar
 
 from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
 from pyiceberg.table import Table
@@ -29,6 +31,9 @@ from pyiceberg.table.metadata import TableMetadata
 from icecommit.core import ancestry
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS, WRITE_MODE_PROPERTY
 from icecommit.core.paths import UnsupportedPathError, storage_key
+
+K = TypeVar("K")
+R = TypeVar("R")
 
 #: The snapshot summary property holding an icecommit compaction group's id.
 COMPACTION_ID_PROPERTY = "icecommit.compaction-id"
@@ -226,6 +231,69 @@ def removals_of(table: Table, branch: str = "main") -> list[Removal]:
     return found
 
 
+def rounded_table(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, int]]:
+    """Shares of rows (row ``R``: a checkpoint; column ``K``: readable, or what removed
+    them) in whole rows, each share rounded down or up, so that every row adds up to its
+    rounded total and every column too where that can be done (controlled rounding: a
+    maximum flow from the rows short of their total to the columns short of theirs,
+    through the cells not whole yet). Rows always add up; a unit no column can take goes
+    to the row's largest remainder."""
+    rows = list(cells)
+    cols = list(dict.fromkeys(col for parts in cells.values() for col in parts))
+    floors = {row: {col: math.floor(value) for col, value in cells[row].items()} for row in rows}
+    row_left = [rounded(sum(cells[row].values(), Fraction(0))) - sum(floors[row].values()) for row in rows]
+    col_left = [
+        rounded(sum((cells[row].get(col, Fraction(0)) for row in rows), Fraction(0)))
+        - sum(floors[row].get(col, 0) for row in rows)
+        for col in cols
+    ]
+    # nodes: 0 the source, 1.. the rows, then the columns, then the sink
+    sink = 1 + len(rows) + len(cols)
+    capacity: dict[tuple[int, int], int] = {}
+    for i, row in enumerate(rows):
+        capacity[(0, 1 + i)] = max(row_left[i], 0)
+        for j, col in enumerate(cols):
+            if col in cells[row] and cells[row][col] != floors[row][col]:
+                capacity[(1 + i, 1 + len(rows) + j)] = 1
+    for j in range(len(cols)):
+        capacity[(1 + len(rows) + j, sink)] = max(col_left[j], 0)
+    edges: dict[int, list[int]] = {}
+    for u, v in list(capacity):
+        edges.setdefault(u, []).append(v)
+        edges.setdefault(v, []).append(u)
+        capacity.setdefault((v, u), 0)
+    while True:  # Edmonds-Karp: the shortest augmenting path, one unit at a time
+        parent = {0: 0}
+        queue = [0]
+        for u in queue:
+            for v in edges.get(u, []):
+                if v not in parent and capacity[(u, v)] > 0:
+                    parent[v] = u
+                    queue.append(v)
+        if sink not in parent:
+            break
+        v = sink
+        while v != 0:
+            u = parent[v]
+            capacity[(u, v)] -= 1
+            capacity[(v, u)] += 1
+            v = u
+    for i, row in enumerate(rows):
+        placed = 0
+        for j, col in enumerate(cols):
+            if capacity.get((1 + len(rows) + j, 1 + i), 0) > 0:  # a unit flowed through this cell
+                floors[row][col] += 1
+                placed += 1
+        rest = sorted(
+            (col for col in cells[row] if floors[row][col] < cells[row][col]),
+            key=lambda col: cells[row][col] - floors[row][col],
+            reverse=True,
+        )
+        for col in rest[: max(row_left[i] - placed, 0)]:
+            floors[row][col] += 1
+    return floors
+
+
 def rounded(value: Fraction) -> int:
     """The nearest whole number of rows (halves up)."""
     return (value.numerator * 2 + value.denominator) // (2 * value.denominator)
@@ -240,5 +308,6 @@ __all__ = [
     "path_key",
     "removals_of",
     "rounded",
+    "rounded_table",
     "trace_fates",
 ]

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from fractions import Fraction
 from itertools import accumulate
 
-from icecommit.core.lineage import Fate, path_key, rounded
+from icecommit.core.lineage import Fate, path_key, rounded, rounded_table
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -112,6 +112,9 @@ class Facts:
     # rows of committed checkpoints' live files that position delete files remove, per
     # (deleting snapshot, "row-level delete")
     row_deletes: dict[Key, dict[tuple[int, str], int]] = field(default_factory=dict)
+    # the same for live files no checkpoint added (a compaction's), by path key: shared
+    # among the checkpoints whose rows the file holds (``Fate.held``), in proportion
+    rewritten_row_deletes: dict[str, dict[tuple[int, str], int]] = field(default_factory=dict)
     # live equality delete files (they match rows by value: not attributed to checkpoints)
     equality_deletes: list[LiveDeleteFile] = field(default_factory=list)
     # per streaming batch: the rows its query's source reported (Spark's numInputRows), and
@@ -191,6 +194,28 @@ def _own_paths(facts: Facts) -> dict[Key, set[str]]:
     return own
 
 
+def _fate_counts(facts: Facts) -> dict[Key, dict[object, int]]:
+    """Each followed checkpoint's fate in whole rows: ``readable``, ``untraceable`` and the
+    rows each removal removed ((snapshot, operation)). Rows of live files no checkpoint
+    added (a compaction's) that position deletes remove are removed by them, shared among
+    the checkpoints whose rows the file holds in proportion to those rows. Rounded so that
+    each checkpoint's counts add up to its rows and each column (readable, each removal)
+    to its exact total over all checkpoints (:func:`rounded_table`)."""
+    records = {path_key(live.path): live.records for live in facts.live_files}
+    cells: dict[Key, dict[object, Fraction]] = {}
+    for key, fate in facts.fates.items():
+        parts: dict[object, Fraction] = {"readable": fate.readable, "untraceable": fate.untraceable}
+        for by, gone in fate.removed.items():
+            parts[by] = gone
+        for path, held in fate.held.items():
+            for by, rows in facts.rewritten_row_deletes.get(path, {}).items():
+                share = rows * held / max(records.get(path, 1), 1)
+                parts["readable"] -= share
+                parts[by] = parts.get(by, Fraction(0)) + share
+        cells[key] = parts
+    return rounded_table(cells)
+
+
 def _rewritten_rows_in(facts: Facts, path: str) -> dict[Key, Fraction]:
     """Rows of each checkpoint that a rewrite (compaction) put into the live file ``path``."""
     own = _own_paths(facts)
@@ -210,6 +235,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if key is not None:
             readable_by_key[key] += live.records
 
+    fate_counts = _fate_counts(facts)
     lines: list[CheckpointLine] = []
     pending: list[CheckpointLine] = []
     window_totals: dict[Window, Counter[str]] = defaultdict(Counter)
@@ -283,8 +309,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
         fate = facts.fates.get(key)
         compacted = rounded(fate.compacted) if fate is not None else 0
+        whole = fate_counts.get(key, {})
         if fate is not None:  # its files' rows followed through rewrites and removals
-            readable = max(readable, rounded(fate.readable))
+            readable = max(readable, whole["readable"])
         if facts.deep_counts is not None and landed:
             # rows rewritten into files that are missing on storage are not readable
             lost_with = sum(
@@ -292,11 +319,11 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                 Fraction(0),
             )
             readable = sum(facts.deep_counts.get(key, {}).values()) + compacted - rounded(lost_with)
-        removed = {by: rounded(rows) for by, rows in fate.removed.items()} if fate is not None else {}
+        removed: dict[tuple[int, str], int] = {by: rows for by, rows in whole.items() if isinstance(by, tuple) and rows}
         for by, rows in facts.row_deletes.get(key, {}).items():  # still in its files, deleted by position
             removed[by] = removed.get(by, 0) + rows
             readable -= rows
-        untraceable = rounded(fate.untraceable) if fate is not None else 0
+        untraceable = whole.get("untraceable", 0)
         accounted = readable + sum(removed.values()) + untraceable  # removed on purpose is not lost
         notes = []
         query = facts.query_input.get(key)

@@ -176,14 +176,16 @@ def _first_sequence(metadata: TableMetadata, snapshot_ids: Collection[int]) -> i
 
 def _row_deletes(
     table: Table, live: Sequence[LiveFile], deletes: Sequence[LiveDeleteFile], snapshot_keys: Mapping[int, Key]
-) -> dict[Key, dict[tuple[int, str], int]]:
+) -> tuple[dict[Key, dict[tuple[int, str], int]], dict[str, dict[tuple[int, str], int]]]:
     """Rows of each checkpoint's live files that position delete files remove (a delete
-    applies to data files of its sequence number or older), per deleting snapshot."""
+    applies to data files of its sequence number or older), per deleting snapshot; and the
+    same for the live files no checkpoint added (a compaction's), by path key."""
     positional = [d for d in deletes if not d.equality]
     if not positional:
-        return {}
+        return {}, {}
     by_path = {path_key(f.path): f for f in live}
     removed: dict[Key, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
+    rewritten: dict[str, dict[tuple[int, str], int]] = defaultdict(lambda: defaultdict(int))
 
     def read(delete: LiveDeleteFile) -> tuple[LiveDeleteFile, dict[str, int]]:
         return delete, referenced_rows(table.io, delete.path)
@@ -195,9 +197,12 @@ def _row_deletes(
                 if target is None or target.sequence > delete.sequence:
                     continue
                 key = snapshot_keys.get(target.snapshot_id)
+                rows = min(count, target.records)
                 if key is not None:
-                    removed[key][(delete.snapshot_id, "row-level delete")] += min(count, target.records)
-    return {key: dict(by) for key, by in removed.items()}
+                    removed[key][(delete.snapshot_id, "row-level delete")] += rows
+                else:
+                    rewritten[path_key(path)][(delete.snapshot_id, "row-level delete")] += rows
+    return {key: dict(by) for key, by in removed.items()}, {path: dict(by) for path, by in rewritten.items()}
 
 
 def _missing(paths: Sequence[str], io: FileIO) -> list[str]:
@@ -353,6 +358,7 @@ def reconcile(
     rewritten = compactions.lineage(name)
     fates = _fates(loaded, states, live, snapshot_keys, off_branch, branch, rewritten, compactions.group_lineage(name))
     gone = _gone(snapshots, states, live, snapshot_keys, fates)
+    row_deletes, rewritten_row_deletes = _row_deletes(loaded, live, deletes, snapshot_keys)
     facts = Facts(
         table=name,
         job_id=job_id,
@@ -373,7 +379,8 @@ def reconcile(
         gone=gone,
         landed_at=_landed_at(snapshots, states, off_branch | gone),
         fates={k: v for k, v in fates.items() if k not in gone},
-        row_deletes=_row_deletes(loaded, live, deletes, snapshot_keys),
+        row_deletes=row_deletes,
+        rewritten_row_deletes=rewritten_row_deletes,
         equality_deletes=[d for d in deletes if d.equality],
         query_input=query_input,
         routed_input=routed_input,

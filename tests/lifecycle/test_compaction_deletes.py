@@ -5,6 +5,7 @@ which snapshot removed the rows, and reconciliation keeps proving every row."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 
 import pytest
@@ -178,3 +179,24 @@ def test_rows_deleted_after_the_rewrite_abort_the_group_and_stay_deleted(catalog
     after = catalog.load_table(table_name)
     assert _ids(after) == sorted(expected)
     assert ic.reconcile(catalog, table_name).ok
+
+
+@pytest.mark.database_independent
+def test_rows_deleted_from_compacted_files_are_removed_not_readable(catalog: SqlCatalog, table_name: str) -> None:
+    small_checkpoints(catalog, table_name, 6)
+    assert compact(catalog, table_name).committed == 1
+    table = catalog.load_table(table_name)
+    clicks = _click_files(table)
+    assert len(clicks) == 1  # every checkpoint's clicks in one file now
+    deleter = delete_positions(table, {clicks[0]: [0, 1, 2, 3, 4]})
+    report = ic.reconcile(catalog, table_name)
+    assert report.ok, report.problems
+    rows = json.loads(report.to_json())["summary"]["rows"]
+    assert (rows["readable"], rows["removed"]) == (355, 5)  # exactly, though shared among six checkpoints
+    assert sum(line.readable for line in report.checkpoints) == 355
+    assert all(f"snapshot {deleter} (row-level deletes)" in p.message for p in report.problems if p.kind == "removed")
+    assert all("0 removed" not in line.note for line in report.checkpoints)
+    # compacting again applies the delete file: the same numbers, from the lineage now
+    assert compact(catalog, table_name, min_input_files=1, where="event = 'click'").committed == 1
+    again = json.loads(ic.reconcile(catalog, table_name).to_json())["summary"]["rows"]
+    assert (again["readable"], again["removed"]) == (355, 5)
