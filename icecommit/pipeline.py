@@ -8,6 +8,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, overload
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -241,7 +243,7 @@ class _Landing:
                 key_lookup=SparkKeyLookup(df.sparkSession),  # an upsert's keys, looked up by Spark tasks
             )
         pending = self._settle()
-        df = self._changes(source, df, pending, routed)  # an upsert's rows, one per key; its keys kept
+        df = self._changes(source, df, pending, routes)  # an upsert's rows, one per key; its keys kept
         skipped: dict[str, int] = {}
         # before any task writes (the tasks write with the new field ids), and every table's
         # refusal before any table's change
@@ -273,25 +275,39 @@ class _Landing:
             skipped_records=skipped,
         )
 
-    def _changes(self, source: DataFrame, df: DataFrame, pending: Sequence[str], routed: bool) -> DataFrame:
-        """For a table written under ``upsert``: its rows, one per key (a change column's
-        deletes left out), with the keys of every row kept for its prepare; refused before
-        anything is written when the rows break the key."""
-        for name in pending:
-            if checked_write_mode(self.options.mode, self.tables[name].metadata.properties) != UPSERT:
-                continue
-            if routed:
-                raise InvalidArgumentError(
-                    "mode", UPSERT, f"append or overwrite-partitions for a routed write ({name} upserts): routed "
-                    "upserts are not supported yet; write each table's rows with its own ic.write",
-                )  # fmt: skip
+    def _changes(
+        self, source: DataFrame, df: DataFrame, pending: Sequence[str], routes: Mapping[Any, str]
+    ) -> DataFrame:
+        """For each table written under ``upsert``: its rows, one per key (a change
+        column's deletes left out), with the keys of every row kept for its prepare;
+        refused before anything is written when the rows break the key. A routed write
+        upserts each such table's route on its own (its rows, its keys); the other routes'
+        rows pass as they are."""
+        upserting = [
+            name
+            for name in pending
+            if name != self.options.dead_letter
+            and checked_write_mode(self.options.mode, self.tables[name].metadata.properties) == UPSERT
+        ]
+        route = F.col(self.options.route_by or "")
+        rows = []
+        for name in upserting:
+            values = [value for value, target in routes.items() if target == name]
+            mine = source.filter(route.isin(values)) if routes else source
             changes = upsert_changes(
-                source, self.tables[name], key=self.options.key, change_column=self.options.change_column,
+                mine, self.tables[name], key=self.options.key, change_column=self.options.change_column,
                 order_by=tuple(self.options.order_by or ()), name=name,
             )  # fmt: skip
             self.keys[name] = changes.keys
-            return changes.rows
-        return df
+            rows.append(changes.rows)
+        if not routes:
+            return rows[0] if rows else df
+        upserted = [value for value, target in routes.items() if target in upserting]
+        if not upserted:
+            return df
+        # the other routes' rows, and those of no route (a null or unknown value: dead letters)
+        rest = df.filter(~F.coalesce(route.isin(upserted), F.lit(False)))
+        return reduce(DataFrame.unionByName, rows, rest)
 
     def _mode(self, table: Table) -> str:
         return checked_mode(self.options.schema_mode, table.metadata.properties)

@@ -9,7 +9,8 @@ compaction plans by that count and drops the delete files whose data files it re
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping
 
 import pyarrow.compute as pc
@@ -51,7 +52,26 @@ def targets(io: FileIO, delete: DataFile, known: dict[str, dict[str, int]] | Non
 
 
 def positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
-    """The deleted positions of each data file a position delete file points at."""
+    """The deleted positions of each data file a position delete file points at (kept
+    for the next caller: delete files never change; the newest few thousand are kept)."""
+    with _LOCK:
+        if delete_path in _READ:
+            _READ.move_to_end(delete_path)
+            return _READ[delete_path]
+    found = _positions_by_path(io, delete_path)
+    with _LOCK:
+        _READ[delete_path] = found
+        while len(_READ) > _KEPT:
+            _READ.popitem(last=False)
+    return found
+
+
+_READ: OrderedDict[str, dict[str, list[int]]] = OrderedDict()
+_LOCK = threading.Lock()
+_KEPT = 4096
+
+
+def _positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
     with io.new_input(delete_path).open() as stream:
         rows = pq.read_table(stream, columns=["file_path", "pos"])
     found: dict[str, list[int]] = defaultdict(list)

@@ -2,7 +2,7 @@
 
 The committer picks the candidate files (those whose partition and key column bounds can
 hold a key) and the positions earlier delete files removed; the look-up itself, one file
-at a time, is :func:`match_keys`, a pure function of the file and the keys that runs
+at a time, is :func:`match_files`, a function of the files and the keys that runs
 wherever the caller runs it: in the committer's process (:func:`look_up_here`), or in Spark
 tasks (:class:`icecommit.writers.key_lookup.SparkKeyLookup`), which the committer cannot
 import. Both are a :class:`KeyLookup`.
@@ -10,9 +10,13 @@ import. Both are a :class:`KeyLookup`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,6 +29,8 @@ from pyiceberg.table.metadata import TableMetadata
 from icecommit.core.errors import ValidationError
 
 _FIELD_ID = b"PARQUET:field_id"
+_POS = "__pos"
+_FILE = "__file"
 
 #: A file's rows that hold a key: their positions (sorted) and their keys.
 Match = tuple[list[int], pa.Table]
@@ -43,21 +49,21 @@ class KeyLookup(Protocol):
 def look_up_here(
     table: Table, files: Sequence[DataFile], keys: pa.Table, deleted: Mapping[str, Collection[int]]
 ) -> dict[str, Match]:
-    """The :class:`KeyLookup` that reads the files in this process, one after the other."""
-    found = {}
-    for data_file in files:
-        path = data_file.file_path
-        match = match_keys(table.metadata, table.io, path, keys, deleted.get(path, ()))
-        if match is not None:
-            found[path] = match
-    return found
+    """The :class:`KeyLookup` that reads the files in this process (a few at a time)."""
+    return match_files(table.metadata, table.io, [f.file_path for f in files], keys, deleted)
 
 
-def match_keys(
-    metadata: TableMetadata, io: FileIO, path: str, keys: pa.Table, deleted: Collection[int]
-) -> Match | None:
-    """The rows of the data file ``path`` that hold one of ``keys`` (named as the table's
-    columns) and are not among the ``deleted`` positions; None when no live row does.
+def match_files(
+    metadata: TableMetadata,
+    io: FileIO,
+    paths: Sequence[str],
+    keys: pa.Table,
+    deleted: Mapping[str, Collection[int]],
+) -> dict[str, Match]:
+    """The rows of the data files ``paths`` that hold one of ``keys`` (named as the table's
+    columns) and are not among their ``deleted`` positions, by path (a file with none is
+    left out): the files' key columns (read a few at a time, kept in a bounded cache:
+    data files never change) joined with the keys at once.
 
     Raises:
         ValidationError: as :func:`key_rows`.
@@ -65,16 +71,51 @@ def match_keys(
     names = keys.column_names
     schema = metadata.schema()
     fields = [schema.find_field(name) for name in names]
-    rows = key_rows(metadata, io, path, fields, schema_to_pyarrow(schema.select(*names)))
-    if rows is None:
-        return None
-    matched = rows.join(keys, keys=names, join_type="left semi")
-    if deleted:
-        gone = pa.array(sorted(deleted), pa.int64())
-        matched = matched.filter(pc.invert(pc.is_in(matched.column("__pos"), gone)))
-    if not len(matched):
-        return None
-    return sorted(matched.column("__pos").to_pylist()), matched.select(names)
+    types = schema_to_pyarrow(schema.select(*names))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        read = list(pool.map(lambda path: _cached_key_rows(metadata, io, path, fields, types), paths))
+    parts = [
+        rows.append_column(_FILE, pa.array(np.full(len(rows), i, dtype=np.int32)))
+        for i, rows in enumerate(read)
+        if rows is not None and len(rows)
+    ]
+    if not parts:
+        return {}
+    matched = pa.concat_tables(parts).join(keys, keys=names, join_type="left semi")
+    found: dict[str, Match] = {}
+    for i in np.unique(matched.column(_FILE).to_numpy()):
+        rows = matched.filter(pc.equal(matched.column(_FILE), i))
+        gone = deleted.get(paths[i])
+        if gone:
+            rows = rows.filter(pc.invert(pc.is_in(rows.column(_POS), pa.array(sorted(gone), pa.int64()))))
+        if len(rows):
+            found[paths[i]] = (sorted(rows.column(_POS).to_pylist()), rows.select(names))
+    return found
+
+
+#: Key columns of data files recently read (data files never change), by (path, field
+#: ids): a change stream's commits find most of them here. Bounded by bytes.
+_CACHE: OrderedDict[tuple[str, tuple[int, ...]], pa.Table | None] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHE_BYTES = 256 * 1024**2
+
+
+def _cached_key_rows(
+    metadata: TableMetadata, io: FileIO, path: str, fields: Sequence[Any], types: pa.Schema
+) -> pa.Table | None:
+    key = (path, tuple(field.field_id for field in fields))
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    rows = key_rows(metadata, io, path, fields, types)
+    with _CACHE_LOCK:
+        _CACHE[key] = rows
+        held = sum(t.nbytes for t in _CACHE.values() if t is not None)
+        while held > CACHE_BYTES and len(_CACHE) > 1:
+            _, dropped = _CACHE.popitem(last=False)
+            held -= dropped.nbytes if dropped is not None else 0
+    return rows
 
 
 def key_rows(
@@ -109,7 +150,7 @@ def key_rows(
     read = parquet.read(columns=[by_id[field.field_id] for field in fields])
     columns = [read.column(i).cast(types.field(i).type) for i in range(len(fields))]
     names = [types.field(i).name for i in range(len(fields))]
-    return pa.table([*columns, pa.array(range(read.num_rows), pa.int64())], names=[*names, "__pos"])
+    return pa.table([*columns, pa.array(np.arange(read.num_rows, dtype=np.int64))], names=[*names, _POS])
 
 
-__all__ = ["KeyLookup", "Match", "key_rows", "look_up_here", "match_keys"]
+__all__ = ["KeyLookup", "Match", "key_rows", "look_up_here", "match_files"]

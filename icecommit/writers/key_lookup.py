@@ -3,7 +3,7 @@
 The committer chooses the candidate data files (their partition and key column bounds can
 hold a key) on the driver; this runs the look-up itself in one Spark job: the candidate
 files are spread over the cluster's task slots, each task reads its files' key columns,
-joins them with the checkpoint's keys (shipped to the tasks as Arrow IPC bytes, in the
+joins them at once with the checkpoint's keys (shipped to the tasks as Arrow IPC bytes, in the
 task's closure: no broadcast, which Spark Connect lacks) and returns, per file that holds
 a key, the positions and the keys found. Small look-ups (candidate files below the table's
 ``icecommit.upsert.cluster-lookup-min-bytes``, 256 MiB when unset) run on the driver, where
@@ -27,7 +27,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadataUtil
 
 from icecommit.core.errors import ValidationError
-from icecommit.core.key_lookup import Match, look_up_here, match_keys
+from icecommit.core.key_lookup import Match, look_up_here, match_files
 from icecommit.core.tableprops import CLUSTER_LOOKUP_PROPERTY, DEFAULT_CLUSTER_LOOKUP_BYTES, whole_number
 from icecommit.writers.spark import ShippedTable
 
@@ -79,15 +79,19 @@ class SparkKeyLookup:
             metadata = TableMetadataUtil.parse_raw(shipped.metadata_json)
             io = load_file_io(shipped.io_properties, shipped.location)
             wanted = _table(shipped_keys)
+            paths: list[str] = []
+            deleted_here: dict[str, list[int]] = {}
             for batch in batches:
                 for path, gone in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                    try:
-                        match = match_keys(metadata, io, path, wanted, gone or ())
-                    except ValidationError as e:
-                        yield _row(path, [], None, str(e))
-                        continue
-                    if match is not None:
-                        yield _row(path, match[0], _ipc(match[1]), None)
+                    paths.append(path)
+                    deleted_here[path] = gone or []
+            try:
+                matches = match_files(metadata, io, paths, wanted, deleted_here)
+            except ValidationError as e:
+                yield _row(paths[0] if paths else "", [], None, str(e))
+                return
+            for path, (positions, found) in matches.items():
+                yield _row(path, positions, _ipc(found), None)
 
         largest_first = sorted(files, key=lambda f: -f.file_size_in_bytes)
         units = [(f.file_path, sorted(deleted.get(f.file_path, ()))) for f in largest_first]

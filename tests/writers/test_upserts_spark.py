@@ -4,6 +4,7 @@ the key are refused before anything is written. Java's reader agrees where it is
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -87,9 +88,9 @@ def test_rows_that_break_the_key_are_refused_before_anything_is_written(
     odd = spark.createDataFrame([(1, "a", 1, "x"), (2, "b", 1, "x")], DDL)
     with pytest.raises(ChangeTypeError, match=r"'op'.*holds 'x' in 2 row\(s\)"):
         ic.write(odd, name, catalog=catalog, job_id="j", checkpoint_id=2, mode="upsert", change_column="op")
-    with pytest.raises(InvalidArgumentError, match="routed upserts are not supported yet"):
-        ic.write(twice.drop("op"), {"a": name}, route_by="name", catalog=catalog, job_id="j", checkpoint_id=2,
-                 mode="upsert")  # fmt: skip
+    with pytest.raises(KeyViolationError, match=r"1 key\(s\)|duplicate"):  # a routed upsert checks its rows too
+        ic.write(twice.drop("op"), {"a": name, "b": name}, route_by="name", catalog=catalog, job_id="j",
+                 checkpoint_id=2, mode="upsert")  # fmt: skip
     assert catalog.load_table(name).metadata_location == before
     committer = ic.GlobalCommitter(catalog, name, job_id="j")
     assert committer.store.get("j", committer.table_name, 2) is None
@@ -121,3 +122,34 @@ def test_a_streaming_change_feed_upserts_each_batch_once(
     assert [(r["id"], r["name"]) for r in _rows(catalog, name)] == [(1, "A")]
     run_to_end(query.trigger(availableNow=True).start())  # restarted from its checkpoint: nothing again
     assert [(r["id"], r["name"]) for r in _rows(catalog, name)] == [(1, "A")]
+
+
+def test_a_routed_write_upserts_the_routes_whose_tables_upsert_and_appends_the_others(
+    spark: SparkSession, sqlite_catalog: SqlCatalog
+) -> None:
+    catalog = sqlite_catalog
+    users, events = _name(), _name()
+    schema = "id long, name string, lsn long"
+    ic.write(spark.createDataFrame([(1, "u1", 1), (2, "u2", 1)], schema), users, catalog=catalog, job_id="seed",
+             checkpoint_id=1, create=True, identifier_fields=["id"],
+             table_properties={"icecommit.write-mode": "upsert"})  # fmt: skip
+    ic.write(spark.createDataFrame([(1, "e1", 1)], schema), events, catalog=catalog, job_id="seed", checkpoint_id=1,
+             create=True)  # fmt: skip
+    ddl = "id long, name string, lsn long, op string, kind string"
+    changes = spark.createDataFrame(
+        [(1, "U1", 2, "u", "user"), (1, "U1!", 3, "u", "user"), (2, None, 4, "d", "user"), (3, "u3", 5, "c", "user"),
+         (1, "e1-again", 6, "c", "event"), (9, "e9", 7, "c", "event"), (5, "lost", 8, "c", None)],
+        ddl,
+    )  # fmt: skip
+    dead = _name()
+    result = ic.write(changes, {"user": users, "event": events}, route_by="kind", catalog=catalog, job_id="cdc",
+                      checkpoint_id=1, change_column="op", order_by="lsn", dead_letter=dead, create=True)  # fmt: skip
+    assert result.results[users].committed and result.results[events].committed
+    assert [(r["id"], r["name"]) for r in _rows(catalog, users)] == [(1, "U1!"), (3, "u3")]  # by key, 2 deleted
+    assert sorted((r["id"], r["name"]) for r in _rows(catalog, events)) == [(1, "e1"), (1, "e1-again"), (9, "e9")]
+    assert [r["id"] for r in _rows(catalog, dead)] == [5]  # no route: a dead letter, appended
+    assert json.loads(ic.reconcile(catalog, users).to_json())["summary"]["loss"] == 0
+    # a replay changes nothing
+    again = ic.write(changes, {"user": users, "event": events}, route_by="kind", catalog=catalog, job_id="cdc",
+                     checkpoint_id=1, change_column="op", order_by="lsn", dead_letter=dead)  # fmt: skip
+    assert not again.results[users].committed and len(_rows(catalog, events)) == 3
