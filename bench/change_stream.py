@@ -107,8 +107,10 @@ def main() -> None:
         "same-rows-by-key": dict(zip(ids.tolist(), found.column("name").to_pylist(), strict=True)) == expected,
         "data-files": sum(1 for f in files if f["content"] == 0),
         "delete-files": sum(1 for f in files if f["content"] == 1),
-        "reconciles": (report := ic.reconcile(catalog, name)).ok,
     }
+    began = time.perf_counter()
+    report = ic.reconcile(catalog, name)
+    results["reconcile-seconds"], results["reconciles"] = time.perf_counter() - began, report.ok
     print(
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
         f"run {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {args.rows:,} rows, {args.batches:,} batches of "

@@ -213,6 +213,8 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=1_000_000)
     parser.add_argument("--pyiceberg-cap", type=float, default=1_800.0)
     parser.add_argument("--seed", type=int, default=20261127)
+    parser.add_argument("--contenders", nargs="+", default=["icecommit", "pyiceberg", "merge"],
+                        choices=["icecommit", "pyiceberg", "merge"])  # fmt: skip
     parser.add_argument("--checkpoints", type=int, default=1, help="then this many upserts on icecommit's table "
                         "in all, and its read time before and after compaction")  # fmt: skip
     args = parser.parse_args()
@@ -222,14 +224,18 @@ def main() -> None:
     pq.write_table(change_rows(args.rows, args.changes, args.seed), changes)
     catalog = _catalog(work)
     results: dict[str, Any] = {}
-    for contender in ("icecommit", "pyiceberg", "merge"):
+    for contender in args.contenders:
         results[f"build-{contender}"] = build(catalog, f"ns.{contender}", data)
-    results["icecommit"] = icecommit_upsert(catalog, "ns.icecommit", changes)
-    results["pyiceberg"], results["pyiceberg-finished"] = pyiceberg_upsert(
-        catalog, "ns.pyiceberg", changes, args.pyiceberg_cap
-    )
+    if "icecommit" in args.contenders:
+        results["icecommit"] = icecommit_upsert(catalog, "ns.icecommit", changes)
+    if "pyiceberg" in args.contenders:
+        results["pyiceberg"], results["pyiceberg-finished"] = pyiceberg_upsert(
+            catalog, "ns.pyiceberg", changes, args.pyiceberg_cap
+        )
     java = java_iceberg.find()
-    if isinstance(java, str) or not java_iceberg.SQLITE_JDBC.is_file():
+    if "merge" not in args.contenders:
+        pass
+    elif isinstance(java, str) or not java_iceberg.SQLITE_JDBC.is_file():
         results["merge"] = None
         results["merge-note"] = java if isinstance(java, str) else f"no {java_iceberg.SQLITE_JDBC}"
     else:
@@ -244,7 +250,7 @@ def main() -> None:
         t.equals(next(iter(keyed.values()))) for t in keyed.values()
     )
     results["rows-after"] = {c: t.num_rows for c, t in reads.items()}
-    if args.checkpoints > 1:
+    if args.checkpoints > 1 and "icecommit" in args.contenders:
         results["after-checkpoints"] = after_checkpoints(catalog, "ns.icecommit", work, args)
     print(
         f"Machine: {platform.node()}, {psutil.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "

@@ -52,7 +52,7 @@ from icecommit.writers.changes import upsert_changes
 from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.key_lookup import SparkKeyLookup
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
-from icecommit.writers.schema import aligned_columns, iceberg_struct
+from icecommit.writers.schema import aligned_columns, iceberg_struct, quoted
 from icecommit.writers.spark import SparkWriter, TaskHook
 
 logger = logging.getLogger(__name__)
@@ -289,10 +289,11 @@ class _Landing:
             if name != self.options.dead_letter
             and checked_write_mode(self.options.mode, self.tables[name].metadata.properties) == UPSERT
         ]
-        route = F.col(self.options.route_by or "")
+        # rows matched to routes as the routed writer matches them: the value as a string
+        route = F.col(quoted(self.options.route_by or "")).cast("string")
         rows = []
         for name in upserting:
-            values = [value for value, target in routes.items() if target == name]
+            values = [route_key(value) for value, target in routes.items() if target == name]
             mine = source.filter(route.isin(values)) if routes else source
             changes = upsert_changes(
                 mine, self.tables[name], key=self.options.key, change_column=self.options.change_column,
@@ -302,7 +303,7 @@ class _Landing:
             rows.append(changes.rows)
         if not routes:
             return rows[0] if rows else df
-        upserted = [value for value, target in routes.items() if target in upserting]
+        upserted = [route_key(value) for value, target in routes.items() if target in upserting]
         if not upserted:
             return df
         # the other routes' rows, and those of no route (a null or unknown value: dead letters)
@@ -419,11 +420,18 @@ class _Landing:
             elif plan.action is Action.RECOMMIT:
                 self.results[name] = committer.recommit(self.checkpoint_id)
             else:
-                logger.info(
-                    "checkpoint %d of job %s in %s: %s (%s); nothing to write",
-                    self.checkpoint_id, self.job_id, name, plan.action.value, plan.decision.reason,
-                )  # fmt: skip
-                self.results[name] = committer.commit(self.checkpoint_id, plan=plan)
+                self.results[name] = result = committer.commit(self.checkpoint_id, plan=plan)
+                if result.status == "already-committed":  # a replay: say so, it is easy to do by mistake
+                    logger.warning(
+                        "checkpoint %d of job %s is already committed to %s (%s row(s), snapshot %s): the DataFrame "
+                        "was not written", self.checkpoint_id, self.job_id, name, f"{result.records:,}",
+                        result.snapshot_id,
+                    )  # fmt: skip
+                else:
+                    logger.info(
+                        "checkpoint %d of job %s in %s: %s (%s); nothing to write",
+                        self.checkpoint_id, self.job_id, name, plan.action.value, plan.decision.reason,
+                    )  # fmt: skip
         return pending
 
     def _write_one(self, df: DataFrame, name: str) -> list[WriteResult]:

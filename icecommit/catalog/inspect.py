@@ -83,6 +83,71 @@ class CheckpointInfo:
     changed_schema_id: int | None = None
 
 
+@dataclass(frozen=True)
+class TableInfo:
+    """One table of a catalog: its current snapshot and what it holds then.
+
+    Attributes:
+        records / data_files / delete_files: the current snapshot's totals (its summary's
+            ``total-records``, ``total-data-files``, ``total-delete-files``; 0 when empty).
+        last_commit: when the current snapshot was committed (None: no snapshot yet).
+        last_checkpoint: the job and checkpoint of the newest snapshot icecommit committed
+            on the main branch, if any.
+    """
+
+    name: str
+    format_version: int
+    snapshots: int
+    current_snapshot_id: int | None
+    records: int
+    data_files: int
+    delete_files: int
+    last_commit: datetime | None
+    last_checkpoint: tuple[str, int] | None
+
+
+def list_tables(catalog: Catalog, namespace: str | None = None) -> list[TableInfo]:
+    """The tables of ``namespace`` (default: of every namespace, nested ones too), by name.
+
+    Raises:
+        NoSuchNamespaceError: no such namespace.
+    """
+    if namespace is not None:
+        spaces = [tuple(namespace.split("."))]
+    else:
+        spaces, pending = [], list(catalog.list_namespaces())
+        while pending:
+            space = pending.pop()
+            spaces.append(tuple(space))
+            pending.extend(catalog.list_namespaces(tuple(space)))
+    found = []
+    for space in spaces:
+        for identifier in catalog.list_tables(space):
+            table = catalog.load_table(identifier)
+            current = table.current_snapshot()
+            totals = current.summary if current is not None and current.summary is not None else None
+            newest = next(
+                (key for s in ancestry.branch_ancestry(table.metadata, "main") if (key := ancestry.checkpoint_of(s))),
+                None,
+            )
+            found.append(
+                TableInfo(
+                    name=".".join(identifier),
+                    format_version=table.metadata.format_version,
+                    snapshots=len(table.metadata.snapshots),
+                    current_snapshot_id=current.snapshot_id if current is not None else None,
+                    records=int(totals.get("total-records") or 0) if totals else 0,
+                    data_files=int(totals.get("total-data-files") or 0) if totals else 0,
+                    delete_files=int(totals.get("total-delete-files") or 0) if totals else 0,
+                    last_commit=(
+                        datetime.fromtimestamp(current.timestamp_ms / 1000, tz=timezone.utc) if current else None
+                    ),
+                    last_checkpoint=newest,
+                )
+            )
+    return sorted(found, key=lambda t: t.name)
+
+
 def _micros_to_datetime(value: str | None) -> datetime | None:
     if value is None:
         return None

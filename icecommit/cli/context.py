@@ -138,6 +138,22 @@ class _Instant(click.ParamType):  # type: ignore[type-arg]
 INSTANT = _Instant()
 
 
+class _InstantOrLast(_Instant):
+    """An ISO 8601 time, or ``last`` (kept as the word)."""
+
+    name = "ISO8601|last"
+
+    def convert(  # type: ignore[override]
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> datetime | str:
+        if isinstance(value, str) and value.strip().lower() == "last":
+            return "last"
+        return super().convert(value, param, ctx)
+
+
+INSTANT_OR_LAST = _InstantOrLast()
+
+
 class _Duration(click.ParamType):  # type: ignore[type-arg]
     """A duration such as 90s, 30m, 12h, 3d or 1w (parsed as the API parses it)."""
 

@@ -8,6 +8,7 @@ import functools
 import logging
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from icecommit.catalog.eventtime import EventTimeVersion, snapshot_at_event_time
 from icecommit.catalog.inspect import (
     list_checkpoints,
     list_snapshots,
+    list_tables,
     partition_status,
     wait_for_partition,
 )
@@ -35,27 +37,22 @@ from icecommit.cli.context import (
     EXIT_UNKNOWN,
     EXIT_USAGE,
     INSTANT,
+    INSTANT_OR_LAST,
     Context,
-    _interactive,
     _run,
     _writable,
 )
+from icecommit.cli.maintenance import MAINTENANCE_COMMANDS
 from icecommit.cli.output import JsonOutput, TextOutput
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
 from icecommit.core.errors import (
     CompletenessNotReachedError,
     InvalidArgumentError,
-    NotAnAncestorError,
     SnapshotNotFoundError,
-    TableSpecError,
 )
 from icecommit.core.settings import icecommit_home
 from icecommit.core.timeparse import format_duration
-from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint, recover_job
-from icecommit.maintenance.expire import apply_expire, plan_expire
-from icecommit.maintenance.orphans import find_orphans
-from icecommit.maintenance.rollback import apply_rollback, plan_rollback
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.metrics.runs import changes_since, history_points, last_run
@@ -74,7 +71,35 @@ __all__ = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The command group; ``--output`` and ``--debug`` may also follow the command's name
+    (``icecommit snapshots t --output json``), as people type them."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _global_options_first(args))
+
+
+def _global_options_first(args: list[str]) -> list[str]:
+    """``args`` with ``--output VALUE``, ``--output=VALUE`` and ``--debug`` moved to the
+    front (none of the commands has an option of those names; nothing after ``--``)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            rest.extend(args[i:])
+            break
+        if arg == "--output" and i + 1 < len(args):
+            front += args[i : i + 2]
+            i += 2
+            continue
+        (front if arg == "--debug" or arg.startswith("--output=") else rest).append(arg)
+        i += 1
+    return front + rest
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--catalog", "catalog_name", default=None, help="A catalog configured the pyiceberg way.")
 @click.option("--uri", default=None, help="SQL catalog URI (default: $ICECOMMIT_CATALOG_URI or embedded SQLite).")
 @click.option(
@@ -83,8 +108,14 @@ __all__ = [
     help="Warehouse location (default: $ICECOMMIT_WAREHOUSE, else $ICECOMMIT_HOME or ~/.local/share/icecommit); "
     "without --uri, the embedded catalog lives in it too.",
 )
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs.")
+@click.option(
+    "--output",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="Text for people, JSON for programs (before or after the command).",
+)
+@click.option("--debug", is_flag=True, help="Show tracebacks and debug logs (before or after the command).")
 @click.pass_context
 def cli(
     ctx: click.Context, catalog_name: str | None, uri: str | None, warehouse: str | None, output: str, debug: bool
@@ -113,6 +144,19 @@ def cli(
         catalog_name, uri, warehouse, JsonOutput() if output == "json" else TextOutput(), output == "json", debug
     )
     ctx.call_on_close(ctx.obj.close)
+
+
+def _invoked_as() -> str:
+    """How the user ran this program, for the commands it suggests to run next: the name
+    ``icecommit`` where it finds this program on PATH, else the path as typed (such as
+    ``.venv/bin/icecommit``), or ``python -m icecommit.cli`` with this interpreter."""
+    program = sys.argv[0] if sys.argv else ""
+    if os.path.basename(program) == "icecommit":
+        found = shutil.which("icecommit")
+        if found is not None and os.path.realpath(found) == os.path.realpath(program):
+            return "icecommit"
+        return shlex.quote(program)
+    return f"{shlex.quote(sys.executable)} -m icecommit.cli"
 
 
 def _landed(result: CommitResult) -> str:
@@ -159,13 +203,19 @@ def _spark_log(ctx: Context) -> Iterator[None]:
     show_default=True,
     help="Hours of event time the data spans (the checkpoints share them in order).",
 )
+@click.option("--reset", is_flag=True, help="Drop the demo's table and what the state holds about it first.")
+@click.option("--recommit", is_flag=True, help="Commit again the checkpoints a rollback removed.")
 @click.pass_obj
-def demo(ctx: Context, rows: int, checkpoints: int, hours: int) -> None:
+def demo(ctx: Context, rows: int, checkpoints: int, hours: int, reset: bool, recommit: bool) -> None:
     """Land a synthetic clickstream in demo.clickstream through Spark, exactly once.
+
+    Run again with the same arguments, it continues its table (every checkpoint already
+    committed is skipped); --reset starts over.
 
     \b
     Example:
       icecommit demo --rows 200000 --checkpoints 4
+      icecommit demo --reset --rows 200000
     """
 
     def action() -> None:
@@ -174,11 +224,12 @@ def demo(ctx: Context, rows: int, checkpoints: int, hours: int) -> None:
 
         catalog = ctx.catalog(create=True)
         command = " ".join(
-            ["icecommit"]
+            [_invoked_as()]
             + [f"{flag} {shlex.quote(value)}" for flag, value in
                (("--catalog", ctx.catalog_name), ("--uri", ctx.uri), ("--warehouse", ctx.warehouse)) if value]
         )  # fmt: skip
-        run = functools.partial(run_demo, catalog, rows=rows, checkpoints=checkpoints, hours=hours, command=command)
+        run = functools.partial(run_demo, catalog, rows=rows, checkpoints=checkpoints, hours=hours, command=command,
+                                reset=reset, recommit=recommit)  # fmt: skip
         with _spark_log(ctx):
             if ctx.json:
                 ctx.output.demo(run())
@@ -238,6 +289,21 @@ def snapshots(ctx: Context, table: str, event_time: datetime | None) -> None:
         ctx.output.versions(table, event_time, found)
 
     _run(ctx, versions)
+
+
+@cli.command()
+@click.argument("namespace", required=False)
+@click.pass_obj
+def tables(ctx: Context, namespace: str | None) -> None:
+    """List the catalog's tables (of every namespace, or of NAMESPACE) with what each
+    holds now and the last checkpoint icecommit committed to it.
+
+    \b
+    Example:
+      icecommit tables
+      icecommit tables demo
+    """
+    _run(ctx, lambda: ctx.output.tables(namespace, list_tables(ctx.catalog(), namespace)))
 
 
 @cli.command()
@@ -328,7 +394,8 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
 @cli.command()
 @click.argument("table")
 @click.option("--job", default=None, help="Only this job's checkpoints.")
-@click.option("--since", default=None, help="ISO 8601 time, or 'last' to start where the last successful run ended.")
+@click.option("--since", type=INSTANT_OR_LAST, default=None,
+              help="ISO 8601 time, or 'last' to start where the last successful run ended.")  # fmt: skip
 @click.option("--until", "until", type=INSTANT, default=None, help="ISO 8601 time (default: now).")
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the report here.")
@@ -341,7 +408,7 @@ def reconcile(
     ctx: Context,
     table: str,
     job: str | None,
-    since: str | None,
+    since: datetime | str | None,
     until: datetime | None,
     fmt: str,
     out: Path | None,
@@ -369,7 +436,7 @@ def reconcile(
             previous = last_successful_run(engine, table, job)
             start = previous.until if previous else None
         else:
-            start = INSTANT.convert(since, None, None) if since else None
+            start = since if isinstance(since, datetime) else None
         report = reconcile_table(
             catalog, table, job_id=job, since=start, until=until, deep=deep,
             thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct),
@@ -391,262 +458,8 @@ def reconcile(
     _run(ctx, action)
 
 
-@cli.command()
-@click.argument("table")
-@click.option("--to-snapshot", type=int, default=None, help="Snapshot id (an ancestor, unless --allow-non-ancestor).")
-@click.option("--to-timestamp", type=INSTANT, default=None, help="Newest ancestor committed at or before this time.")
-@click.option(
-    "--to-checkpoint", type=int, default=None, help="The snapshot that committed this checkpoint (with --job)."
-)
-@click.option("--job", default=None, help="Job id for --to-checkpoint.")
-@click.option(
-    "--to-event-time",
-    type=INSTANT,
-    default=None,
-    help="Newest snapshot whose data is all at or before this (a checkpoint straddling it is left out).",
-)
-@click.option("--allow-non-ancestor", is_flag=True, help="Allow a --to-snapshot that is not an ancestor.")
-@click.option("--dry-run", is_flag=True, help="Show what would become invisible; change nothing.")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.pass_obj
-def rollback(
-    ctx: Context,
-    table: str,
-    to_snapshot: int | None,
-    to_timestamp: datetime | None,
-    to_checkpoint: int | None,
-    job: str | None,
-    to_event_time: datetime | None,
-    allow_non_ancestor: bool,
-    dry_run: bool,
-    yes: bool,
-) -> None:
-    """Make an earlier snapshot current: by id, commit time, checkpoint or event time.
-
-    --to-event-time T picks the newest snapshot with no data after T: a checkpoint that
-    straddles T is left out entirely, with every later one, so the table is not "all data
-    up to T". To read the table as of T without changing it, see snapshots --at-event-time.
-
-    Without --yes it asks when stdin is a terminal and refuses otherwise.
-
-    \b
-    Example:
-      icecommit rollback demo.clickstream --to-checkpoint 2 --job clickstream-demo --dry-run
-      icecommit rollback demo.clickstream --to-event-time 2026-11-20T12:00:00Z --yes
-    """
-
-    if to_checkpoint is not None and not job:
-        raise click.UsageError("--to-checkpoint needs --job (the job whose checkpoint it is)")
-
-    def action() -> None:
-        catalog = ctx.catalog()
-        try:
-            plan = plan_rollback(
-                catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
-                job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor,
-            )  # fmt: skip
-        except NotAnAncestorError as e:
-            raise TableSpecError(
-                e.table,
-                f"snapshot {e.snapshot_id} is not an ancestor of the current snapshot (add --allow-non-ancestor)",
-            ) from e
-        if dry_run:
-            ctx.output.rollback(plan)
-            return
-        if not yes:
-            if not _interactive():
-                raise ValueError("refusing to roll back without --yes when stdin is not a terminal")
-            question = (
-                f"Roll {table} back to snapshot {plan.target_snapshot_id}, hiding "
-                f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows?"
-            )
-            try:
-                confirmed = click.confirm(question, err=True)
-            except click.Abort:  # end of input or Ctrl-C at the prompt
-                confirmed = False
-            if not confirmed:
-                raise ValueError("rollback not confirmed; nothing changed")
-        ctx.output.rollback(apply_rollback(catalog, plan))
-
-    _run(ctx, action)
-
-
-@cli.command()
-@click.argument("table")
-@click.option(
-    "--older-than",
-    type=DURATION,
-    default=None,
-    help="Expire snapshots older than this [default: the table's history.expire.max-snapshot-age-ms, else 5d].",
-)
-@click.option(
-    "--retain-last",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Keep the newest N snapshots of every branch "
-    "[default: the table's history.expire.min-snapshots-to-keep, else 1].",
-)
-@click.option(
-    "--dry-run/--no-dry-run", default=True, show_default=True, help="List only (the default); --no-dry-run acts."
-)
-@click.option("--ignore-unreadable", "ignore", multiple=True, metavar="TABLE",
-              help="Delete files although this other table cannot be read (repeat for each).")  # fmt: skip
-@click.pass_obj
-def expire(
-    ctx: Context,
-    table: str,
-    older_than: timedelta | None,
-    retain_last: int | None,
-    dry_run: bool,
-    ignore: tuple[str, ...],
-) -> None:
-    """Expire old snapshots and delete the files only they referenced (dry run by default).
-
-    Keeps what Apache Iceberg keeps: every branch and tag head, and on every branch its
-    newest --retain-last snapshots and those younger than --older-than. A branch's own
-    retention (min-snapshots-to-keep, max-snapshot-age-ms on its ref) wins over both.
-
-    No snapshot is kept for a job's sake: what each job committed is in a table property
-    that expiry does not touch. Checkpoints that a rollback had taken off the branch are
-    recorded as rolled back, and their files kept, before their snapshots go.
-
-    \b
-    Example:
-      icecommit expire demo.clickstream --older-than 7d --retain-last 10
-      icecommit expire demo.clickstream --older-than 7d --retain-last 10 --no-dry-run
-    """
-
-    def action() -> None:
-        catalog = ctx.catalog()
-        plan = plan_expire(catalog, table, older_than=older_than, retain_last=retain_last, ignore_unreadable=ignore)
-        ctx.output.expire(plan if dry_run else apply_expire(catalog, plan))
-
-    _run(ctx, action)
-
-
-@cli.command()
-@click.argument("table")
-@click.option("--older-than", type=DURATION, default="3d", show_default=True, help="Only files older than this.")
-@click.option("--delete", is_flag=True, help="Delete the orphans (default: only list them).")
-@click.option("--ignore-unreadable", "ignore", multiple=True, metavar="TABLE",
-              help="Delete although this other table of the catalog cannot be read (repeat for each).")  # fmt: skip
-@click.pass_obj
-def orphans(ctx: Context, table: str, older_than: timedelta, delete: bool, ignore: tuple[str, ...]) -> None:
-    """List (or delete) files under the table that no snapshot or prepared checkpoint references.
-
-    \b
-    Example:
-      icecommit orphans demo.clickstream --older-than 3d
-      icecommit orphans demo.clickstream --older-than 3d --delete
-    """
-
-    def action() -> None:
-        sweep = find_orphans(ctx.catalog(), table, older_than=older_than, delete=delete, ignore_unreadable=ignore)
-        ctx.output.orphans(sweep)
-
-    _run(ctx, action)
-
-
-@cli.command()
-@click.argument("table")
-@click.option(
-    "--where", default=None, help="Only files that may hold rows matching this filter, e.g. \"event = 'click'\"."
-)
-@click.option("--target-file-size", type=click.IntRange(min=1), default=None,
-              help="Bytes per file (default: the table's write.target-file-size-bytes).")  # fmt: skip
-@click.option("--min-input-files", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Leave a partition alone with fewer small files than this.")  # fmt: skip
-@click.option("--max-bytes-per-commit", type=click.IntRange(min=1), default=100 * 1024**3, show_default=True,
-              help="Input bytes rewritten per commit (partial progress).")  # fmt: skip
-@click.option("--dry-run", is_flag=True, help="Show the plan only.")
-@click.pass_obj
-def compact(
-    ctx: Context,
-    table: str,
-    where: str | None,
-    target_file_size: int | None,
-    min_input_files: int,
-    max_bytes_per_commit: int,
-    dry_run: bool,
-) -> None:
-    """Rewrite each partition's small files into files near the target size.
-
-    One Iceberg `replace` snapshot per group of partitions; safe beside running jobs (their
-    appends win; a group whose files changed meanwhile is aborted, nothing of it committed).
-    The files it replaces stay until `icecommit expire` removes them.
-
-    \b
-    Example:
-      icecommit compact demo.clickstream --dry-run
-      icecommit compact demo.clickstream --where "event = 'click'" --target-file-size 134217728
-    """
-
-    def action() -> None:
-        from icecommit.maintenance.compaction import compact as run_compaction  # loads the writers (and pyspark)
-
-        plan = run_compaction(
-            ctx.catalog(), table, where=where, target_file_size=target_file_size, min_input_files=min_input_files,
-            max_bytes_per_commit=max_bytes_per_commit, dry_run=dry_run,
-        )  # fmt: skip
-        ctx.output.compacted(plan)
-
-    _run(ctx, action)
-
-
-@cli.command()
-@click.argument("table")
-@click.option("--job", required=True, help="The job that prepared the checkpoint.")
-@click.option("--checkpoint", "checkpoint_id", type=click.IntRange(min=0), required=True)
-@click.option("--reason", default=None, help="Why it is given up (kept with the checkpoint, shown in reports).")
-@click.option("--ack", is_flag=True, help="Acknowledge an abandoned checkpoint (reports then show it as information).")
-@click.pass_obj
-def abandon(ctx: Context, table: str, job: str, checkpoint_id: int, reason: str | None, ack: bool) -> None:
-    """Give up a prepared checkpoint that cannot commit, so its job can go on.
-
-    It is recorded as abandoned (reason, who, when): replays of it are no-ops, its files
-    become orphans for the sweeper, and every reconciliation reports it as a problem until
-    it is acknowledged with --ack. A checkpoint the table holds cannot be abandoned.
-
-    \b
-    Example:
-      icecommit abandon demo.clickstream --job demo --checkpoint 3 --reason "staged files lost in the S3 incident"
-      icecommit abandon demo.clickstream --job demo --checkpoint 3 --ack
-    """
-
-    def action() -> None:
-        catalog = ctx.catalog()
-        if ack:
-            state = acknowledge_checkpoint(catalog, table, job_id=job, checkpoint_id=checkpoint_id)
-        elif reason is None or not reason.strip():
-            raise click.UsageError("--reason is required to abandon a checkpoint (or --ack to acknowledge one)")
-        else:
-            state = abandon_checkpoint(catalog, table, job_id=job, checkpoint_id=checkpoint_id, reason=reason)
-        ctx.output.abandoned(state)
-
-    _run(ctx, action)
-
-
-@cli.command()
-@click.argument("table")
-@click.option("--job", required=True, help="The job whose prepared checkpoints to commit.")
-@click.pass_obj
-def recover(ctx: Context, table: str, job: str) -> None:
-    """Commit, in order, every checkpoint the job prepared and did not commit.
-
-    What every ic.write of the job does first: nothing is committed twice and no file is
-    deleted; a checkpoint a rollback removed is recorded as rolled back, not committed
-    again. Exit 3 when a commit's outcome stays unknown (run it again), 4 when a checkpoint
-    needs what this icecommit does not know (it was prepared by a newer version).
-
-    \b
-    Example:
-      icecommit recover demo.clickstream --job demo
-    """
-
-    def action() -> None:
-        ctx.output.recovered(table, job, recover_job(ctx.catalog(), table, job_id=job))
-
-    _run(ctx, action)
+for _command in MAINTENANCE_COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

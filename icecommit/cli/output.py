@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from icecommit.catalog.eventtime import EventTimeVersion
-from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo
+from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo, TableInfo
 from icecommit.committer.results import CommitResult
 from icecommit.core.timeparse import format_duration
 from icecommit.demo.report import DemoReport
@@ -40,6 +40,8 @@ class Output(Protocol):
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None: ...
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None: ...
+
+    def tables(self, namespace: str | None, rows: list[TableInfo]) -> None: ...
 
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None: ...
 
@@ -122,6 +124,9 @@ class JsonOutput:
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         self._emit({"table": table, "checkpoints": _plain(rows)})
+
+    def tables(self, namespace: str | None, rows: list[TableInfo]) -> None:
+        self._emit({"namespace": namespace, "tables": _plain(rows)})
 
     def partitions(self, table: str, rows: list[PartitionStatus]) -> None:
         documents = []
@@ -243,7 +248,13 @@ class TextOutput:
                 view.add_column(header, overflow="fold")
         for row in rows:
             view.add_row(*row)
-        self.console.print(view)
+        if not plain:
+            self.console.print(view)
+            return
+        with self.console.capture() as captured:  # a table pads its cells: no trailing spaces under a pipe
+            self.console.print(view)
+        trimmed = "\n".join(line.rstrip() for line in captured.get().splitlines())
+        self.console.print(trimmed, highlight=False, soft_wrap=True, markup=False)
 
     def snapshots(self, table: str, rows: list[SnapshotInfo]) -> None:
         headers = ["", "snapshot", "parent", "committed at (UTC)", "operation", "job", "checkpoint", "records added",
@@ -256,6 +267,21 @@ class TextOutput:
             for row in rows
         ]  # fmt: skip
         self._table(f"snapshots of {table}", headers, cells, ids=("snapshot", "parent"))
+
+    def tables(self, namespace: str | None, rows: list[TableInfo]) -> None:
+        if not rows:
+            where = f"namespace {namespace}" if namespace else "the catalog"
+            self.console.print(f"no tables in {where}", highlight=False, soft_wrap=True)
+            return
+        headers = ["table", "format", "snapshots", "current snapshot", "records", "data files", "delete files",
+                   "last commit (UTC)", "last checkpoint"]  # fmt: skip
+        cells = [
+            [row.name, f"v{row.format_version}", str(row.snapshots), str(row.current_snapshot_id or ""),
+             f"{row.records:,}", f"{row.data_files:,}", f"{row.delete_files:,}", _time(row.last_commit),
+             f"{row.last_checkpoint[0]}#{row.last_checkpoint[1]}" if row.last_checkpoint else ""]
+            for row in rows
+        ]  # fmt: skip
+        self._table(f"tables in {namespace}" if namespace else "tables", headers, cells, ids=("current snapshot",))
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
         headers = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
@@ -354,6 +380,11 @@ class TextOutput:
             f"({new} committed now, {skipped} already committed){span}; {report.seconds:.1f} s.",
             highlight=False, soft_wrap=True,
         )  # fmt: skip
+        if report.continued:
+            self.console.print(
+                f"This run continued the table an earlier run made; `{report.reset_command}` starts over.",
+                highlight=False, soft_wrap=True, markup=False,
+            )  # fmt: skip
         if report.location:
             self.console.print(
                 f"The table lives in {report.location} (catalog {report.catalog}).",
@@ -371,9 +402,9 @@ class TextOutput:
             sys.stdout.write(rendered + ("" if rendered.endswith("\n") else "\n"))
             return
         verdict = "[green]reconciles[/green]" if report.ok else "[red]does not reconcile[/red]"
-        self.console.print(
-            f"{report.table} {verdict}: {len(report.problems)} problem(s); report written to {out}", soft_wrap=True
-        )
+        notes = sum(1 for p in report.problems if p.severity == "info")
+        found = f"{len(report.problems) - notes} problem(s), {notes} note(s)"
+        self.console.print(f"{report.table} {verdict}: {found}; report written to {out}", soft_wrap=True)
 
     def rollback(self, plan: RollbackPlan) -> None:
         verb = "rolled back" if plan.applied else "would roll back (dry run)"
@@ -490,14 +521,22 @@ class TextOutput:
         self.console.print(f"{head} (target {plan.target_file_size:,} bytes)", highlight=False, soft_wrap=True)
         for group in plan.groups:
             for partition in group.partitions:
+                deletes = (
+                    f", {partition.deleted_records:,} deleted row(s) left out ({partition.delete_files} delete file(s))"
+                    if partition.delete_files
+                    else ""
+                )
                 self.console.print(
                     f"  {partition.label}: {len(partition.files)} file(s), {partition.input_bytes:,} bytes "
-                    f"-> about {partition.expected_files}",
+                    f"-> about {partition.expected_files}{deletes}",
                     highlight=False,
                     soft_wrap=True,
                 )
             if group.status == "committed":
-                self.console.print(f"  committed as snapshot {group.snapshot_id}", highlight=False, soft_wrap=True)
+                dropped = f"; {group.removed_delete_files} delete file(s) dropped" if group.removed_delete_files else ""
+                self.console.print(
+                    f"  committed as snapshot {group.snapshot_id}{dropped}", highlight=False, soft_wrap=True
+                )
             elif group.status == "aborted":
                 self.console.print(f"  aborted, nothing committed: {group.reason}", highlight=False, soft_wrap=True)
         for values, reason in plan.skipped:

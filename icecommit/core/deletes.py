@@ -10,9 +10,10 @@ compaction plans by that count and drops the delete files whose data files it re
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 
+import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO
@@ -51,9 +52,9 @@ def targets(io: FileIO, delete: DataFile, known: dict[str, dict[str, int]] | Non
     return cache[delete.file_path]
 
 
-def positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
+def positions_by_path(io: FileIO, delete_path: str) -> dict[str, np.ndarray]:
     """The deleted positions of each data file a position delete file points at (kept
-    for the next caller: delete files never change; the newest few thousand are kept)."""
+    for the next caller: delete files never change; bounded by positions kept)."""
     with _LOCK:
         if delete_path in _READ:
             _READ.move_to_end(delete_path)
@@ -61,23 +62,26 @@ def positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
     found = _positions_by_path(io, delete_path)
     with _LOCK:
         _READ[delete_path] = found
-        while len(_READ) > _KEPT:
-            _READ.popitem(last=False)
+        kept = sum(len(p) for by in _READ.values() for p in by.values())
+        while kept > KEPT_POSITIONS and len(_READ) > 1:
+            _, dropped = _READ.popitem(last=False)
+            kept -= sum(len(p) for p in dropped.values())
     return found
 
 
-_READ: OrderedDict[str, dict[str, list[int]]] = OrderedDict()
+_READ: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
 _LOCK = threading.Lock()
-_KEPT = 4096
+#: At most this many deleted positions are kept (8 bytes each).
+KEPT_POSITIONS = 32 * 1024**2
 
 
-def _positions_by_path(io: FileIO, delete_path: str) -> dict[str, list[int]]:
+def _positions_by_path(io: FileIO, delete_path: str) -> dict[str, np.ndarray]:
     with io.new_input(delete_path).open() as stream:
         rows = pq.read_table(stream, columns=["file_path", "pos"])
-    found: dict[str, list[int]] = defaultdict(list)
-    for path, pos in zip(rows.column("file_path").to_pylist(), rows.column("pos").to_pylist(), strict=True):
-        found[path].append(pos)
-    return dict(found)
+    paths = rows.column("file_path").combine_chunks().dictionary_encode()
+    positions = rows.column("pos").to_numpy()
+    codes = paths.indices.to_numpy(zero_copy_only=False)
+    return {str(path): positions[codes == i] for i, path in enumerate(paths.dictionary.to_pylist())}
 
 
 def deleted_positions(

@@ -93,9 +93,10 @@ def match_files(
     return found
 
 
-#: Key columns of data files recently read (data files never change), by (path, field
-#: ids): a change stream's commits find most of them here. Bounded by bytes.
-_CACHE: OrderedDict[tuple[str, tuple[int, ...]], pa.Table | None] = OrderedDict()
+#: Key columns of data files recently read (data files never change), by path and the key
+#: columns' field ids, names and types: a change stream's commits find most of them here.
+#: Bounded by bytes.
+_CACHE: OrderedDict[tuple[str, tuple[tuple[int, str, str], ...]], pa.Table | None] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_BYTES = 256 * 1024**2
 
@@ -103,7 +104,10 @@ CACHE_BYTES = 256 * 1024**2
 def _cached_key_rows(
     metadata: TableMetadata, io: FileIO, path: str, fields: Sequence[Any], types: pa.Schema
 ) -> pa.Table | None:
-    key = (path, tuple(field.field_id for field in fields))
+    key = (
+        path,
+        tuple((field.field_id, types.field(i).name, str(types.field(i).type)) for i, field in enumerate(fields)),
+    )
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)

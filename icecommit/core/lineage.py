@@ -144,19 +144,45 @@ def trace_fates(
     another), and the snapshot says which one took it out. A group that ``by_group`` does
     not know, or whose lineage does not list the file, is followed through the snapshot's
     own files, as another engine's rewrite."""
-    lineage = rewritten or {}
-    out_records: dict[str, int] = {}
-    for source in by_group.values() if by_group else (lineage,):
-        for outputs in source.values():
-            for output, n in outputs:
-                out_records[output] = out_records.get(output, 0) + n
-    by_path: dict[str, Removal] = {}
-    for removal in removals:
-        for path, _ in removal.removed:
-            by_path.setdefault(path, removal)
-    memo: dict[str, Fate] = {}
+    return FateTracer(live, removals, rewritten, by_group).trace(files)
 
-    def fate_of(path: str, records: int, seen: frozenset[str]) -> Fate:
+
+class FateTracer:
+    """:func:`trace_fates` for many sets of files over one table's lineage: what a file's
+    rows became is worked out once and kept, so tracing every checkpoint of a table whose
+    files went through many compactions costs the lineage once, not once per checkpoint."""
+
+    def __init__(
+        self,
+        live: Mapping[str, int],
+        removals: Iterable[Removal],
+        rewritten: Mapping[str, list[tuple[str, int]]] | None = None,
+        by_group: Mapping[str, Mapping[str, list[tuple[str, int]]]] | None = None,
+    ) -> None:
+        self._live = live
+        self._lineage = rewritten or {}
+        self._by_group = by_group
+        self._out_records: dict[str, int] = {}
+        for source in by_group.values() if by_group else (self._lineage,):
+            for outputs in source.values():
+                for output, n in outputs:
+                    self._out_records[output] = self._out_records.get(output, 0) + n
+        self._by_path: dict[str, Removal] = {}
+        for removal in removals:
+            for path, _ in removal.removed:
+                self._by_path.setdefault(path, removal)
+        self._memo: dict[str, Fate] = {}
+
+    def trace(self, files: Iterable[tuple[str, int]]) -> Fate:
+        """The fate of the rows of ``files`` ((path key, records) pairs)."""
+        total = Fate()
+        for path, records in files:
+            total.add(self._fate_of(path, records, frozenset()))
+        return total
+
+    def _fate_of(self, path: str, records: int, seen: frozenset[str]) -> Fate:
+        memo, live, lineage, by_group = self._memo, self._live, self._lineage, self._by_group
+        by_path, out_records, fate_of = self._by_path, self._out_records, self._fate_of
         if path in memo:
             return memo[path]
         fate = Fate()
@@ -194,11 +220,6 @@ def trace_fates(
             fate.compacted = fate.readable
         memo[path] = fate
         return fate
-
-    total = Fate()
-    for path, records in files:
-        total.add(fate_of(path, records, frozenset()))
-    return total
 
 
 def removals_of(table: Table, branch: str = "main") -> list[Removal]:
@@ -301,6 +322,7 @@ def rounded(value: Fraction) -> int:
 
 __all__ = [
     "Fate",
+    "FateTracer",
     "Removal",
     "deleted_by",
     "deleting_snapshot",

@@ -17,12 +17,14 @@ from pyiceberg.catalog import Catalog
 from icecommit.catalog.inspect import list_snapshots
 from icecommit.catalog.tables import create_table
 from icecommit.committer.results import CommitResult
+from icecommit.core.errors import CheckpointRolledBackError, InvalidArgumentError
 from icecommit.core.eventtime import EVENT_TIME_PROPERTY
 from icecommit.core.tableprops import LATENESS_PROPERTY
 from icecommit.demo.clickstream import DEMO_PARTITION_BY, SCHEMA, clickstream
 from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
 from icecommit.pipeline import write
-from icecommit.state.database import shown_uri
+from icecommit.state.database import shown_uri, state_engine, state_uri
+from icecommit.state.forget import forget_table
 from icecommit.writers.session import local_session
 
 #: Called with (checkpoint id, phase, result or None); phases: start, done.
@@ -35,6 +37,8 @@ DEMO_DAY = date(2026, 11, 20)
 LATE_FRACTION = 0.005
 #: How long after an hour ends its partition is published complete.
 DEMO_LATENESS = "5m"
+#: The table property holding the demo arguments the table was made with.
+DEMO_ARGUMENTS_PROPERTY = "icecommit.demo.arguments"
 
 
 def run_demo(
@@ -47,22 +51,44 @@ def run_demo(
     job_id: str = DEMO_JOB,
     progress: ProgressHook | None = None,
     command: str = "icecommit",
+    reset: bool = False,
+    recommit: bool = False,
 ) -> DemoReport:
     """Land ``rows`` clickstream events in ``checkpoints`` checkpoints, exactly once.
 
     The events span ``hours`` hours of 2026-11-20 from midnight UTC; checkpoint ``i`` holds
     the ``i``-th stretch of them, and (after the first) a few rows of the previous stretch
-    that arrived late. Re-running with the same arguments commits nothing new: every
-    checkpoint is found in the table's ancestry and skipped. ``command``: how the CLI is
-    invoked (with its catalog options), for the commands the report suggests trying next.
+    that arrived late. Re-running with the same arguments continues the existing table:
+    every checkpoint already committed is found and skipped. ``reset`` drops the table (its
+    files too) and what the state database holds about it first; ``recommit`` commits again
+    the checkpoints a rollback removed. ``command``: how the CLI is invoked (with its
+    catalog options), for the commands the report suggests.
+
+    Raises:
+        InvalidArgumentError: the table was made by the demo with other arguments (the
+            message names them, and ``--reset``).
+        CheckpointRolledBackError: a rollback removed a checkpoint the run would replay
+            (the message names ``--recommit`` and ``--reset``).
     """
     if rows < 0 or checkpoints < 1 or hours < 1:
         raise ValueError("rows must be >= 0, checkpoints >= 1 and hours >= 1")
     started = time.monotonic()
+    arguments = f"--rows {rows} --checkpoints {checkpoints} --hours {hours}"
+    if reset and catalog.table_exists(table):
+        catalog.purge_table(table)
+        forget_table(state_engine(state_uri(catalog)), table)
+    continued = catalog.table_exists(table)
+    if continued:
+        made_with = catalog.load_table(table).properties.get(DEMO_ARGUMENTS_PROPERTY)
+        if made_with is not None and made_with != arguments:
+            raise InvalidArgumentError(
+                "demo arguments", arguments, f"those {table} was made with ({made_with}); run `{command} demo "
+                f"--reset {arguments}` to start over with these",
+            )  # fmt: skip
     spark = local_session("icecommit-demo")
     create_table(
         catalog, table, SCHEMA, partition_by=list(DEMO_PARTITION_BY),
-        properties={EVENT_TIME_PROPERTY: "ts", LATENESS_PROPERTY: DEMO_LATENESS},
+        properties={EVENT_TIME_PROPERTY: "ts", LATENESS_PROPERTY: DEMO_LATENESS, DEMO_ARGUMENTS_PROPERTY: arguments},
     )  # fmt: skip
     bounds = [rows * i // checkpoints for i in range(checkpoints + 1)]
     stretch = [hours * i / checkpoints for i in range(checkpoints + 1)]
@@ -76,7 +102,14 @@ def run_demo(
             late=(stretch[checkpoint_id - 2], stretch[checkpoint_id - 1]) if checkpoint_id > 1 else None,
             late_fraction=LATE_FRACTION,
         )  # fmt: skip
-        result = write(df, table, catalog=catalog, job_id=job_id, checkpoint_id=checkpoint_id)
+        try:
+            result = write(df, table, catalog=catalog, job_id=job_id, checkpoint_id=checkpoint_id, recommit=recommit)
+        except CheckpointRolledBackError as e:  # say how to go on with the demo's own flags
+            raise CheckpointRolledBackError(
+                e.job_id, e.checkpoint_id, e.snapshot_id, e.table,
+                remedy=f"run `{command} demo {arguments} --recommit` to commit it again, or `{command} demo --reset "
+                f"{arguments}` to start over",
+            ) from None  # fmt: skip
         results.append(result)
         if progress:
             progress(checkpoint_id, "done", result)
@@ -107,6 +140,8 @@ def run_demo(
         event_time_to=day_start + timedelta(hours=hours),
         catalog=shown_uri(str(catalog.properties.get("uri", ""))) or catalog.name,
         location=loaded.metadata.location,
+        continued=continued,
+        reset_command=f"{command} demo --reset {arguments}",
         try_next=(
             f"{command} partitions {table}",
             f"{command} reconcile {table} --job {job_id} --format html --out demo-report.html",

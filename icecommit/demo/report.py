@@ -33,3 +33,7 @@ class DemoReport:
     catalog: str = ""
     location: str = ""
     try_next: tuple[str, ...] = ()
+    #: the run continued a table an earlier run made (its committed checkpoints skipped)
+    continued: bool = False
+    #: the command that starts the demo over
+    reset_command: str = ""

@@ -140,7 +140,11 @@ def rewrite_partition(
     # large_string): each batch is cast to the table's types before they are written together
     written = write_with(writer, fitted(batches(), metadata.schema(), metadata.location))
     outputs = written.data_files
-    lineage = tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs]))
+    try:
+        lineage = tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs]))
+    except Aborted:  # its files are written: nothing else will remove them
+        remove_uncommitted(io, [f.path for f in outputs])
+        raise
     return Written(outputs, lineage + tuple(dropped))
 
 

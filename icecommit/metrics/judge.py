@@ -308,8 +308,10 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         committed = sum(committed_windows.values()) if committed_windows else (state.records if landed else 0)
         readable = readable_by_key.get(key, 0) if state.snapshot_id is not None else 0
         fate = facts.fates.get(key)
-        compacted = rounded(fate.compacted) if fate is not None else 0
         whole = fate_counts.get(key, {})
+        # of its rows now in files another snapshot rewrote, those still readable there (its
+        # readable rows in whole rows, less those still in its own live files)
+        compacted = max(whole["readable"] - readable, 0) if fate is not None else 0
         if fate is not None:  # its files' rows followed through rewrites and removals
             readable = max(readable, whole["readable"])
         if facts.deep_counts is not None and landed:

@@ -32,7 +32,7 @@ from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_instant, table_name
-from icecommit.core.lineage import Fate, path_key, removals_of, trace_fates
+from icecommit.core.lineage import Fate, FateTracer, path_key, removals_of
 from icecommit.core.manifest_entries import read_entries
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
@@ -423,7 +423,7 @@ def _fates(
     live_paths: dict[str, int] = {}
     for file in live:
         live_paths[path_key(file.path)] = file.records
-    removals = removals_of(table, branch)
+    tracer = FateTracer(live_paths, removals_of(table, branch), rewritten, by_group)  # one lineage for all
     fates: dict[Key, Fate] = {}
     for state in short:
         assert state.manifest_path is not None
@@ -432,8 +432,8 @@ def _fates(
         except (OSError, ValueError) as e:  # staged manifest gone: nothing to follow
             logger.warning("cannot follow checkpoint %d of job %s: %r", state.checkpoint_id, state.job_id, e)
             continue
-        fates[(state.job_id, state.checkpoint_id)] = trace_fates(
-            [(path_key(f.file_path), f.record_count) for f in files], live_paths, removals, rewritten, by_group
+        fates[(state.job_id, state.checkpoint_id)] = tracer.trace(
+            [(path_key(f.file_path), f.record_count) for f in files]
         )
     return fates
 

@@ -94,7 +94,7 @@ class SparkKeyLookup:
                 yield _row(path, positions, _ipc(found), None)
 
         largest_first = sorted(files, key=lambda f: -f.file_size_in_bytes)
-        units = [(f.file_path, sorted(deleted.get(f.file_path, ()))) for f in largest_first]
+        units = [(f.file_path, sorted(int(p) for p in deleted.get(f.file_path, ()))) for f in largest_first]
         frame = self.spark.createDataFrame(units, "path string, deleted array<bigint>")
         rows = frame.repartition(min(len(units), self.tasks or _parallelism(self.spark))).mapInArrow(run, _RESULT)
         found: dict[str, Match] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,7 +44,10 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
     # ends with where the table lives and what to try next
     second = run(home, "demo", "--rows", "20000", "--checkpoints", "3")
     assert second.returncode == 0, second.stderr
-    assert second.stderr == "", second.stderr  # Spark's messages went to the home's log
+    assert second.stderr == "", second.stderr  # Spark's messages (and the pipeline's) went to the home's log
+    assert "is already committed to demo.clickstream" in (home / "logs" / "spark-demo.log").read_text()
+    assert "This run continued the table an earlier run made" in second.stdout
+    assert "demo --reset --rows 20000 --checkpoints 3 --hours 6` starts over" in second.stdout
     assert (home / "logs" / "spark-demo.log").stat().st_size > 0
     assert "20,000 rows landed exactly once (20,000 read back, 20,000 distinct event ids)" in second.stdout
     assert "0 committed now, 3 already committed" in second.stdout
@@ -66,16 +70,16 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
         (3, "committed", True),
     ]
 
-    # every command the demo suggested succeeds as printed, from another directory
+    # every command the demo suggested succeeds exactly as printed, from another directory
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "ICECOMMIT_HOME": str(home), "COLUMNS": "200"}
     outputs = []
     for command in report["try_next"]:
         argv = shlex.split(command)
-        assert argv[0] == "icecommit"
-        done = subprocess.run([*ICECOMMIT, *argv[1:]], env=env, cwd=elsewhere, capture_output=True, text=True,
-                              timeout=600, stdin=subprocess.DEVNULL)  # fmt: skip
+        assert argv[:3] == ICECOMMIT  # how it was run: python -m icecommit.cli here
+        done = subprocess.run(argv, env=env, cwd=elsewhere, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
         assert done.returncode == 0, (command, done.stdout, done.stderr)
         outputs.append(done.stdout)
     partitions, reconciled, rolled = outputs
@@ -85,6 +89,34 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
     assert "would roll back (dry run)" in rolled and "clickstream-demo#3" in rolled
     after = json.loads(run(home, "--output", "json", "snapshots", "demo.clickstream").stdout)
     assert after == snapshots  # the dry run changed nothing
+
+    # other arguments for the same table: refused, naming the table's and the way to start over
+    other = run(home, "demo", "--rows", "30000", "--checkpoints", "3")
+    assert other.returncode == 2 and "--rows 20000 --checkpoints 3 --hours 6" in other.stderr
+    assert "demo --reset --rows 30000 --checkpoints 3 --hours 6" in other.stderr
+    assert json.loads(run(home, "--output", "json", "snapshots", "demo.clickstream").stdout) == snapshots
+    # after the rollback it suggested, applied: the demo says how to go on, with its own flags
+    applied = shlex.split(report["try_next"][2].replace(" --dry-run", " --yes"))
+    assert subprocess.run(applied, env=env, capture_output=True, text=True, timeout=600).returncode == 0
+    stuck = run(home, "demo", "--rows", "20000", "--checkpoints", "3")
+    assert stuck.returncode == 2 and "recommit=True" not in stuck.stderr
+    assert "demo --rows 20000 --checkpoints 3 --hours 6 --recommit` to commit it again" in stuck.stderr
+    again = run(home, "--output", "json", "demo", "--rows", "20000", "--checkpoints", "3", "--recommit")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["rows_read_back"] == 20000
+    # a fresh start, run by its path as a user of a virtual environment types it: the
+    # suggestions name that path, and run as printed from that directory
+    program = Path(sys.executable).parent / "icecommit"
+    typed = os.path.relpath(program, tmp_path)
+    fresh = subprocess.run([typed, "--output", "json", "demo", "--reset", "--rows", "10000", "--checkpoints", "2"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    restarted = json.loads(fresh.stdout)
+    assert restarted["rows_read_back"] == restarted["distinct_read_back"] == 10000 and not restarted["continued"]
+    assert [c["status"] for c in restarted["checkpoints"]] == ["committed"] * 2
+    first_step = shlex.split(restarted["try_next"][0])
+    assert first_step[0] == typed or (first_step[0] == "icecommit" and shutil.which("icecommit") is not None)
+    assert subprocess.run(first_step, env=env, cwd=tmp_path, capture_output=True, timeout=600).returncode == 0
 
 
 def test_unknown_table_is_a_usage_error_in_one_line(tmp_path: Path) -> None:

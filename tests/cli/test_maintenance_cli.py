@@ -105,7 +105,7 @@ def test_end_of_input_at_the_rollback_prompt_changes_nothing(home: Path, monkeyp
         asked.append(question)
         raise click.Abort
 
-    monkeypatch.setattr(sys.modules["icecommit.cli.main"], "_interactive", lambda: True)
+    monkeypatch.setattr(sys.modules["icecommit.cli.maintenance"], "_interactive", lambda: True)
     monkeypatch.setattr(click, "confirm", confirm_at_end_of_input)
     refused = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job")
     assert refused.returncode == 2 and "not confirmed; nothing changed" in refused.stderr, refused.stderr

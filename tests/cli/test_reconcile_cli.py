@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+import icecommit as ic
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
 from tests import processes
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import run_job
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 TABLE = "ns.events"
 
@@ -66,6 +68,7 @@ def test_reconcile_exit_codes_and_formats(home: Path, tmp_path: Path) -> None:
 
     usage = run(home, "reconcile", TABLE, "--since", "yesterday-ish")
     assert usage.returncode == 2 and "not an ISO 8601 time" in usage.stderr
+    assert "'--since'" in usage.stderr  # the flag is named, as every bad value of a flag is
     missing = run(home, "reconcile", "ns.nope")
     assert missing.returncode == 2
 
@@ -106,3 +109,57 @@ def test_the_html_chart_is_drawn_in_headless_chromium(home: Path, tmp_path: Path
     for stage in ("source", "written", "committed"):
         assert f'data-stage="{stage}"' in dom.stdout
     assert dom.stdout.count("<polyline") >= 3
+
+
+def test_information_alone_is_counted_as_notes_not_problems(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home))
+    ic.create_table(catalog, "ns.users", EVENTS_SCHEMA, identifier_fields=["id"])
+    committer = ic.GlobalCommitter(catalog, "ns.users", job_id="cdc")
+    for checkpoint, rows in ((1, events(0, 10)), (2, events(0, 5))):  # the second replaces five rows of the first
+        written = write_arrow(committer.load_table(), rows, job_id="cdc", checkpoint_id=checkpoint)
+        committer.prepare(checkpoint, [written], mode="upsert", keys=rows.select(["id"]))
+        committer.commit(checkpoint)
+    catalog.engine.dispose()  # type: ignore[attr-defined]
+    done = run(home, "reconcile", "ns.users", "--out", str(tmp_path / "report.md"))
+    assert done.returncode == 0, done.stderr
+    assert "ns.users reconciles: 0 problem(s), 1 note(s); report written to" in done.stdout
+
+
+def test_output_and_debug_may_follow_the_command(home: Path) -> None:
+    before = json.loads(run(home, "--output", "json", "snapshots", TABLE).stdout)
+    after = run(home, "snapshots", TABLE, "--output", "json")
+    assert after.returncode == 0 and json.loads(after.stdout) == before
+    assert json.loads(run(home, "snapshots", TABLE, "--output=json", "--debug").stdout) == before
+    wrong = run(home, "snapshots", TABLE, "--output", "yaml")
+    assert wrong.returncode == 2 and "'--output'" in wrong.stderr
+
+
+def test_tables_under_a_pipe_have_no_trailing_spaces(home: Path) -> None:
+    for command in ("snapshots", "checkpoints"):
+        done = process(home, command, TABLE)  # a real process: its stdout is a pipe
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert len(lines) > 3 and [line for line in lines if line != line.rstrip()] == [], command
+
+
+def test_rollback_without_one_target_names_the_flags(home: Path) -> None:
+    for extra in ((), ("--to-snapshot", "1", "--to-checkpoint", "2", "--job", "job")):
+        done = run(home, "rollback", TABLE, "--yes", *extra)
+        assert done.returncode == 2 and "--to-snapshot, --to-timestamp, --to-checkpoint, --to-event-time" in done.stderr
+        assert "to_snapshot" not in done.stderr + done.stdout
+
+
+def test_tables_lists_what_each_table_holds(home: Path) -> None:
+    text = process(home, "tables")
+    assert text.returncode == 0, text.stderr
+    row = next(line for line in text.stdout.splitlines() if line.strip().startswith(TABLE))
+    assert row.split()[1:3] == ["v2", "3"] and row.split()[-1] == "job#3"
+    document = json.loads(run(home, "tables", "ns", "--output", "json").stdout)
+    (table,) = document["tables"]
+    assert (table["name"], table["snapshots"], table["last_checkpoint"]) == (TABLE, 3, ["job", 3])
+    assert table["records"] == sum(
+        s["added_records"] for s in json.loads(run(home, "--output", "json", "snapshots", TABLE).stdout)["snapshots"]
+    )
+    missing = run(home, "tables", "nope")
+    assert missing.returncode == 2 and "nope" in missing.stderr

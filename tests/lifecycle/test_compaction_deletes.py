@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -17,8 +18,9 @@ from icecommit.errors import InvalidArgumentError
 from icecommit.maintenance.compaction import compact, plan_compaction
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.maintenance.policy import MaintenancePolicy, maintain
+from tests.cli.runner import invoke
 from tests.fakes import small_checkpoints
-from tests.helpers import assert_same_rows, delete_equal, delete_positions, events, write_arrow
+from tests.helpers import EVENTS_SCHEMA, assert_same_rows, delete_equal, delete_positions, events, write_arrow
 
 
 def _files(table: Table, content: int) -> list[dict[str, object]]:
@@ -196,7 +198,27 @@ def test_rows_deleted_from_compacted_files_are_removed_not_readable(catalog: Sql
     assert sum(line.readable for line in report.checkpoints) == 355
     assert all(f"snapshot {deleter} (row-level deletes)" in p.message for p in report.problems if p.kind == "removed")
     assert all("0 removed" not in line.note for line in report.checkpoints)
+    deep = ic.reconcile(catalog, table_name, deep=True)  # the rows read from the files agree
+    assert deep.ok, deep.problems
+    assert json.loads(deep.to_json())["summary"]["rows"]["readable"] == 355
     # compacting again applies the delete file: the same numbers, from the lineage now
     assert compact(catalog, table_name, min_input_files=1, where="event = 'click'").committed == 1
     again = json.loads(ic.reconcile(catalog, table_name).to_json())["summary"]["rows"]
     assert (again["readable"], again["removed"]) == (355, 5)
+
+
+def test_the_cli_says_what_deletes_it_applied(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home))
+    ic.create_table(catalog, "ns.events", EVENTS_SCHEMA, partition_by=["event"])
+    table = small_checkpoints(catalog, "ns.events", 5)
+    clicks = _click_files(table)
+    delete_positions(table, {clicks[0]: [0, 1], clicks[1]: [0]})
+    catalog.engine.dispose()  # type: ignore[attr-defined]
+    plan = invoke(home, "compact", "ns.events", "--dry-run", "--where", "event = 'click'")
+    assert plan.returncode == 0, plan.stderr
+    assert "event=click: 5 file(s)" in plan.stdout and "3 deleted row(s) left out (2 delete file(s))" in plan.stdout
+    done = invoke(home, "compact", "ns.events", "--where", "event = 'click'")
+    assert done.returncode == 0 and "2 delete file(s) dropped" in done.stdout, done.stdout + done.stderr
+    refused = invoke(home, "compact", "ns.events", "--delete-ratio", "0")
+    assert refused.returncode == 2 and "--delete-ratio" in refused.stderr

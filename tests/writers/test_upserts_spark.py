@@ -5,6 +5,7 @@ the key are refused before anything is written. Java's reader agrees where it is
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ def _rows(catalog: SqlCatalog, name: str) -> list[dict[str, Any]]:
 
 
 def test_a_change_stream_lands_by_key_the_last_change_of_a_key_wins_and_deletes_delete(
-    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path
+    spark: SparkSession, sqlite_catalog: SqlCatalog, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     catalog = sqlite_catalog
     name = _name()
@@ -54,8 +55,13 @@ def test_a_change_stream_lands_by_key_the_last_change_of_a_key_wins_and_deletes_
     table = catalog.load_table(name)
     assert table.schema().column_names == ["id", "name", "lsn"]  # the change column is not stored
     assert table.schema().identifier_field_names() == {"id"}
-    # a replay of the checkpoint changes nothing
-    assert not ic.write(changes, name, checkpoint_id=2, **options).committed
+    # a replay of the checkpoint changes nothing, and says so in one line
+    with caplog.at_level(logging.WARNING, logger="icecommit.pipeline"):
+        assert not ic.write(changes, name, checkpoint_id=2, **options).committed
+    said = [r.getMessage() for r in caplog.records if "already committed" in r.getMessage()]
+    head = catalog.load_table(name).metadata.current_snapshot_id
+    assert said == [f"checkpoint 2 of job cdc is already committed to {name} (2 row(s), snapshot {head}): the "
+                    "DataFrame was not written"]  # fmt: skip
     java = java_iceberg.find()
     if not isinstance(java, str):  # Java's reader applies the position deletes the same way
         rows_file, _ = java.read(catalog.load_table(name).metadata_location, tmp_path / "java")

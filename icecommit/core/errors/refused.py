@@ -13,7 +13,9 @@ class CheckpointRolledBackError(CheckpointRefusedError):
     (``GlobalCommitter.recommit`` or ``ic.write(..., recommit=True)``), or leave it out.
     """
 
-    def __init__(self, job_id: str, checkpoint_id: int, snapshot_id: int | None, table: str) -> None:
+    def __init__(
+        self, job_id: str, checkpoint_id: int, snapshot_id: int | None, table: str, *, remedy: str | None = None
+    ) -> None:
         self.job_id = job_id
         self.checkpoint_id = checkpoint_id
         self.snapshot_id = snapshot_id
@@ -21,7 +23,7 @@ class CheckpointRolledBackError(CheckpointRefusedError):
         landed = f" as snapshot {snapshot_id}" if snapshot_id is not None else ""
         super().__init__(
             f"checkpoint {checkpoint_id} of job {job_id!r} was committed{landed} to {table}, and a rollback "
-            "removed it from the branch; re-commit it explicitly (recommit=True) or leave it out"
+            f"removed it from the branch; {remedy or 're-commit it explicitly (recommit=True) or leave it out'}"
         )
 
 
