@@ -22,6 +22,7 @@ from icecommit.committer import committed_checkpoints
 from icecommit.committer.features import SUPPORTED, require_supported
 from icecommit.errors import (
     CheckpointFeatureError,
+    EqualityDeletesError,
     InvalidArgumentError,
     KeyViolationError,
     SchemaMismatchError,
@@ -38,7 +39,7 @@ from tests.committer.crash_driver import (
     upserted,
 )
 from tests.fakes import ScriptedCatalog
-from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+from tests.helpers import EVENTS_SCHEMA, delete_equal, events, write_arrow
 
 UPSERT = "upsert"
 
@@ -380,3 +381,19 @@ def test_taking_over_an_upsert_computed_before_the_new_jobs_commits_is_refused(c
                 keys=rows.select(["id"]))  # fmt: skip
     assert [r.status for r in ic.GlobalCommitter(catalog, fresh, job_id="new").take_over("old")] == ["committed"]
     assert _live(catalog, fresh) == {0: "old", 1: "old", 2: "old"}
+
+
+def test_a_table_with_equality_deletes_is_refused_by_name_and_left_as_it_was(catalog: SqlCatalog) -> None:
+    name = _table(catalog, suffix="_eq")
+    _upsert(catalog, name, 1, _marked(0, 10, "a"))
+    table = catalog.load_table(name)
+    path = next(str(f["file_path"]) for f in table.inspect.files().to_pylist())
+    delete_equal(table, path, "id", [3])  # as Flink's upsert sink deletes
+    before = catalog.load_table(name).metadata_location
+    with pytest.raises(EqualityDeletesError) as refused:
+        _upsert(catalog, name, 2, _marked(0, 2, "b"))
+    assert refused.value.table == name and refused.value.path.endswith(".parquet")
+    assert "equality delete" in str(refused.value)
+    assert catalog.load_table(name).metadata_location == before
+    state = ic.GlobalCommitter(catalog, name, job_id="j").store.get("j", name, 2)
+    assert state is not None and not state.committed  # prepared, never committed: abandon or replay it
