@@ -60,12 +60,14 @@ def positions_by_path(io: FileIO, delete_path: str) -> dict[str, np.ndarray]:
             _READ.move_to_end(delete_path)
             return _READ[delete_path]
     found = _positions_by_path(io, delete_path)
+    global _KEPT
     with _LOCK:
+        if delete_path not in _READ:  # a running total, not a sum over every entry on each read
+            _KEPT += sum(len(p) for p in found.values())
         _READ[delete_path] = found
-        kept = sum(len(p) for by in _READ.values() for p in by.values())
-        while kept > KEPT_POSITIONS and len(_READ) > 1:
+        while _KEPT > KEPT_POSITIONS and len(_READ) > 1:
             _, dropped = _READ.popitem(last=False)
-            kept -= sum(len(p) for p in dropped.values())
+            _KEPT -= sum(len(p) for p in dropped.values())
     return found
 
 
@@ -73,6 +75,7 @@ _READ: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
 _LOCK = threading.Lock()
 #: At most this many deleted positions are kept (8 bytes each).
 KEPT_POSITIONS = 32 * 1024**2
+_KEPT = 0
 
 
 def _positions_by_path(io: FileIO, delete_path: str) -> dict[str, np.ndarray]:

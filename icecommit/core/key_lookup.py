@@ -99,6 +99,7 @@ def match_files(
 _CACHE: OrderedDict[tuple[str, tuple[tuple[int, str, str], ...]], pa.Table | None] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 CACHE_BYTES = 256 * 1024**2
+_CACHED_BYTES = 0
 
 
 def _cached_key_rows(
@@ -113,12 +114,14 @@ def _cached_key_rows(
             _CACHE.move_to_end(key)
             return _CACHE[key]
     rows = key_rows(metadata, io, path, fields, types)
+    global _CACHED_BYTES
     with _CACHE_LOCK:
+        if key not in _CACHE:  # a running total: summing every entry on each insert grew with the cache
+            _CACHED_BYTES += rows.nbytes if rows is not None else 0
         _CACHE[key] = rows
-        held = sum(t.nbytes for t in _CACHE.values() if t is not None)
-        while held > CACHE_BYTES and len(_CACHE) > 1:
+        while _CACHED_BYTES > CACHE_BYTES and len(_CACHE) > 1:
             _, dropped = _CACHE.popitem(last=False)
-            held -= dropped.nbytes if dropped is not None else 0
+            _CACHED_BYTES -= dropped.nbytes if dropped is not None else 0
     return rows
 
 
