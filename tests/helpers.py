@@ -158,28 +158,16 @@ def delete_positions(table: Table, positions: dict[str, list[int]], *, one_file:
 def delete_equal(table: Table, partition_of: str, column: str, values: list[object]) -> int:
     """Delete rows by value, as Flink's upsert sink does: one equality delete file on
     ``column`` in the partition of the data file ``partition_of``; returns its snapshot id."""
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.manifest import DataFileContent
 
     field = table.schema().find_field(column)
     source = _live_data_files(table)[partition_of]
     array = pa.array(values)
     key = pa.field(column, array.type, metadata={"PARQUET:field_id": str(field.field_id)})
     rows = pa.Table.from_arrays([array], schema=pa.schema([key]))
-    location = table.location_provider().new_data_location(f"equality-deletes-{time.time_ns()}.parquet")
-    with table.io.new_output(location).create(overwrite=False) as stream:
-        pq.write_table(rows, stream)
-    delete = DataFile.from_args(
-        _table_format_version=table.metadata.format_version,
-        content=DataFileContent.EQUALITY_DELETES,
-        file_path=location,
-        file_format=FileFormat.PARQUET,
-        partition=source.partition,
-        record_count=len(values),
-        file_size_in_bytes=len(table.io.new_input(location)),
-        equality_ids=[field.field_id],
+    delete = _delete_file(
+        table, rows, "equality", source, DataFileContent.EQUALITY_DELETES, equality_ids=[field.field_id]
     )
-    delete.spec_id = source.spec_id
     return _commit_deletes(table, [delete])
 
 
@@ -196,27 +184,31 @@ def _live_data_files(table: Table) -> dict[str, DataFile]:
 
 def _position_deletes_of_many(table: Table, files: dict[str, DataFile], positions: dict[str, list[int]]) -> DataFile:
     """One position delete file for rows of several data files (of one partition)."""
-    import pyarrow.parquet as pq
-    from pyiceberg.manifest import DataFileContent, FileFormat
+    from pyiceberg.manifest import DataFileContent
 
     from icecommit.committer.upsert import DELETE_SCHEMA
 
     pairs = sorted((path, pos) for path, rows in positions.items() for pos in rows)
     rows = pa.table({"file_path": [p for p, _ in pairs], "pos": [n for _, n in pairs]}, schema=DELETE_SCHEMA)
-    location = table.location_provider().new_data_location(f"position-deletes-{time.time_ns()}.parquet")
+    return _delete_file(table, rows, "position", files[pairs[0][0]], DataFileContent.POSITION_DELETES)
+
+
+def _delete_file(
+    table: Table, rows: pa.Table, kind: str, source: DataFile, content: object, **extra: object
+) -> DataFile:
+    """``rows`` written as a delete file of ``content`` in the partition (and spec) of ``source``."""
+    import pyarrow.parquet as pq
+    from pyiceberg.manifest import FileFormat
+
+    location = table.location_provider().new_data_location(f"{kind}-deletes-{time.time_ns()}.parquet")
     with table.io.new_output(location).create(overwrite=False) as stream:
         pq.write_table(rows, stream)
-    first = files[pairs[0][0]]
     delete = DataFile.from_args(
-        _table_format_version=table.metadata.format_version,
-        content=DataFileContent.POSITION_DELETES,
-        file_path=location,
-        file_format=FileFormat.PARQUET,
-        partition=first.partition,
-        record_count=len(pairs),
-        file_size_in_bytes=len(table.io.new_input(location)),
-    )
-    delete.spec_id = first.spec_id
+        _table_format_version=table.metadata.format_version, content=content, file_path=location,
+        file_format=FileFormat.PARQUET, partition=source.partition, record_count=len(rows),
+        file_size_in_bytes=len(table.io.new_input(location)), **extra,
+    )  # fmt: skip
+    delete.spec_id = source.spec_id
     return delete
 
 
