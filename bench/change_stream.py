@@ -89,8 +89,9 @@ def main() -> None:
             expected.pop(key, None)
         expected.update(zip(rows.column("id").to_pylist(), rows.column("name").to_pylist(), strict=True))
         if batch % 100 == 0:
-            print(f"batch {batch}: commit p50 so far {statistics.median(latencies):.3f} s, last 100 "
-                  f"{statistics.median(latencies[-100:]):.3f} s", flush=True)  # fmt: skip
+            print(f"batch {batch}: commit p50 so far {statistics.median(latencies):.3f} s, p95 "
+                  f"{_quantile(latencies, 0.95):.3f} s; last 100: p50 {statistics.median(latencies[-100:]):.3f} s, "
+                  f"p95 {_quantile(latencies[-100:], 0.95):.3f} s", flush=True)  # fmt: skip
         if batch % args.maintain_every == 0:
             began = time.perf_counter()
             maintain(catalog, name, policy)
@@ -114,6 +115,7 @@ def main() -> None:
         "data-files": sum(1 for f in files if f["content"] == 0),
         "delete-files": sum(1 for f in files if f["content"] == 1),
     }
+    print("before reconciliation:", json.dumps(results), flush=True)
     began = time.perf_counter()
     report = ic.reconcile(catalog, name)
     results["reconcile-seconds"], results["reconciles"] = time.perf_counter() - began, report.ok
