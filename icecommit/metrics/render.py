@@ -242,31 +242,41 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
                 f"{_n(w.committed)} | {_n(w.readable)} | {w.loss_pct:.2f} | {w.duplication_pct:.2f} | "
                 f"{'yes' if w.ok else '**no**'} |"
             )
+    lines += ["", "## Commit health", "", _health(report), ""]
+    if report.partitions:
+        lines += ["## Complete time partitions", "", "| " + " | ".join(_PARTITION_HEADERS) + " |",
+                  "|---|---|---:|---:|---:|"]  # fmt: skip
+        lines += ["| " + " | ".join(row) + " |" for row in _partition_rows(report)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _health(report: ReconciliationReport) -> str:
     h = report.health
-    lines += [
-        "",
-        "## Commit health",
-        "",
+    return (
         f"{h.checkpoints} committed checkpoints, {len(report.pending)} pending; {h.attempts} attempts, "
         f"{h.retries} retries after {h.conflicts} conflicts, {h.unknown_outcomes} unknown outcomes, "
         f"{h.files_missing} files missing at commit. Lag from event time to commit: p50 "
-        f"{duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
-        "",
-    ]
-    if report.partitions:
-        lines += [
-            "## Complete time partitions",
-            "",
-            "| partition | completed at | records then | records now | late |",
-            "|---|---|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {p.label} | {p.completed_at.strftime('%Y-%m-%d %H:%M:%S')} | {_n(p.records_at_completion)} | "
-            f"{_n(p.records)} | {_n(p.late_records)} |"
-            for p in report.partitions
-        ]
-        lines.append("")
-    return "\n".join(lines)
+        f"{duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}."
+    )
+
+
+_PARTITION_HEADERS = ("partition", "completed at", "records then", "records now", "late")
+
+
+def _partition_rows(report: ReconciliationReport) -> list[tuple[str, ...]]:
+    return [
+        (p.label, p.completed_at.strftime("%Y-%m-%d %H:%M:%S"), _n(p.records_at_completion), _n(p.records),
+         _n(p.late_records))
+        for p in report.partitions
+    ]  # fmt: skip
+
+
+def _partitions_html(report: ReconciliationReport) -> str:
+    if not report.partitions:
+        return ""
+    rows = [(row, True) for row in _partition_rows(report)]  # late rows are counted, not a failure
+    return "<h2>Complete time partitions</h2>" + _table(list(_PARTITION_HEADERS), rows)
 
 
 #: The page's chart script (inline in the page: the report is one self-contained file).
@@ -286,6 +296,11 @@ def _summary_html(report: ReconciliationReport, changes: str | None) -> str:
     return f"<table>{''.join(rows)}</table><ul>{''.join(bullets)}</ul>"
 
 
+#: Cells that wrap: a note, and a job id (which can be long), so the checkpoint table fits a
+#: laptop's width (1,280 px) without scrolling.
+_CELL = {"note": '<td class="note">', "job": '<td class="wrap">'}
+
+
 def _table(headers: Sequence[str], rows: Sequence[tuple[Sequence[object], bool]]) -> str:
     """An HTML table in a horizontally scrolling box (the page itself never overflows);
     failing rows (second of each pair False) highlighted."""
@@ -293,8 +308,7 @@ def _table(headers: Sequence[str], rows: Sequence[tuple[Sequence[object], bool]]
     body = "".join(
         ("<tr>" if ok else '<tr class="bad">')
         + "".join(
-            ('<td class="note">' if h == "note" else "<td>") + f"{html_escape.escape(str(v))}</td>"
-            for h, v in zip(headers, values, strict=True)
+            _CELL.get(h, "<td>") + f"{html_escape.escape(str(v))}</td>" for h, v in zip(headers, values, strict=True)
         )
         + "</tr>"
         for values, ok in rows
@@ -363,11 +377,13 @@ def html(report: ReconciliationReport, *, changes: str | None = None, history: S
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body {{ font: 14px system-ui, sans-serif; margin: 1em; color: #222; max-width: 1200px; }}
+body {{ font: 14px system-ui, sans-serif; margin: 1em; color: #222; max-width: 1400px; }}
 p, li {{ overflow-wrap: anywhere; }}
 table {{ border-collapse: collapse; }}
-td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; white-space: nowrap; }}
-td.note {{ white-space: normal; text-align: left; min-width: 16em; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 5px; text-align: right; white-space: nowrap; }}
+th {{ white-space: normal; }}
+td.note {{ white-space: normal; text-align: left; min-width: 12em; }}
+td.wrap {{ white-space: normal; overflow-wrap: anywhere; text-align: left; max-width: 12em; }}
 .scroll {{ overflow-x: auto; max-width: 100%; }}
 tr.bad td {{ background: #ffebe9; }}
 svg {{ width: 100%; height: auto; max-width: 960px; display: block; }}
@@ -382,14 +398,17 @@ svg {{ width: 100%; height: auto; max-width: 960px; display: block; }}
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
 <h2>Rows per checkpoint, per stage</h2>
 <svg id="chart" {svg} aria-label="rows per checkpoint per stage"></svg>
-<h2>Rows per one-minute window of event time</h2>
+<h2>Checkpoints</h2>
+{checkpoints}
+<h2>Windows (one minute of event time)</h2>
 <svg id="chart-windows" {svg} aria-label="rows per window per stage"></svg>
 {_windows_html(report)}
+<h2>Commit health</h2>
+<p id="health">{html_escape.escape(_health(report))}</p>
+{_partitions_html(report)}
 <h2>Stored runs over time</h2>
 <svg id="history" {svg} aria-label="rows and verdict of the stored runs"></svg>
 {_history_html(history)}
-<h2>Checkpoints</h2>
-{checkpoints}
 <script type="application/json" id="report-data">{document}</script>
 <script type="application/json" id="report-history">{runs}</script>
 <script>{_SCRIPT}</script>

@@ -7,8 +7,10 @@ checkout) so a run's pages can be looked at afterwards."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from pyiceberg.table import Table
 
 import icecommit as ic
 from icecommit.maintenance import apply_rollback, plan_rollback
+from icecommit.metrics.report_model import PartitionLine
 from icecommit.metrics.runs import history_points, record_run
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from tests.helpers import DAY0, EVENTS_SCHEMA, events, write_arrow
@@ -152,3 +155,36 @@ def test_a_sabotaged_file_is_marked_in_both_charts_and_its_rows_highlighted(
     assert "readable" in windows["stages"] and windows["problems"], "no failing window is marked"
     assert seen["charts"]["history"]["verdicts"] == ["ok", "mismatch"]
     assert seen["failing rows"] >= 2  # the checkpoint and its windows
+
+
+def test_every_section_of_the_markdown_is_on_the_page_and_its_tables_fit_a_laptop(
+    browser: Any, sqlite_catalog: SqlCatalog
+) -> None:
+    table = _pipeline(sqlite_catalog)
+    report = ic.reconcile(sqlite_catalog, table, job_id=JOB)
+    # as a production job's: a long job id, tens of millions of rows, 19-digit snapshot ids,
+    # notes, and published partitions
+    big = dataclasses.replace(
+        report,
+        checkpoints=tuple(
+            dataclasses.replace(c, job_id="clickstream-production-eu-west-1", checkpoint_id=1_000_000 + i,
+                                snapshot_id=8_123_456_789_012_345_678, source=12_345_678, written=12_345_678,
+                                committed=12_345_678, readable=12_300_000, removed=45_678,
+                                note="45,678 superseded by checkpoint 1000012 of job clickstream-production-eu-west-1")
+            for i, c in enumerate(report.checkpoints)
+        ),
+        partitions=(PartitionLine("ts_hour=2026-01-01-00", DAY0, DAY0, 1_234_567, 1_234_600, 33),),
+    )  # fmt: skip
+    markdown_sections = set(re.findall(r"^## (.+)$", big.to_markdown(), flags=re.M))
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.set_content(big.to_html(), wait_until="load")
+        headings = set(page.evaluate("[...document.querySelectorAll('h2')].map(h => h.textContent)"))
+        boxes = page.evaluate("[...document.querySelectorAll('.scroll')].map(d => d.scrollWidth - d.clientWidth)")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        page.screenshot(path=str(ARTEFACTS / "report-wide-1280px.png"), full_page=True)
+    finally:
+        page.close()
+    assert markdown_sections - headings == set()
+    assert {"Commit health", "Complete time partitions", "Checkpoints"} <= headings
+    assert overflow <= 0 and boxes and max(boxes) <= 0, (overflow, boxes)
