@@ -52,6 +52,7 @@ EXPECTED = {
     "OverwriteConflictError": CommitOutcomeError,
     "OverwriteSpansFileError": EnvironmentFailureError,
     "EqualityDeletesError": EnvironmentFailureError,
+    "MissingExtraError": EnvironmentFailureError,
     "KeyViolationError": InvalidInputError,
     "ChangeTypeError": InvalidInputError,
     "CommitStateUnknownError": CommitOutcomeError,
@@ -146,6 +147,7 @@ STOPPING = [
     errors.OverwriteSpansFileError("j", 3, "t", path="f", spec_id=0, partition="day=2026-11-25", own=False),
     errors.OverwriteSpansFileError("j", 3, "t", path="f", spec_id=0, partition="of spec 1", own=True),
     errors.EqualityDeletesError("j", 3, "t", "f"),
+    errors.MissingExtraError("icecommit's Prometheus metrics", "prometheus-client", "metrics"),
     errors.CheckpointRolledBackError("j", 3, 7, "t"),
     errors.CheckpointOutOfOrderError("j", 3, 5, "t"),
     errors.StreamingQueryMismatchError("j", 3, "t", "q2", "q1"),
@@ -158,6 +160,7 @@ STOPPING = [
 WAYS_FORWARD = (
     "abandon(", "recover()", "retry later", "again", "new job", "job_id", "upgrade icecommit", "recommit=True",
     "dead_letter=", "prepare it first", "icecommit.state-uri", "the icecommit version", "--ignore-unreadable",
+    "pip install",
 )  # fmt: skip
 
 

@@ -17,6 +17,8 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from icecommit.catalog.connect import connect
 from icecommit.cli.output import Output
+from icecommit.cli.progress import display_factory
+from icecommit.core import progress
 from icecommit.core.errors import (
     CheckpointRefusedError,
     CommitOutcomeError,
@@ -82,7 +84,8 @@ def _run(ctx: Context, action: Callable[[], None]) -> None:
     for another usage or input error (a table, value or file that cannot be used), 1 for
     anything else. The traceback only with ``--debug``."""
     try:
-        action()
+        with progress.showing(display_factory()):  # long work shows that it goes on
+            action()
     except click.ClickException:
         raise  # click prints its own usage errors
     except IcecommitError as e:

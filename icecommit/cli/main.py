@@ -43,6 +43,7 @@ from icecommit.cli.context import (
     _writable,
 )
 from icecommit.cli.maintenance import MAINTENANCE_COMMANDS
+from icecommit.cli.metrics import metrics
 from icecommit.cli.output import JsonOutput, TextOutput
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
@@ -458,7 +459,7 @@ def reconcile(
     _run(ctx, action)
 
 
-for _command in MAINTENANCE_COMMANDS:
+for _command in (*MAINTENANCE_COMMANDS, metrics):
     cli.add_command(_command)
 
 

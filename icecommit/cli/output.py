@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from icecommit.catalog.eventtime import EventTimeVersion
@@ -506,7 +507,9 @@ class TextOutput:
         self._unreadable(sweep.unreadable_tables, sweep.ignored_tables)
 
     def error(self, message: str, code: int) -> None:
-        Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+        # the message as it is: a value in square brackets (``icecommit[metrics]``, a column's
+        # ``a[0]``) is not markup
+        Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
 
     def compacted(self, plan: CompactionPlan) -> None:
         files = sum(g.input_files for g in plan.groups)

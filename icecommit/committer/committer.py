@@ -34,6 +34,7 @@ from icecommit.committer.append import (
 )
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
+from icecommit.committer.observed import observed, observed_prepare
 from icecommit.committer.operations import checkpoint_operation
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
@@ -250,6 +251,7 @@ class GlobalCommitter:
         assert prepared.state is not None  # a prepared plan always has its row
         return prepared.state
 
+    @observed_prepare
     def prepare_planned(
         self,
         checkpoint_id: int,
@@ -269,13 +271,8 @@ class GlobalCommitter:
         check_table_properties(loaded.metadata)  # a property it cannot use fails here, before anything
         mode = checked_write_mode(mode, loaded.metadata.properties)
         table = claim_table(loaded, self._store, self._retry_policy, load=self.load_table, sleep=self._sleep)
-        validated = validate_results(
-            results,
-            metadata=table.metadata,
-            job_id=self.job_id,
-            checkpoint_id=checkpoint_id,
-            table_name=self._table_name,
-        )
+        validated = validate_results(results, metadata=table.metadata, job_id=self.job_id,
+                                     checkpoint_id=checkpoint_id, table_name=self._table_name)  # fmt: skip
         if plan is None or plan.checkpoint_id != checkpoint_id or not plan.is_current(table, self.branch):
             plan = self.plan(checkpoint_id, table=table)
         if plan.state is not None and not (lost := replays_lost(plan, validated.digest)):  # lost: prepared again
@@ -309,6 +306,7 @@ class GlobalCommitter:
 
     # -- phase 2 -----------------------------------------------------------------------
 
+    @observed
     def commit(self, checkpoint_id: int, *, plan: CheckpointPlan | None = None) -> CommitResult:
         """Commit every prepared checkpoint of this job up to ``checkpoint_id``, in order.
 
@@ -365,6 +363,7 @@ class GlobalCommitter:
             return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
         raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
 
+    @observed
     def recommit(self, checkpoint_id: int) -> CommitResult:
         """Commit again a checkpoint that a rollback removed from the branch.
 

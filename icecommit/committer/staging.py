@@ -17,6 +17,7 @@ from icecommit.committer.completion import CompletionPublisher
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
 from icecommit.committer.validation import CheckpointFiles, require_files_present, size_mismatches
+from icecommit.core import telemetry
 from icecommit.core.completeness import micros
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
@@ -205,11 +206,15 @@ def stage_checkpoint(
                 "(the old ones left are orphans for the sweep)",
                 checkpoint_id, job_id, len(validated.data_files),
             )  # fmt: skip
+            telemetry.record_written(table_name, job_id, files=len(validated.data_files), bytes_=validated.bytes,
+                                     rows=validated.records)  # fmt: skip
             return replaced, True
         state, inserted = store.insert_prepared(
             job_id=job_id, table_name=table_name, checkpoint_id=checkpoint_id, query_id=query_id, **row
         )
     if inserted:
+        telemetry.record_written(table_name, job_id, files=len(validated.data_files), bytes_=validated.bytes,
+                                 rows=validated.records)  # fmt: skip
         logger.info(
             "prepared checkpoint %d of job %s: %d records in %d files",
             checkpoint_id, job_id, validated.records, len(validated.data_files),

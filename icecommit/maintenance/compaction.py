@@ -45,6 +45,7 @@ from icecommit.committer import protocol
 from icecommit.committer.planning import head_of
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy
+from icecommit.core import progress
 from icecommit.core.ancestry import branch_ancestry, require_branch
 from icecommit.core.deletes import targets
 from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
@@ -59,6 +60,7 @@ from icecommit.maintenance.rewrite import (
 )
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
+from icecommit.state.maintenance_runs import COMPACTION, MaintenanceRunStore
 from icecommit.state.manifests import to_data_file
 from icecommit.writers.files import target_file_size
 
@@ -320,17 +322,27 @@ def compact(
     if dry_run or not plan.groups:
         return replace(plan, applied=not dry_run)
     loaded = load_table(catalog, plan.table)
-    store = CompactionStore(table_state(catalog, loaded).engine)
+    engine = table_state(catalog, loaded).engine
+    store = CompactionStore(engine)
     resolve_landed_groups(store, plan.table, loaded)
     done = []
     started = time.monotonic()
-    for group in plan.groups:
-        if time_budget is not None and time.monotonic() - started >= time_budget.total_seconds():
-            done.append(replace(group, status="deferred", reason=f"the time budget ({time_budget}) was spent"))
-            continue
-        done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, on_step or _no_step))
+    with progress.step(f"compaction of {plan.table}: commit groups", len(plan.groups), "group(s)") as advance:
+        for group in plan.groups:
+            if time_budget is not None and time.monotonic() - started >= time_budget.total_seconds():
+                done.append(replace(group, status="deferred", reason=f"the time budget ({time_budget}) was spent"))
+            else:
+                done.append(_rewrite(catalog, plan, group, store, spark, retry_policy, on_step or _no_step))
+            advance(1)
     result = replace(plan, groups=tuple(done), applied=True)
     logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)
+    landed = [g for g in done if g.status == "committed"]
+    MaintenanceRunStore(engine).record(plan.table, COMPACTION, time.monotonic() - started, {
+        "groups_committed": len(landed), "groups_aborted": result.aborted, "groups_deferred": result.deferred,
+        "files_rewritten": sum(g.input_files for g in landed), "bytes_rewritten": sum(g.input_bytes for g in landed),
+        "files_written": sum(g.output_files for g in landed),
+        "delete_files_removed": sum(g.removed_delete_files for g in landed),
+    })  # fmt: skip
     return result
 
 

@@ -9,6 +9,7 @@ icecommit that lists a directory (the sweep), and it never runs on the write pat
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -27,11 +28,12 @@ from icecommit.catalog.storage import (
 )
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
-from icecommit.core import ancestry
+from icecommit.core import ancestry, progress
 from icecommit.core.errors import InvalidArgumentError, TableSpecError, UnreadableTablesError
 from icecommit.core.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
+from icecommit.state.maintenance_runs import EXPIRY, MaintenanceRunStore
 
 logger = logging.getLogger(__name__)
 
@@ -315,6 +317,7 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     """
     if plan.files_to_delete and plan.unreadable_tables:  # before anything is expired
         raise UnreadableTablesError(plan.table, "expire snapshots and delete their files", plan.unreadable_tables)
+    began = time.perf_counter()
     loaded = load_table(catalog, plan.table)
     store = table_state(catalog, loaded)
     if _ref_heads(loaded.metadata) != plan.refs:  # main's head among them
@@ -337,13 +340,19 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
         # after the expiry landed: until then the snapshots themselves show the rollback
         store.mark_rolled_back(plan.table, plan.rolled_back_checkpoints, snapshots=removed)
     deleted = 0
-    for path in plan.files_to_delete:
-        try:
-            loaded.io.delete(path)
-            deleted += 1
-        except FileNotFoundError:
-            continue
+    with progress.step(f"expiry of {plan.table}: deleting files", len(plan.files_to_delete), "file(s)") as advance:
+        for path in plan.files_to_delete:
+            try:
+                loaded.io.delete(path)
+                deleted += 1
+            except FileNotFoundError:
+                pass
+            advance(1)
     logger.warning("expired %d snapshot(s) of %s and deleted %d file(s)", len(ids), plan.table, deleted)
+    MaintenanceRunStore(store.engine).record(plan.table, EXPIRY, time.perf_counter() - began, {
+        "snapshots_expired": len(ids), "files_deleted": deleted,
+        "checkpoints_rolled_back": len(plan.rolled_back_checkpoints),
+    })  # fmt: skip
     return ExpirePlan(**{**plan.__dict__, "applied": True, "deleted_files": deleted})
 
 

@@ -9,6 +9,7 @@ path.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -25,9 +26,11 @@ from icecommit.catalog.storage import (
     refuse_shared_location,
 )
 from icecommit.catalog.tables import resolve_table
+from icecommit.core import progress
 from icecommit.core.identifiers import table_name
 from icecommit.maintenance.expire import age_limit, refuse_without_gc
 from icecommit.state.identity import table_state
+from icecommit.state.maintenance_runs import ORPHANS, MaintenanceRunStore
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +92,8 @@ def find_orphans(
     loaded = resolve_table(catalog, table)
     if delete:  # listing deletes nothing
         refuse_without_gc(name, loaded.metadata, "delete orphan files")
-    table_state(catalog, loaded)  # the table's own state database, or refuse before listing
+    store = table_state(catalog, loaded)  # the table's own state database, or refuse before listing
+    began = time.perf_counter()
     now = now or datetime.now(timezone.utc)
     limit = age_limit(now, older_than)
     root = keys_of([loaded.metadata.location], name).pop()
@@ -113,9 +117,14 @@ def find_orphans(
             orphans.append(OrphanFile(shown, file.size, modified))
     orphans.sort(key=lambda o: o.path)
     if delete:
-        for orphan in orphans:
-            filesystem.delete_file(natives[orphan.path])
+        with progress.step(f"orphan sweep of {name}: deleting files", len(orphans), "file(s)") as advance:
+            for orphan in orphans:
+                filesystem.delete_file(natives[orphan.path])
+                advance(1)
         logger.warning("deleted %d orphan file(s) under %s", len(orphans), loaded.metadata.location)
+        MaintenanceRunStore(store.engine).record(name, ORPHANS, time.perf_counter() - began, {
+            "files_deleted": len(orphans), "bytes_deleted": sum(o.size for o in orphans),
+        })  # fmt: skip
     ignored = set(ignore_unreadable)
     return OrphanSweep(
         name,

@@ -8,6 +8,7 @@ gathered facts.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +28,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from icecommit.catalog.loading import load_table
-from icecommit.core import ancestry
+from icecommit.core import ancestry, progress, telemetry
 from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
@@ -38,6 +39,7 @@ from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, 
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.core.upsert import DELETED_KEYS, DELETED_ROWS, INSERTED_KEYS, UPDATED_KEYS
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
+from icecommit.metrics.render import summary_counts
 from icecommit.metrics.report_model import (
     ReconciliationReport,
     Thresholds,
@@ -267,11 +269,16 @@ def _deep_counts(
             windows[as_utc(value) if value is not None else None] += item["counts"]
         return key, windows
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        for key, windows in pool.map(read, [f for f in live if f.snapshot_id in snapshot_keys]):
+    files = [f for f in live if f.snapshot_id in snapshot_keys]
+    with (
+        ThreadPoolExecutor(max_workers=4) as pool,
+        progress.step(f"deep reconcile of {table_name(table)}: reading data files", len(files), "file(s)") as advance,
+    ):
+        for key, windows in pool.map(read, files):
             if key is not None:
                 for window, n in windows.items():
                     counts[key][window] += n
+            advance(1)
     return counts
 
 
@@ -315,6 +322,7 @@ def reconcile(
     until = until or datetime.now(timezone.utc)
     if since is not None and _utc(since) >= _utc(until):
         raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
+    began = time.perf_counter()
     loaded = load_table(catalog, name)
     ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
@@ -388,6 +396,11 @@ def reconcile(
     )
     report = judge(facts, thresholds or Thresholds())
     logger.info("reconciled %s: ok=%s, %d problem(s)", name, report.ok, len(report.problems))
+    counts = summary_counts(report)
+    lost, duplicated = counts["loss"], counts["duplicated"]
+    assert isinstance(lost, int) and isinstance(duplicated, int)
+    telemetry.record_reconcile(name, job_id, seconds=time.perf_counter() - began, ok=report.ok, lost=lost,
+                               duplicated=duplicated)  # fmt: skip
     return report
 
 

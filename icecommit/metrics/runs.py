@@ -9,7 +9,7 @@ from datetime import datetime
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from icecommit.metrics.render import duration
+from icecommit.metrics.render import duration, summary_counts
 from icecommit.metrics.report_model import ReconciliationReport
 from icecommit.state.models import ReconcileRunRow, as_utc
 
@@ -30,6 +30,7 @@ class ReconcileRun:
 
 def record_run(engine: Engine, report: ReconciliationReport) -> ReconcileRun:
     """Store a run: when, range, whether it held, and a summary of counts and problems."""
+    counts = summary_counts(report)
     summary = {
         "checkpoints": len(report.checkpoints),
         "pending": len(report.pending),
@@ -38,6 +39,9 @@ def record_run(engine: Engine, report: ReconciliationReport) -> ReconcileRun:
         "readable": sum(c.readable for c in report.checkpoints),
         "lag_p50_seconds": report.lag.p50_seconds,
         "lag_p99_seconds": report.lag.p99_seconds,
+        # rows, over the committed checkpoints (as the report's summary counts them)
+        "loss": counts["loss"],
+        "duplicated": counts["duplicated"],
     }
     row = ReconcileRunRow(
         table_name=report.table,

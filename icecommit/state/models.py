@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class Base(DeclarativeBase):
@@ -291,6 +291,22 @@ class ReconcileRunRow(Base):
     until: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     ok: Mapped[bool] = mapped_column(Boolean)
     summary: Mapped[str] = mapped_column(Text)
+
+
+class MaintenanceRunRow(Base):
+    """One maintenance run that changed a table (an expiry, an orphan sweep, a compaction):
+    when, how long, and what it did (``counts``: JSON of name to count), for the metrics
+    that outlive the process that ran it."""
+
+    __tablename__ = "icecommit_maintenance_runs"
+    __table_args__ = (Index("ix_icecommit_maintenance_runs_table_kind", "table_name", "kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    table_name: Mapped[str] = mapped_column(String(512))
+    kind: Mapped[str] = mapped_column(String(32))
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    seconds: Mapped[float] = mapped_column(Float)
+    counts: Mapped[str] = mapped_column(Text)
 
 
 #: Joins a metrics row to the task attempt its checkpoint accepted: the consistent view.

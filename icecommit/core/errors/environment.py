@@ -426,3 +426,20 @@ class EqualityDeletesError(EnvironmentFailureError):
             "committed. Compact the table with an engine that applies equality deletes, then run recover(); or "
             "abandon the checkpoint"
         )
+
+
+class MissingExtraError(EnvironmentFailureError):
+    """A feature needs a package that is not installed (an optional extra of icecommit).
+
+    Attributes:
+        feature: what needs it; package: the package; extra: the extra that installs it.
+    """
+
+    def __init__(self, feature: str, package: str, extra: str) -> None:
+        self.feature = feature
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs {package}, which is not installed: pip install 'icecommit[{extra}]' "
+            f"(or pip install {package})"
+        )

@@ -1,0 +1,75 @@
+"""``icecommit metrics`` (the Prometheus text, once) and ``icecommit metrics serve`` (an
+endpoint to scrape), read from the catalog's state database (registered on the
+``icecommit`` group by :mod:`icecommit.cli.main`)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import click
+
+from icecommit.cli.context import DURATION, Context, _run
+from icecommit.metrics.exporter import DEFAULT_PORT, DEFAULT_STUCK_AFTER, StateMetrics, exposition, serve
+from icecommit.state import state_engine, state_uri
+
+_TABLE = click.option("--table", "tables", multiple=True, help="Only this table (repeatable; default: every table).")
+_STUCK = click.option(
+    "--stuck-after", type=DURATION, default=f"{int(DEFAULT_STUCK_AFTER.total_seconds() // 60)}m", show_default=True,
+    help="Report a checkpoint prepared this long ago and not committed as stuck.",
+)  # fmt: skip
+
+
+def _metrics(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta) -> StateMetrics:
+    return StateMetrics(state_engine(state_uri(ctx.catalog())), tables=tables, stuck_after=stuck_after)
+
+
+@click.group(invoke_without_command=True)
+@_TABLE
+@_STUCK
+@click.pass_context
+def metrics(click_ctx: click.Context, tables: tuple[str, ...], stuck_after: timedelta) -> None:
+    """Print the state's metrics once, in the Prometheus text format (or serve them).
+
+    Seconds since the last commit, checkpoints by state and stuck ones, commit attempts,
+    unknown outcomes, event-time lag, partitions published and late rows, the last
+    reconciliation's verdict, compaction and expiry work; per table and job.
+
+    \b
+    Example:
+      icecommit metrics --table demo.clickstream
+      icecommit metrics serve --port 9473
+    """
+    ctx: Context = click_ctx.obj
+    if click_ctx.invoked_subcommand is None:
+        _run(ctx, lambda: click.echo(exposition(_metrics(ctx, tables, stuck_after)), nl=False))
+
+
+@metrics.command("serve")
+@_TABLE
+@_STUCK
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless told).")
+@click.option("--port", type=click.IntRange(min=0, max=65535), default=DEFAULT_PORT, show_default=True,
+              help="Port to listen on (0: any free port, printed).")  # fmt: skip
+@click.pass_obj
+def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta, host: str, port: int) -> None:
+    """Serve the state's metrics at http://HOST:PORT/metrics until interrupted; each scrape
+    reads the state database afresh.
+
+    \b
+    Example:
+      icecommit metrics serve --port 9473 --table demo.clickstream
+    """
+
+    def action() -> None:
+        server, bound = serve(_metrics(ctx, tables, stuck_after), host=host, port=port)
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(f"serving icecommit metrics on http://{shown}:{bound}/metrics (Ctrl-C stops)", err=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.shutdown()
+
+    _run(ctx, action)

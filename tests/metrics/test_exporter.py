@@ -1,0 +1,124 @@
+"""``icecommit metrics``: the state's numbers in the Prometheus text format, read back."""
+
+from __future__ import annotations
+
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from pyiceberg.catalog.sql import SqlCatalog
+from sqlalchemy import create_engine
+
+import icecommit as ic
+from icecommit.maintenance.compaction import compact
+from icecommit.maintenance.expire import apply_expire, plan_expire
+from icecommit.maintenance.orphans import find_orphans
+from icecommit.metrics.exporter import StateMetrics, exposition
+from icecommit.metrics.runs import record_run
+from icecommit.state import state_engine, state_uri
+from tests.cli.runner import invoke
+from tests.conftest import unique_table
+from tests.fakes import TARGET, small_checkpoints
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def parsed(text: str) -> Samples:
+    """Every sample of a Prometheus text exposition, by (name, labels)."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def _table(catalog: SqlCatalog) -> str:
+    name = unique_table()
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"],
+                    properties={"write.target-file-size-bytes": str(TARGET)})  # fmt: skip
+    return name
+
+
+def test_every_number_is_the_states(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    small_checkpoints(catalog, name, 3, job="a")  # 3 x 60 rows
+    stuck = ic.GlobalCommitter(catalog, name, job_id="b")
+    stuck.prepare(7, [write_arrow(stuck.load_table(), events(1000, 1010), job_id="b", checkpoint_id=7)])
+    engine = state_engine(state_uri(catalog))
+    record_run(engine, ic.reconcile(catalog, name, job_id="a"))
+    assert compact(catalog, name, min_input_files=2).committed >= 1
+    expired = apply_expire(catalog, plan_expire(catalog, name, older_than=timedelta(0), retain_last=1))
+    swept = find_orphans(catalog, name, older_than=timedelta(0), delete=True)
+
+    text = exposition(StateMetrics(engine, tables=[name], stuck_after=timedelta(0)))
+    found = parsed(text)
+    assert value(found, "icecommit_state_up") == 1
+    assert value(found, "icecommit_checkpoints", table=name, job="a", status="committed") == 3
+    assert value(found, "icecommit_checkpoints", table=name, job="b", status="prepared") == 1
+    assert value(found, "icecommit_checkpoints_stuck", table=name, job="b") == 1
+    assert value(found, "icecommit_checkpoints_stuck", table=name, job="a") == 0
+    assert value(found, "icecommit_rows_committed_total", table=name, job="a") == 180
+    assert value(found, "icecommit_rows_committed_total", table=name, job="b") == 0  # prepared, not committed
+    assert value(found, "icecommit_commit_attempts_total", table=name, job="a") == 3
+    assert 0 <= value(found, "icecommit_seconds_since_last_commit", table=name, job="a") < 120
+    assert ("icecommit_seconds_since_last_commit", frozenset({("table", name), ("job", "b")})) not in found
+    assert value(found, "icecommit_reconcile_ok", table=name, job="a") == 1
+    assert value(found, "icecommit_reconcile_lost_rows", table=name, job="a") == 0
+    assert value(found, "icecommit_reconcile_duplicated_rows", table=name, job="a") == 0
+    assert value(found, "icecommit_compaction_groups", table=name, status="committed") >= 1
+    for kind in ("compaction", "expiry", "orphans"):
+        assert value(found, "icecommit_maintenance_runs_total", table=name, kind=kind) == 1
+    work = "icecommit_maintenance_work_total"
+    assert value(found, work, table=name, kind="expiry", work="snapshots_expired") == len(expired.expired_snapshot_ids)
+    assert value(found, work, table=name, kind="expiry", work="files_deleted") == expired.deleted_files
+    assert value(found, work, table=name, kind="orphans", work="files_deleted") == len(swept.orphans)
+    assert value(found, work, table=name, kind="compaction", work="files_rewritten") >= 2
+    # counts and times only: no URI, path or row value
+    for secret in ("sqlite", "postgresql", "file:", str(catalog.properties["warehouse"]), "click"):
+        assert secret not in text
+
+    later = parsed(exposition(StateMetrics(engine, tables=[name])))  # the default: stuck after 15 minutes
+    assert value(later, "icecommit_checkpoints_stuck", table=name, job="b") == 0
+
+
+@pytest.mark.database_independent
+def test_only_the_tables_asked_for(catalog: SqlCatalog) -> None:
+    first, second = _table(catalog), _table(catalog)
+    small_checkpoints(catalog, first, 1, job="a")
+    small_checkpoints(catalog, second, 2, job="a")
+    engine = state_engine(state_uri(catalog))
+    found = parsed(exposition(StateMetrics(engine, tables=[second])))
+    assert value(found, "icecommit_checkpoints", table=second, job="a", status="committed") == 2
+    assert not any(dict(labels).get("table") == first for _, labels in found)
+
+
+def test_a_state_database_that_does_not_answer_is_up_0_and_nothing_else() -> None:
+    engine = create_engine("postgresql+psycopg://postgres:secret@127.0.0.1:1/nothing")
+    text = exposition(StateMetrics(engine))
+    assert parsed(text) == {("icecommit_state_up", frozenset()): 0.0}
+    assert "secret" not in text
+
+
+def test_the_command_prints_them_and_says_what_to_install_without_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home))
+    ic.create_table(catalog, "ns.events", EVENTS_SCHEMA, partition_by=["event"])
+    small_checkpoints(catalog, "ns.events", 2, job="clicks")
+    catalog.engine.dispose()  # type: ignore[attr-defined]
+    done = invoke(home, "metrics", "--table", "ns.events")
+    assert done.returncode == 0, done.stderr
+    assert value(parsed(done.stdout), "icecommit_checkpoints", table="ns.events", job="clicks", status="committed") == 2
+    late = invoke(home, "metrics", "--stuck-after", "banana")
+    assert late.returncode == 2 and "--stuck-after" in late.stderr
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
+    missing = invoke(home, "metrics")
+    assert missing.returncode == 4 and "pip install 'icecommit[metrics]'" in missing.stderr, missing.stderr
