@@ -58,6 +58,22 @@ def test_an_overwrite_that_also_adds_new_rows_keeps_all_of_the_old_ones() -> Non
     assert (fate.readable, fate.removed) == (10, {})
 
 
+def test_shares_through_many_rewrites_come_back_as_exact_fractions() -> None:
+    # 60 rows of 7 files pass through a chain of rewrites whose shares (1/3, 1/7, ...) a
+    # float cannot hold: whole rows stay whole, thirds stay thirds
+    removals = [Removal(1, "replace", removed=tuple((f"f{i}", 60) for i in range(7)), added=(("r1", 420),))]
+    for step in range(2, 40):
+        removals.append(Removal(step, "replace", removed=((f"r{step - 1}", 420),),
+                                added=((f"r{step}", 140), (f"s{step}", 280))))  # fmt: skip
+        removals.append(Removal(100 + step, "replace", removed=((f"s{step}", 280),), added=((f"r{step}x", 280),)))
+    live = {f"r{s}x": 280 for s in range(2, 40)} | {"r39": 140}
+    fate = trace_fates([("f3", 60)], live, removals)
+    assert fate.readable == 60 and isinstance(fate.readable, Fraction) and fate.untraceable == 0
+    thirds = trace_fates([("a", 10)], {"b": 30}, [Removal(5, "delete", removed=(("a", 10), ("c", 20)),
+                                                          added=(("b", 7),))])  # fmt: skip
+    assert (thirds.readable, thirds.removed[(5, "delete")]) == (Fraction(7, 3), Fraction(23, 3))
+
+
 def test_a_cycle_in_the_records_ends_as_untraceable_instead_of_looping() -> None:
     removals = [
         Removal(1, "replace", removed=(("a", 10),), added=(("b", 10),)),

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from pyiceberg.conversions import from_bytes, to_bytes
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent
 from pyiceberg.table import Table
+from pyiceberg.transforms import BucketTransform, TruncateTransform
 from pyiceberg.types import LongType, PrimitiveType, StringType
 
 from icecommit.committer import protocol
@@ -160,11 +161,9 @@ def resolve_positions(
                 raise EqualityDeletesError(job_id, checkpoint_id, table_name, found.file_path)
             else:
                 position_deletes.append(found)
-    ranges = []
-    for field, name in zip(fields, names, strict=True):
-        low_high = pc.min_max(keys.column(name))
-        ranges.append((field, low_high["min"].as_py(), low_high["max"].as_py()))
-    candidates = [f for f in data_files if _may_hold(f, ranges)]
+    ranges = [_key_range(field, keys.column(name)) for field, name in zip(fields, names, strict=True)]
+    buckets = _partition_values(table, keys, {field.field_id: name for field, name in zip(fields, names, strict=True)})
+    candidates = [f for f in data_files if _may_hold(f, ranges) and _partition_may_hold(f, buckets)]
     if not candidates:
         return []
     deleted = _deleted_positions(table, position_deletes, {f.file_path for f in candidates})
@@ -194,6 +193,45 @@ def change_counts(keys: pa.Table, found: Sequence[pa.Table]) -> dict[str, str]:
         UPDATED_KEYS: str(len(hit) - deleted_hits),
         DELETED_KEYS: str(deleted_hits),
     }
+
+
+def _key_range(field: Any, column: pa.ChunkedArray) -> tuple[Any, Any, Any]:
+    """(field, min, max) of a key column, as Iceberg's bounds hold them: dates as days,
+    times and timestamps as microseconds (a datetime does not compare with a bound)."""
+    kind = column.type
+    if pa.types.is_timestamp(kind):
+        column = column.cast(pa.timestamp("us", tz=kind.tz)).cast(pa.int64())
+    elif pa.types.is_date(kind):
+        column = column.cast(pa.date32()).cast(pa.int32())
+    elif pa.types.is_time(kind):
+        column = column.cast(pa.time64("us")).cast(pa.int64())
+    low_high = pc.min_max(column)
+    return field, low_high["min"].as_py(), low_high["max"].as_py()
+
+
+def _partition_values(
+    table: Table, keys: pa.Table, key_fields: dict[int, str]
+) -> dict[int, list[tuple[int, set[Any]]]]:
+    """Per partition spec: (position in the partition, the values the keys take there) for
+    each bucket or truncate field of a key column. A file whose partition holds none of
+    those values cannot hold a key, whatever its bounds say (a bucket's ids span the whole
+    range of ids)."""
+    schema = table.schema()
+    found: dict[int, list[tuple[int, set[Any]]]] = {}
+    for spec_id, spec in table.specs().items():
+        for position, partition_field in enumerate(spec.fields):
+            name = key_fields.get(partition_field.source_id)
+            if name is None or not isinstance(partition_field.transform, (BucketTransform, TruncateTransform)):
+                continue
+            source = schema.find_field(partition_field.source_id).field_type
+            values = partition_field.transform.pyarrow_transform(source)(keys.column(name))
+            found.setdefault(spec_id, []).append((position, set(pc.unique(values).to_pylist())))
+    return found
+
+
+def _partition_may_hold(data_file: DataFile, values: dict[int, list[tuple[int, set[Any]]]]) -> bool:
+    """Whether the file's partition (under its own spec) can hold a key (:func:`_partition_values`)."""
+    return all(data_file.partition[position] in held for position, held in values.get(data_file.spec_id, ()))
 
 
 def _may_hold(data_file: DataFile, ranges: Sequence[tuple[Any, Any, Any]]) -> bool:

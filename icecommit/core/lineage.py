@@ -147,6 +147,59 @@ def trace_fates(
     return FateTracer(live, removals, rewritten, by_group).trace(files)
 
 
+class _Share:
+    """A fate while it is being traced: the same parts as :class:`Fate`, in floats. The
+    lineage of a long stream multiplies shares along chains of compactions and merges
+    dictionaries of hundreds of removals at every step; in exact fractions that took
+    minutes for a thousand checkpoints, in floats it takes seconds, and :meth:`exact` turns
+    the sums back into fractions (whole rows stay whole, within a billionth of a row)."""
+
+    __slots__ = ("compacted", "held", "readable", "removed", "untraceable")
+
+    def __init__(self) -> None:
+        self.readable = 0.0
+        self.untraceable = 0.0
+        self.compacted = 0.0
+        self.removed: dict[tuple[int, str], float] = {}
+        self.held: dict[str, float] = {}
+
+    def add(self, other: _Share, share: float = 1.0) -> None:
+        self.readable += other.readable * share
+        self.untraceable += other.untraceable * share
+        self.compacted += other.compacted * share
+        removed, held = self.removed, self.held
+        if share == 1.0:
+            for by, rows in other.removed.items():
+                removed[by] = removed.get(by, 0.0) + rows
+            for path, rows in other.held.items():
+                held[path] = held.get(path, 0.0) + rows
+            return
+        for by, rows in other.removed.items():
+            removed[by] = removed.get(by, 0.0) + rows * share
+        for path, rows in other.held.items():
+            held[path] = held.get(path, 0.0) + rows * share
+
+    def exact(self) -> Fate:
+        return Fate(
+            readable=_exact(self.readable),
+            removed={by: rows for by, value in self.removed.items() if (rows := _exact(value))},
+            untraceable=_exact(self.untraceable),
+            compacted=_exact(self.compacted),
+            held={path: rows for path, value in self.held.items() if (rows := _exact(value))},
+        )
+
+
+def _exact(value: float) -> Fraction:
+    """The fraction of rows a traced float stands for: a sum within a billionth of a whole
+    row is that row count (a float sum of shares of 60 rows may read 59.99999999999999),
+    others the nearest fraction with a denominator up to a million (the rounding to whole
+    rows, :func:`rounded_table`, decides the rest)."""
+    nearest = round(value)
+    if abs(value - nearest) < 1e-9 * max(1.0, abs(value)):
+        return Fraction(nearest)
+    return Fraction(value).limit_denominator(1_000_000)
+
+
 class FateTracer:
     """:func:`trace_fates` for many sets of files over one table's lineage: what a file's
     rows became is worked out once and kept, so tracing every checkpoint of a table whose
@@ -171,21 +224,21 @@ class FateTracer:
         for removal in removals:
             for path, _ in removal.removed:
                 self._by_path.setdefault(path, removal)
-        self._memo: dict[str, Fate] = {}
+        self._memo: dict[str, _Share] = {}
 
     def trace(self, files: Iterable[tuple[str, int]]) -> Fate:
         """The fate of the rows of ``files`` ((path key, records) pairs)."""
-        total = Fate()
+        total = _Share()
         for path, records in files:
             total.add(self._fate_of(path, records, frozenset()))
-        return total
+        return total.exact()
 
-    def _fate_of(self, path: str, records: int, seen: frozenset[str]) -> Fate:
+    def _fate_of(self, path: str, records: int, seen: frozenset[str]) -> _Share:
         memo, live, lineage, by_group = self._memo, self._live, self._lineage, self._by_group
         by_path, out_records, fate_of = self._by_path, self._out_records, self._fate_of
         if path in memo:
             return memo[path]
-        fate = Fate()
+        fate = _Share()
         removal = by_path.get(path)
         outputs = None  # the exact lineage to follow, if one applies
         if removal is not None and removal.compaction_id is not None and by_group is not None:
@@ -195,28 +248,28 @@ class FateTracer:
         elif removal is None or removal.compaction_id is not None:
             outputs = lineage.get(path)
         if path in live:
-            fate.readable = Fraction(records)
-            fate.held[path] = Fraction(records)
+            fate.readable = float(records)
+            fate.held[path] = float(records)
         elif path in seen:
-            fate.untraceable = Fraction(records)
+            fate.untraceable = float(records)
         elif outputs is not None:
             for output, n in outputs:  # exactly these rows of it went to that file
                 if (deleter := deleting_snapshot(output)) is not None:  # deleted by position before the rewrite
                     by = (deleter, "row-level delete")
-                    fate.removed[by] = fate.removed.get(by, Fraction(0)) + n
+                    fate.removed[by] = fate.removed.get(by, 0.0) + n
                     continue
-                fate.add(fate_of(output, out_records[output], seen | {path}), Fraction(n, out_records[output]))
+                fate.add(fate_of(output, out_records[output], seen | {path}), n / out_records[output])
             fate.compacted = fate.readable
         elif removal is None:
-            fate.untraceable = Fraction(records)
+            fate.untraceable = float(records)
         else:  # rows carried into the files it added, in proportion; the rest removed by it
             removed_rows = sum(n for _, n in removal.removed)
             added_rows = sum(n for _, n in removal.added)
             if not removal.conserves and removed_rows > added_rows:
-                gone = Fraction(records * (removed_rows - added_rows), removed_rows)
+                gone = records * (removed_rows - added_rows) / removed_rows
                 fate.removed[(removal.snapshot_id, removal.operation)] = gone
             for added, n in removal.added:  # each added file holds this share of its rows from here
-                fate.add(fate_of(added, n, seen | {path}), Fraction(records, max(removed_rows, added_rows)))
+                fate.add(fate_of(added, n, seen | {path}), records / max(removed_rows, added_rows))
             fate.compacted = fate.readable
         memo[path] = fate
         return fate
@@ -258,52 +311,87 @@ def rounded_table(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, in
     rounded total and every column too where that can be done (controlled rounding: a
     maximum flow from the rows short of their total to the columns short of theirs,
     through the cells not whole yet). Rows always add up; a unit no column can take goes
-    to the row's largest remainder."""
+    to the row's largest remainder.
+
+    The flow starts from a greedy one (each row's largest remainders first, while their
+    column still needs units), so the augmenting paths (each a search of the whole graph)
+    are only those the greedy start left: a long stream's thousand checkpoints by a
+    thousand deleting snapshots need a handful, not one per unit."""
     rows = list(cells)
     cols = list(dict.fromkeys(col for parts in cells.values() for col in parts))
+    col_index = {col: j for j, col in enumerate(cols)}
     floors = {row: {col: math.floor(value) for col, value in cells[row].items()} for row in rows}
-    row_left = [rounded(sum(cells[row].values(), Fraction(0))) - sum(floors[row].values()) for row in rows]
+    row_left = [rounded(_exact_sum(cells[row].values())) - sum(floors[row].values()) for row in rows]
+    by_col: list[list[Fraction]] = [[] for _ in cols]
+    for row in rows:
+        for col, value in cells[row].items():
+            by_col[col_index[col]].append(value)
     col_left = [
-        rounded(sum((cells[row].get(col, Fraction(0)) for row in rows), Fraction(0)))
-        - sum(floors[row].get(col, 0) for row in rows)
-        for col in cols
+        rounded(_exact_sum(values)) - sum(floors[row].get(col, 0) for row in rows)
+        for col, values in zip(cols, by_col, strict=True)
     ]
     # nodes: 0 the source, 1.. the rows, then the columns, then the sink
-    sink = 1 + len(rows) + len(cols)
-    capacity: dict[tuple[int, int], int] = {}
-    for i, row in enumerate(rows):
-        capacity[(0, 1 + i)] = max(row_left[i], 0)
-        for j, col in enumerate(cols):
-            if col in cells[row] and cells[row][col] != floors[row][col]:
-                capacity[(1 + i, 1 + len(rows) + j)] = 1
-    for j in range(len(cols)):
-        capacity[(1 + len(rows) + j, sink)] = max(col_left[j], 0)
-    edges: dict[int, list[int]] = {}
-    for u, v in list(capacity):
-        edges.setdefault(u, []).append(v)
-        edges.setdefault(v, []).append(u)
-        capacity.setdefault((v, u), 0)
-    while True:  # Edmonds-Karp: the shortest augmenting path, one unit at a time
-        parent = {0: 0}
-        queue = [0]
-        for u in queue:
-            for v in edges.get(u, []):
-                if v not in parent and capacity[(u, v)] > 0:
-                    parent[v] = u
-                    queue.append(v)
-        if sink not in parent:
-            break
-        v = sink
-        while v != 0:
-            u = parent[v]
-            capacity[(u, v)] -= 1
-            capacity[(v, u)] += 1
-            v = u
+    n_rows = len(rows)
+    sink = 1 + n_rows + len(cols)
+    row_need = [max(left, 0) for left in row_left]
+    col_need = [max(left, 0) for left in col_left]
+    fractional = [
+        sorted(
+            ((cells[row][col] - floors[row][col], col_index[col]) for col in cells[row]
+             if cells[row][col] != floors[row][col]),
+            reverse=True,
+        )
+        for row in rows
+    ]  # fmt: skip
+    flowed: set[tuple[int, int]] = set()  # (row, column) cells that took a unit
+    for i in range(n_rows):  # the greedy start
+        for _, j in fractional[i]:
+            if row_need[i] == 0:
+                break
+            if col_need[j] > 0:
+                flowed.add((i, j))
+                row_need[i] -= 1
+                col_need[j] -= 1
+    if any(row_need) and any(col_need):  # augmenting paths for what the greedy start left
+        capacity: dict[tuple[int, int], int] = {}
+        edges: dict[int, list[int]] = {}
+
+        def edge(u: int, v: int, forward: int, backward: int) -> None:
+            capacity[(u, v)], capacity[(v, u)] = forward, backward
+            edges.setdefault(u, []).append(v)
+            edges.setdefault(v, []).append(u)
+
+        for i in range(n_rows):
+            edge(0, 1 + i, row_need[i], max(row_left[i], 0) - row_need[i])
+            for _, j in fractional[i]:
+                taken = (i, j) in flowed
+                edge(1 + i, 1 + n_rows + j, 0 if taken else 1, 1 if taken else 0)
+        for j in range(len(cols)):
+            edge(1 + n_rows + j, sink, col_need[j], max(col_left[j], 0) - col_need[j])
+        while True:  # Edmonds-Karp: the shortest augmenting path, one unit at a time
+            parent = {0: 0}
+            queue = [0]
+            for u in queue:
+                for v in edges.get(u, []):
+                    if v not in parent and capacity[(u, v)] > 0:
+                        parent[v] = u
+                        queue.append(v)
+            if sink not in parent:
+                break
+            v = sink
+            while v != 0:
+                u = parent[v]
+                capacity[(u, v)] -= 1
+                capacity[(v, u)] += 1
+                v = u
+        flowed = {
+            (i, j) for i in range(n_rows) for _, j in fractional[i] if capacity[(1 + n_rows + j, 1 + i)] > 0
+        }
     for i, row in enumerate(rows):
         placed = 0
-        for j, col in enumerate(cols):
-            if capacity.get((1 + len(rows) + j, 1 + i), 0) > 0:  # a unit flowed through this cell
-                floors[row][col] += 1
+        for _, j in fractional[i]:
+            if (i, j) in flowed:  # a unit flowed through this cell
+                floors[row][cols[j]] += 1
                 placed += 1
         rest = sorted(
             (col for col in cells[row] if floors[row][col] < cells[row][col]),
@@ -313,6 +401,15 @@ def rounded_table(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, in
         for col in rest[: max(row_left[i] - placed, 0)]:
             floors[row][col] += 1
     return floors
+
+
+def _exact_sum(values: Iterable[Fraction]) -> Fraction:
+    """The sum of many fractions, adding the numerators of each denominator as integers
+    first (the fractions of one table's lineage share few denominators)."""
+    by_denominator: dict[int, int] = {}
+    for value in values:
+        by_denominator[value.denominator] = by_denominator.get(value.denominator, 0) + value.numerator
+    return sum((Fraction(n, d) for d, n in by_denominator.items()), Fraction(0))
 
 
 def rounded(value: Fraction) -> int:
