@@ -278,3 +278,32 @@ def test_random_shares_round_to_exact_row_and_column_totals() -> None:
                 assert math.floor(value) <= whole[r][c] <= math.ceil(value)
         for c in range(cols):
             assert sum(whole[r][c] for r in cells) == sum(cells[r][c] for r in cells)
+
+
+def test_a_large_table_keeps_every_row_and_each_groups_total_exact() -> None:
+    rng = random.Random(11)
+    cells = {}
+    for row in range(300):  # 300 checkpoints by 1 readable and 100 removal columns: 30,300 cells
+        parts = {"readable": Fraction(rng.randint(0, 5000), rng.choice([1, 3, 7, 11]))}
+        parts |= {(snapshot, "row-level delete"): Fraction(rng.randint(0, 90), rng.choice([1, 3, 7])) for snapshot in
+                  range(100)}  # fmt: skip
+        total = sum(parts.values(), Fraction(0))
+        parts["readable"] += math.ceil(total) - total  # a checkpoint's rows are whole
+        cells[row] = parts
+    whole = rounded_table(cells, group=lambda col: col if col == "readable" else "removed")
+    for row, parts in cells.items():
+        assert sum(whole[row].values()) == rounded(sum(parts.values(), Fraction(0)))
+        assert all(whole[row][col] in (math.floor(v), math.ceil(v)) for col, v in parts.items())
+    readable = sum(parts["readable"] for parts in cells.values())
+    assert sum(w["readable"] for w in whole.values()) == rounded(readable)
+    removed = sum(sum(v for c, v in parts.items() if c != "readable") for parts in cells.values())
+    assert sum(sum(n for c, n in w.items() if c != "readable") for w in whole.values()) == rounded(removed)
+    # the removal columns miss their own rounded totals only by what rounding each of them
+    # apart cannot give back (their rounded totals need not add up to the group's): never
+    # one column over while another is under
+    misses = [
+        sum(w[(s, "row-level delete")] for w in whole.values())
+        - rounded(sum(parts[(s, "row-level delete")] for parts in cells.values()))
+        for s in range(100)
+    ]
+    assert all(m <= 0 for m in misses) or all(m >= 0 for m in misses), misses

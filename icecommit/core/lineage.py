@@ -19,7 +19,7 @@ from the table's retained snapshots.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TypeVar
@@ -305,7 +305,68 @@ def removals_of(table: Table, branch: str = "main") -> list[Removal]:
     return found
 
 
-def rounded_table(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, int]]:
+#: Up to this many cells, :func:`rounded_table` rounds every column under one maximum flow.
+EXACT_CELLS = 20_000
+
+
+def rounded_table(
+    cells: Mapping[R, Mapping[K, Fraction]], group: Callable[[K], object] | None = None
+) -> dict[R, dict[K, int]]:
+    """:func:`controlled_rounding` of ``cells``; a table of more than :data:`EXACT_CELLS`
+    cells with a ``group`` of its columns (a thousand checkpoints of a change stream by the
+    thousand snapshots that deleted their rows) is rounded in two steps: the columns summed
+    by group under the maximum flow (each group's column total exact: readable, removed),
+    then each row's share of a group spread over its columns, the largest remainders first
+    and, among those, columns still short of their own total first (every row still adds
+    up; a column of a group may be a row off its total)."""
+    if group is None or sum(len(parts) for parts in cells.values()) <= EXACT_CELLS:
+        return controlled_rounding(cells)
+    coarse: dict[R, dict[object, list[Fraction]]] = {}
+    for row, parts in cells.items():
+        for col, value in parts.items():
+            coarse.setdefault(row, {}).setdefault(group(col), []).append(value)
+    whole = controlled_rounding({row: {g: _exact_sum(v) for g, v in by.items()} for row, by in coarse.items()})
+    totals: dict[K, list[Fraction]] = {}
+    for parts in cells.values():
+        for col, value in parts.items():
+            totals.setdefault(col, []).append(value)
+    floors = {row: {col: math.floor(value) for col, value in parts.items()} for row, parts in cells.items()}
+    need = {col: rounded(_exact_sum(values)) for col, values in totals.items()}
+    for whole_parts in floors.values():
+        for col, n in whole_parts.items():
+            need[col] -= n
+    for row, parts in cells.items():
+        for g, total in whole.get(row, {}).items():
+            members = [col for col in parts if group(col) == g]
+            short = total - sum(floors[row][col] for col in members)
+            ranked = sorted(
+                (col for col in members if parts[col] != floors[row][col]),
+                key=lambda col: (need[col] > 0, parts[col] - floors[row][col]),
+                reverse=True,
+            )
+            for col in ranked[: max(short, 0)]:
+                floors[row][col] += 1
+                need[col] -= 1
+    # repair: move a row's rounded-up unit from a column over its total to one of the same
+    # group still under it, where that row's cell there is not whole (the row's sum holds)
+    for row, parts in cells.items():
+        over = [c for c in parts if need[c] < 0 and floors[row][c] > math.floor(parts[c])]
+        if not over:
+            continue
+        under = [c for c in parts if need[c] > 0 and floors[row][c] == math.floor(parts[c]) != parts[c]]
+        for up in over:
+            target = next((c for c in under if need[c] > 0 and group(c) == group(up)), None)
+            if target is None or need[up] >= 0:
+                continue
+            floors[row][up] -= 1
+            floors[row][target] += 1
+            need[up] += 1
+            need[target] -= 1
+            under.remove(target)
+    return floors
+
+
+def controlled_rounding(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, int]]:
     """Shares of rows (row ``R``: a checkpoint; column ``K``: readable, or what removed
     them) in whole rows, each share rounded down or up, so that every row adds up to its
     rounded total and every column too where that can be done (controlled rounding: a
@@ -384,9 +445,7 @@ def rounded_table(cells: Mapping[R, Mapping[K, Fraction]]) -> dict[R, dict[K, in
                 capacity[(u, v)] -= 1
                 capacity[(v, u)] += 1
                 v = u
-        flowed = {
-            (i, j) for i in range(n_rows) for _, j in fractional[i] if capacity[(1 + n_rows + j, 1 + i)] > 0
-        }
+        flowed = {(i, j) for i in range(n_rows) for _, j in fractional[i] if capacity[(1 + n_rows + j, 1 + i)] > 0}
     for i, row in enumerate(rows):
         placed = 0
         for _, j in fractional[i]:
@@ -421,6 +480,7 @@ __all__ = [
     "Fate",
     "FateTracer",
     "Removal",
+    "controlled_rounding",
     "deleted_by",
     "deleting_snapshot",
     "landed_compactions",

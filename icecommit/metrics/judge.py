@@ -10,7 +10,7 @@ is tested as facts in, report out.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from fractions import Fraction
@@ -213,7 +213,66 @@ def _fate_counts(facts: Facts) -> dict[Key, dict[object, int]]:
                 parts["readable"] -= share
                 parts[by] = parts.get(by, Fraction(0)) + share
         cells[key] = parts
-    return rounded_table(cells)
+    return rounded_table(cells, group=lambda col: col if col in ("readable", "untraceable") else "removed")
+
+
+#: A checkpoint whose rows more snapshots than this removed or superseded gets one note and
+#: one finding for each kind, naming the largest few (a change stream's checkpoint loses a
+#: row or two to each of hundreds of later upserts).
+_LISTED_REMOVALS = 3
+
+
+def _removals(
+    state: CheckpointState,
+    removed: Mapping[tuple[int, str], int],
+    overwrites: Mapping[int, Overwrite],
+    notes: list[str],
+    problems: list[Problem],
+) -> None:
+    """Notes and findings (information, not loss) for the rows of ``state`` that later
+    snapshots superseded (an overwrite or an upsert) or removed on purpose."""
+    where = f"checkpoint {state.checkpoint_id} of job {state.job_id}"
+    superseded = {s: (rows, overwrites[s]) for (s, _), rows in removed.items() if s in overwrites}
+    deleted = {(s, op): rows for (s, op), rows in removed.items() if s not in overwrites}
+    if len(superseded) > _LISTED_REMOVALS:
+        total = sum(rows for rows, _ in superseded.values())
+        largest = sorted(superseded.items(), key=lambda item: (-item[1][0], item[0]))[:_LISTED_REMOVALS]
+        named = ", ".join(f"checkpoint {over.by[1]} of job {over.by[0]} {rows:,}" for _, (rows, over) in largest)
+        notes.append(f"{total:,} superseded by {len(superseded)} later checkpoints")
+        problems.append(
+            Problem("superseded", f"{where}: {total:,} of its rows were superseded by {len(superseded)} later "
+                    f"checkpoints that upserted their keys or overwrote their partitions (the most: {named}); "
+                    "information, not loss", state.job_id, state.checkpoint_id, severity="info")
+        )  # fmt: skip
+    else:
+        for snapshot_id, (rows, over) in sorted(superseded.items()):  # a rerun's rows took their place
+            notes.append(f"{rows:,} superseded by checkpoint {over.by[1]} of job {over.by[0]}")
+            problems.append(
+                Problem("superseded", f"{where}: {rows:,} of its rows were superseded by checkpoint {over.by[1]} of "
+                        f"job {over.by[0]}, which "
+                        f"{'upserted their keys' if over.mode == 'upsert' else 'overwrote their partitions'} "
+                        f"(snapshot {snapshot_id}); information, not loss",
+                        state.job_id, state.checkpoint_id, severity="info")
+            )  # fmt: skip
+    if len(deleted) > _LISTED_REMOVALS:
+        total = sum(deleted.values())
+        kinds = sorted({_removal(op) for _, op in deleted})
+        most = sorted(deleted.items(), key=lambda item: (-item[1], item[0]))[:_LISTED_REMOVALS]
+        named = ", ".join(f"snapshot {snapshot} {rows:,}" for (snapshot, _), rows in most)
+        notes.append(f"{total:,} removed by {len(deleted)} snapshots ({', '.join(kinds)})")
+        problems.append(
+            Problem("removed", f"{where}: {total:,} of its rows were removed on purpose by {len(deleted)} snapshots "
+                    f"({', '.join(kinds)}; the most: {named}); information, not loss",
+                    state.job_id, state.checkpoint_id, severity="info")
+        )  # fmt: skip
+        return
+    for (snapshot_id, operation), rows in sorted(deleted.items()):
+        notes.append(f"{rows:,} removed by snapshot {snapshot_id} ({operation})")
+        problems.append(
+            Problem("removed", f"{where}: {rows:,} of its rows were removed on purpose by snapshot {snapshot_id} "
+                    f"({_removal(operation)}); information, not loss", state.job_id, state.checkpoint_id,
+                    severity="info")
+        )  # fmt: skip
 
 
 def _rewritten_rows_in(facts: Facts, path: str) -> dict[Key, Fraction]:
@@ -368,24 +427,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
             notes.append(f"committed {committed - written:+,} vs written")
         if compacted:
             notes.append(f"{compacted:,} readable in files another snapshot rewrote")
-        for (snapshot_id, operation), rows in sorted(removed.items()):
-            if (over := facts.overwrites.get(snapshot_id)) is not None:  # a rerun's rows took their place
-                notes.append(f"{rows:,} superseded by checkpoint {over.by[1]} of job {over.by[0]}")
-                problems.append(
-                    Problem("superseded", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its "
-                            f"rows were superseded by checkpoint {over.by[1]} of job {over.by[0]}, which "
-                            f"{'upserted their keys' if over.mode == 'upsert' else 'overwrote their partitions'} "
-                            f"(snapshot {snapshot_id}); information, not loss",
-                            state.job_id, state.checkpoint_id, severity="info")
-                )  # fmt: skip
-                continue
-            notes.append(f"{rows:,} removed by snapshot {snapshot_id} ({operation})")
-            problems.append(
-                Problem("removed", f"checkpoint {state.checkpoint_id} of job {state.job_id}: {rows:,} of its rows "
-                        f"were removed on purpose by snapshot {snapshot_id} ({_removal(operation)}); information, "
-                        "not loss",
-                        state.job_id, state.checkpoint_id, severity="info")
-            )  # fmt: skip
+        _removals(state, removed, facts.overwrites, notes, problems)
         if untraceable:
             notes.append(f"{untraceable:,} untraceable")
             problems.append(

@@ -568,3 +568,22 @@ def test_the_report_names_what_was_asked() -> None:
     assert (report.job_id, report.since, report.until, report.thresholds, report.deep) == (
         "j", since, NOW, thresholds, False
     )  # fmt: skip
+
+
+def test_rows_removed_by_many_snapshots_are_one_note_and_one_finding_naming_the_largest() -> None:
+    key = ("j", 1)
+    removals = {(200 + i, "row-level delete"): Fraction(1 + (i == 2) * 4) for i in range(6)}  # 10 rows by 6
+    report = judge(
+        facts(
+            state(1, records=20),
+            task_counts={key: counted({None: 20}, {None: 20})},
+            committed={key: {None: 20}},
+            live_files=[LiveFile("/w/1.parquet", 10, 101)],
+            fates={key: Fate(readable=Fraction(10), removed=removals)},
+        ),
+        Thresholds(),
+    )
+    [line] = report.checkpoints
+    assert line.ok and "10 removed by 6 snapshots (row-level deletes)" in line.note
+    [finding] = [p for p in report.problems if p.kind == "removed"]
+    assert finding.severity == "info" and "the most: snapshot 202 5, snapshot 200 1, snapshot 201 1" in finding.message
