@@ -10,6 +10,7 @@ from datetime import timedelta
 import click
 
 from icecommit.cli.context import DURATION, Context, _run
+from icecommit.core.errors import InvalidArgumentError
 from icecommit.metrics.exporter import DEFAULT_PORT, DEFAULT_STUCK_AFTER, StateMetrics, exposition, serve
 from icecommit.state import state_engine, state_uri
 
@@ -21,7 +22,15 @@ _STUCK = click.option(
 
 
 def _metrics(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta) -> StateMetrics:
-    return StateMetrics(state_engine(state_uri(ctx.catalog())), tables=tables, stuck_after=stuck_after)
+    """The state's metrics; a ``--table`` the state database knows nothing of is refused
+    (a typo would otherwise serve an empty page that looks healthy)."""
+    metrics = StateMetrics(state_engine(state_uri(ctx.catalog())), tables=tables, stuck_after=stuck_after)
+    known = metrics.known_tables()
+    for table in tables:
+        if table not in known:
+            shown = ", ".join(sorted(known)[:10]) or "none yet"
+            raise InvalidArgumentError("--table", table, f"a table the state database holds something of ({shown})")
+    return metrics
 
 
 @click.group(invoke_without_command=True)
@@ -46,13 +55,14 @@ def metrics(click_ctx: click.Context, tables: tuple[str, ...], stuck_after: time
 
 
 @metrics.command("serve")
-@_TABLE
-@_STUCK
+@click.option("--table", "tables", multiple=True, help="Only this table (repeatable; default: every table).")
+@click.option("--stuck-after", type=DURATION, default=None,
+              help="Report a checkpoint prepared this long ago, not committed, as stuck.  [default: 15m]")  # fmt: skip
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (loopback unless told).")
 @click.option("--port", type=click.IntRange(min=0, max=65535), default=DEFAULT_PORT, show_default=True,
               help="Port to listen on (0: any free port, printed).")  # fmt: skip
 @click.pass_obj
-def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta, host: str, port: int) -> None:
+def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta | None, host: str, port: int) -> None:
     """Serve the state's metrics at http://HOST:PORT/metrics until interrupted; each scrape
     reads the state database afresh.
 
@@ -60,6 +70,11 @@ def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta,
     Example:
       icecommit metrics serve --port 9473 --table demo.clickstream
     """
+
+    group = click.get_current_context().parent  # --table and --stuck-after given before "serve" count too
+    given = group.params if group is not None else {}
+    tables = (*given.get("tables", ()), *tables)
+    stuck_after = stuck_after if stuck_after is not None else given.get("stuck_after", DEFAULT_STUCK_AFTER)
 
     def action() -> None:
         server, bound = serve(_metrics(ctx, tables, stuck_after), host=host, port=port)
@@ -71,5 +86,6 @@ def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta,
             pass
         finally:
             server.shutdown()
+            server.server_close()
 
     _run(ctx, action)

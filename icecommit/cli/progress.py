@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -32,31 +33,52 @@ def every() -> float:
 
 
 class PlainLines:
-    """``description: done/total unit (pct), elapsed`` every ``period`` seconds, and at the
-    end if a line was printed before it."""
+    """``description: done/total unit (pct), elapsed`` every ``period`` seconds while the
+    work lasts (from a ticking thread, so one long step shows too, and as the work
+    advances), and at the end if a line was printed before it."""
 
-    def __init__(self, out: TextIO, period: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._out, self._period, self._clock = out, period, clock
+    def __init__(
+        self, out: TextIO, period: float, clock: Callable[[], float] = time.monotonic, *, ticking: bool = True
+    ) -> None:
+        self._out, self._period, self._clock, self._ticking = out, period, clock, ticking
         self._description, self._total, self._unit = "", 0, ""
-        self._done, self._began, self._next, self._shown = 0, 0.0, 0.0, False
+        self._done, self._began, self._next = 0, 0.0, 0.0
+        self._shown: int | None = None  # the count the last line showed
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def start(self, description: str, total: int, unit: str) -> None:
         self._description, self._total, self._unit = description, total, unit
         self._began = self._clock()
         self._next = self._began + self._period
+        if self._ticking and self._period > 0:
+            self._ticker = threading.Thread(target=self._tick, name="icecommit-progress", daemon=True)
+            self._ticker.start()
 
     def advance(self, done: int) -> None:
-        self._done += done
-        if self._clock() >= self._next:
-            self._line()
-            self._next = self._clock() + self._period
+        with self._lock:
+            self._done += done
+            if self._clock() >= self._next:
+                self._line()
 
     def finish(self) -> None:
-        if self._shown:
-            self._line()
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+        with self._lock:
+            if self._shown is not None and self._shown != self._done:
+                self._line()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self._period):
+            with self._lock:
+                if self._clock() >= self._next:
+                    self._line()
 
     def _line(self) -> None:
-        self._shown = True
+        self._shown = self._done
+        self._next = self._clock() + self._period
         pct = 100 * self._done // max(self._total, 1)
         elapsed = self._clock() - self._began
         print(f"{self._description}: {self._done:,}/{self._total:,} {self._unit} ({pct}%), {elapsed:.0f} s",

@@ -34,7 +34,7 @@ from icecommit.committer.append import (
 )
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
-from icecommit.committer.observed import observed, observed_prepare
+from icecommit.committer.observed import observed, observed_recovery, observed_refusal
 from icecommit.committer.operations import checkpoint_operation
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
@@ -193,6 +193,7 @@ class GlobalCommitter:
             query_id=query_id,
         )
 
+    @observed_refusal
     def refuse(self, checkpoint_id: int, decision: Decision | CheckpointPlan) -> None:
         """Raise the error of a decision that refuses the checkpoint (rolled back, out of
         order, another streaming query's batch); nothing for any other decision."""
@@ -205,6 +206,7 @@ class GlobalCommitter:
 
     # -- phase 1 -----------------------------------------------------------------------
 
+    @observed_refusal
     def validate(self, checkpoint_id: int, results: Sequence[WriteResult], *, table: Table | None = None) -> None:
         """Run prepare's validation alone (nothing staged, nothing recorded), on ``table``
         (None: load it). Lets a caller that commits one checkpoint into several tables
@@ -251,7 +253,7 @@ class GlobalCommitter:
         assert prepared.state is not None  # a prepared plan always has its row
         return prepared.state
 
-    @observed_prepare
+    @observed_refusal
     def prepare_planned(
         self,
         checkpoint_id: int,
@@ -391,6 +393,7 @@ class GlobalCommitter:
         logger.warning("re-committing checkpoint %d of job %s after a rollback", checkpoint_id, self.job_id)
         return self._commit_prepared(state, plan=plan)
 
+    @observed_recovery
     def recover(self) -> list[CommitResult]:
         """Commit, in order, every checkpoint of this job that was prepared and not committed.
 

@@ -1,8 +1,11 @@
-"""The committer's commit calls, measured for the in-job metrics (:mod:`icecommit.core.telemetry`):
-each call's time, outcome, attempts and conflicts, whatever it ended in."""
+"""The committer's calls, measured for the in-job metrics (:mod:`icecommit.core.telemetry`):
+each commit's time, outcome, attempts and conflicts whatever it ended in, and each
+checkpoint refused at prepare, validation or commit (counted once, however many of these
+calls the refusal passed through)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Callable
@@ -11,6 +14,7 @@ from typing import Any, TypeVar
 from icecommit.committer.results import CommitResult
 from icecommit.core import telemetry
 from icecommit.core.errors import (
+    FAMILIES,
     CheckpointRefusedError,
     CommitConflictError,
     CommitStateUnknownError,
@@ -19,16 +23,30 @@ from icecommit.core.errors import (
 
 T = TypeVar("T")
 
+_COUNTED = "_icecommit_counted"  # set on an error once its checkpoint was counted
+
 
 def outcome_of(error: BaseException) -> str:
-    """What a commit call that raised ``error`` ended in, as the metrics name it."""
-    if isinstance(error, (CheckpointRefusedError, InvalidInputError)):
+    """What a call that raised ``error`` ended in, as the metrics name it, by the error's
+    first family (``DataFileMissingError`` is an environment failure before it is invalid
+    input): ``refused``, ``conflict``, ``unknown`` or ``failed``."""
+    family = next((base for base in type(error).__mro__ if base in FAMILIES), None)
+    if family in (CheckpointRefusedError, InvalidInputError):
         return "refused"
     if isinstance(error, CommitStateUnknownError):
         return "unknown"
     if isinstance(error, CommitConflictError):
         return "conflict"
     return "failed"
+
+
+def _first_time(error: BaseException) -> bool:
+    """True the first time a call sees ``error`` (one refusal raised through nested calls)."""
+    if getattr(error, _COUNTED, False):
+        return False
+    with contextlib.suppress(AttributeError):  # an error that takes no attributes: counted each time
+        setattr(error, _COUNTED, True)
+    return True
 
 
 def observed(method: Callable[..., CommitResult]) -> Callable[..., CommitResult]:
@@ -40,25 +58,47 @@ def observed(method: Callable[..., CommitResult]) -> Callable[..., CommitResult]
         try:
             result = method(self, *args, **kwargs)
         except Exception as e:
-            telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
-                                    outcome=outcome_of(e))  # fmt: skip
+            if _first_time(e):
+                attempts = getattr(e, "attempts", 0) if isinstance(e, CommitConflictError) else 0
+                telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
+                                        outcome=outcome_of(e), attempts=attempts,
+                                        retries=max(attempts - 1, 0))  # fmt: skip
             raise
         telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
                                 outcome=result.status, attempts=result.attempts, retries=result.retries)  # fmt: skip
+        if result.status == "already-committed":  # a replay, skipped: counted in the state for the exporter
+            self.store.record_replay(self.job_id, self.table_name, result.checkpoint_id)
         return result
 
     return call
 
 
-def observed_prepare(method: Callable[..., T]) -> Callable[..., T]:
-    """Count a prepare method's call that raised (a refused checkpoint never reaches commit)."""
+def observed_recovery(method: Callable[..., list[CommitResult]]) -> Callable[..., list[CommitResult]]:
+    """Record each checkpoint a recovery call committed or settled (its time is the call's, not theirs)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> list[CommitResult]:
+        results = method(self, *args, **kwargs)
+        for result in results:
+            telemetry.record_checkpoint(self.table_name, self.job_id, outcome=result.status,
+                                        attempts=result.attempts, retries=result.retries)  # fmt: skip
+        return results
+
+    return call
+
+
+def observed_refusal(method: Callable[..., T]) -> Callable[..., T]:
+    """Count a checkpoint that a call refused (bad input, or a decision that refuses it);
+    other failures of the call (a state database error, a conflict while claiming the
+    table) are retried by the caller and counted by the commit that follows."""
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> T:
         try:
             return method(self, *args, **kwargs)
         except Exception as e:
-            telemetry.record_refused_prepare(self.table_name, self.job_id, outcome=outcome_of(e))
+            if outcome_of(e) == "refused" and _first_time(e):
+                telemetry.record_checkpoint(self.table_name, self.job_id, outcome="refused")
             raise
 
     return call

@@ -30,13 +30,16 @@ Instruments:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
 _SCOPE = "icecommit"
+#: Histogram buckets in seconds (the SDK's default ones, 0 to 10,000, suit milliseconds: a
+#: 0.3 s commit would fall in the first)
+_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0]
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,14 @@ def _instruments() -> _Instruments | None:
     except PackageNotFoundError:  # a source tree that is not installed
         release = None
     meter = (_provider or metrics.get_meter_provider()).get_meter(_SCOPE, release)
+
+    def seconds_histogram(name: str, description: str) -> Any:
+        return meter.create_histogram(name, unit="s", description=description,
+                                      explicit_bucket_boundaries_advisory=_SECONDS)  # fmt: skip
+
     made = _Instruments(
-        commit_duration=meter.create_histogram(
-            "icecommit.commit.duration", unit="s", description="One checkpoint's commit call, start to outcome"
+        commit_duration=seconds_histogram(
+            "icecommit.commit.duration", "One checkpoint's commit call, start to outcome"
         ),
         attempts=meter.create_counter("icecommit.commit.attempts", description="Catalog commit attempts"),
         conflicts=meter.create_counter(
@@ -94,13 +102,11 @@ def _instruments() -> _Instruments | None:
         files=meter.create_counter("icecommit.written.files", description="Data files the writers wrote"),
         bytes=meter.create_counter("icecommit.written.bytes", unit="By", description="Bytes the writers wrote"),
         rows=meter.create_counter("icecommit.written.rows", description="Rows the writers wrote"),
-        maintenance_duration=meter.create_histogram(
-            "icecommit.maintenance.duration", unit="s", description="Maintenance runs (compaction, expiry, orphans)"
+        maintenance_duration=seconds_histogram(
+            "icecommit.maintenance.duration", "Maintenance runs (compaction, expiry, orphans)"
         ),
         maintenance_work=meter.create_counter("icecommit.maintenance.work", description="What maintenance did"),
-        reconcile_duration=meter.create_histogram(
-            "icecommit.reconcile.duration", unit="s", description="Reconciliation runs"
-        ),
+        reconcile_duration=seconds_histogram("icecommit.reconcile.duration", "Reconciliation runs"),
         lost=meter.create_counter("icecommit.reconcile.lost_rows", description="Rows reconciliation found lost"),
         duplicated=meter.create_counter(
             "icecommit.reconcile.duplicated_rows", description="Rows reconciliation found duplicated"
@@ -117,47 +123,46 @@ def _attributes(table: str, job: str | None, **more: str) -> dict[str, str]:
     return found
 
 
-def _safely(what: str, record: Any) -> None:
-    """Record, never failing the work measured: an SDK or exporter error is logged once per call."""
+def _safely(what: str, record: Callable[[_Instruments], None]) -> None:
+    """Record with the instruments (none: OpenTelemetry is not installed), never failing
+    the work measured: a provider, SDK or exporter error is logged instead."""
     try:
-        record()
+        made = _instruments()
+        if made is not None:
+            record(made)
     except Exception as e:  # a metric is never worth a failed commit
         logger.warning("could not record the %s metric: %s", what, e)
 
 
 def record_commit(table: str, job: str, *, seconds: float, outcome: str, attempts: int = 0, retries: int = 0) -> None:
     """One commit call: its time and outcome, the attempts it made and how many retried."""
-    made = _instruments()
-    if made is None:
-        return
 
-    def record() -> None:
-        by_job = _attributes(table, job)
-        made.commit_duration.record(seconds, {**by_job, "outcome": outcome})
-        made.checkpoints.add(1, {**by_job, "outcome": outcome})
-        if attempts:
-            made.attempts.add(attempts, by_job)
-        if retries:
-            made.conflicts.add(retries, by_job)
+    def record(made: _Instruments) -> None:
+        made.commit_duration.record(seconds, {**_attributes(table, job), "outcome": outcome})
+        _checkpoint(made, table, job, outcome, attempts, retries)
 
     _safely("commit", record)
 
 
-def record_refused_prepare(table: str, job: str, *, outcome: str) -> None:
-    """A checkpoint whose prepare call raised (``refused``: bad input or a refusal)."""
-    made = _instruments()
-    if made is None:
-        return
-    _safely("prepare", lambda: made.checkpoints.add(1, {**_attributes(table, job), "outcome": outcome}))
+def record_checkpoint(table: str, job: str, *, outcome: str, attempts: int = 0, retries: int = 0) -> None:
+    """A checkpoint's outcome outside a timed commit call: refused at prepare or
+    validation, or settled by a recovery."""
+    _safely("checkpoint", lambda made: _checkpoint(made, table, job, outcome, attempts, retries))
+
+
+def _checkpoint(made: _Instruments, table: str, job: str, outcome: str, attempts: int, retries: int) -> None:
+    by_job = _attributes(table, job)
+    made.checkpoints.add(1, {**by_job, "outcome": outcome})
+    if attempts:
+        made.attempts.add(attempts, by_job)
+    if retries:
+        made.conflicts.add(retries, by_job)
 
 
 def record_written(table: str, job: str | None, *, files: int, bytes_: int, rows: int) -> None:
     """What the writers of one prepared checkpoint wrote."""
-    made = _instruments()
-    if made is None:
-        return
 
-    def record() -> None:
+    def record(made: _Instruments) -> None:
         by_job = _attributes(table, job)
         made.files.add(files, by_job)
         made.bytes.add(bytes_, by_job)
@@ -167,12 +172,9 @@ def record_written(table: str, job: str | None, *, files: int, bytes_: int, rows
 
 
 def record_maintenance(table: str, kind: str, *, seconds: float, counts: Mapping[str, int]) -> None:
-    """One maintenance run that changed the table."""
-    made = _instruments()
-    if made is None:
-        return
+    """One maintenance run."""
 
-    def record() -> None:
+    def record(made: _Instruments) -> None:
         made.maintenance_duration.record(seconds, {"table": table, "kind": kind})
         for work, n in counts.items():
             made.maintenance_work.add(n, {"table": table, "kind": kind, "work": work})
@@ -182,11 +184,8 @@ def record_maintenance(table: str, kind: str, *, seconds: float, counts: Mapping
 
 def record_reconcile(table: str, job: str | None, *, seconds: float, ok: bool, lost: int, duplicated: int) -> None:
     """One reconciliation run: its time and verdict, and the rows it found lost or duplicated."""
-    made = _instruments()
-    if made is None:
-        return
 
-    def record() -> None:
+    def record(made: _Instruments) -> None:
         by_job = _attributes(table, job)
         made.reconcile_duration.record(seconds, {**by_job, "ok": str(ok).lower()})
         made.lost.add(lost, by_job)

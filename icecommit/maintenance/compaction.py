@@ -337,12 +337,13 @@ def compact(
     result = replace(plan, groups=tuple(done), applied=True)
     logger.info("compacted %s: %d group(s) committed, %d aborted", plan.table, result.committed, result.aborted)
     landed = [g for g in done if g.status == "committed"]
-    MaintenanceRunStore(engine).record(plan.table, COMPACTION, time.monotonic() - started, {
-        "groups_committed": len(landed), "groups_aborted": result.aborted, "groups_deferred": result.deferred,
-        "files_rewritten": sum(g.input_files for g in landed), "bytes_rewritten": sum(g.input_bytes for g in landed),
-        "files_written": sum(g.output_files for g in landed),
-        "delete_files_removed": sum(g.removed_delete_files for g in landed),
-    })  # fmt: skip
+    if landed or result.aborted:  # groups all deferred did no work
+        MaintenanceRunStore(engine).record(plan.table, COMPACTION, time.monotonic() - started, {
+            "groups_committed": len(landed), "groups_aborted": result.aborted, "groups_deferred": result.deferred,
+            "files_rewritten": sum(g.input_files for g in landed),
+            "bytes_rewritten": sum(g.input_bytes for g in landed), "files_written": sum(g.output_files for g in landed),
+            "delete_files_removed": sum(g.removed_delete_files for g in landed),
+        })  # fmt: skip
     return result
 
 

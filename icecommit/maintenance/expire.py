@@ -349,10 +349,11 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
                 pass
             advance(1)
     logger.warning("expired %d snapshot(s) of %s and deleted %d file(s)", len(ids), plan.table, deleted)
-    MaintenanceRunStore(store.engine).record(plan.table, EXPIRY, time.perf_counter() - began, {
-        "snapshots_expired": len(ids), "files_deleted": deleted,
-        "checkpoints_rolled_back": len(plan.rolled_back_checkpoints),
-    })  # fmt: skip
+    if ids or deleted:  # an expiry that found nothing to do is no maintenance work
+        MaintenanceRunStore(store.engine).record(plan.table, EXPIRY, time.perf_counter() - began, {
+            "snapshots_expired": len(ids), "files_deleted": deleted,
+            "checkpoints_rolled_back": len(plan.rolled_back_checkpoints),
+        })  # fmt: skip
     return ExpirePlan(**{**plan.__dict__, "applied": True, "deleted_files": deleted})
 
 

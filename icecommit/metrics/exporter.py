@@ -5,7 +5,8 @@ Every scrape reads the state afresh (a few grouped queries), so the numbers are 
 the moment, whichever process committed, compacted or reconciled. Labels are the table and,
 where a job did it, the job: counts and times only, never row values, paths or URIs.
 
-Metrics, per table and job unless said otherwise (``_total`` ones only grow):
+Metrics, per table and job unless said otherwise (``_total`` ones only grow, unless the
+state forgets a table: ``icecommit demo --reset``, which Prometheus reads as a reset):
 
 - ``icecommit_last_commit_timestamp_seconds``, ``icecommit_seconds_since_last_commit``:
   the newest commit (of a checkpoint still committed, or later rolled back);
@@ -14,10 +15,12 @@ Metrics, per table and job unless said otherwise (``_total`` ones only grow):
   ``stuck_after`` given (a job that died between its two phases); and
   ``icecommit_oldest_prepared_age_seconds``;
 - ``icecommit_rows_committed_total``, ``icecommit_files_committed_total``,
-  ``icecommit_bytes_committed_total``; ``icecommit_commit_attempts_total``,
-  ``icecommit_commit_retries_total``, ``icecommit_unknown_outcomes_total`` (commits whose
-  response was lost), ``icecommit_files_skipped_total`` (replays: files already in the
-  table), ``icecommit_files_missing_total``;
+  ``icecommit_bytes_committed_total`` (of every checkpoint that ever landed, rolled back
+  since or not); ``icecommit_commit_attempts_total``, ``icecommit_commit_retries_total``,
+  ``icecommit_unknown_outcomes_total`` (commits whose response was lost),
+  ``icecommit_replays_skipped_total`` (commit calls of checkpoints already committed); the gauges
+  ``icecommit_files_skipped`` (replays: files already in the table) and
+  ``icecommit_files_missing``, of each checkpoint's last commit try;
 - ``icecommit_event_time_max_timestamp_seconds`` (the newest event time committed),
   ``icecommit_event_time_lag_seconds`` (now minus it), ``icecommit_watermark_timestamp_seconds``,
   ``icecommit_future_rows_total``;
@@ -50,9 +53,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from icecommit.core.errors import IcecommitError, MissingExtraError
+from icecommit.metrics.render import duration
 from icecommit.state.checkpoints import COMMITTED, PREPARED, ROLLED_BACK
 from icecommit.state.maintenance_runs import MaintenanceRunStore
-from icecommit.state.models import CheckpointRow, CompactionRow, ReconcileRunRow, as_utc
+from icecommit.state.models import CheckpointRow, CompactionRow, MaintenanceRunRow, ReconcileRunRow, as_utc
 from icecommit.state.partitions import PartitionStatusStore
 
 logger = logging.getLogger(__name__)
@@ -94,6 +98,16 @@ class StateMetrics:
         self._stuck_after = stuck_after
         self._clock = clock or (lambda: datetime.now(timezone.utc))
 
+    def known_tables(self) -> set[str]:
+        """Every table the state database holds something of (checkpoints, compactions,
+        reconciliation or maintenance runs)."""
+        with Session(self._engine) as session:
+            found: set[str] = set()
+            for column in (CheckpointRow.table_name, CompactionRow.table_name, ReconcileRunRow.table_name,
+                           MaintenanceRunRow.table_name):  # fmt: skip
+                found |= {t for (t,) in session.execute(select(column).distinct())}
+        return found
+
     def families(self) -> list[_Family]:
         """Every family, read now; only ``icecommit_state_up`` 0 when the state database
         cannot be read (the reason is logged)."""
@@ -127,7 +141,8 @@ class StateMetrics:
         since = _Family("seconds_since_last_commit", "gauge", "Seconds since the job last committed a checkpoint", tj)
         states = _Family("checkpoints", "gauge", "Checkpoints by state", (*tj, "status"))
         stuck = _Family("checkpoints_stuck", "gauge",
-                        f"Checkpoints prepared more than {self._stuck_after} ago and not committed", tj)  # fmt: skip
+                        f"Checkpoints prepared more than {duration(self._stuck_after.total_seconds())} ago "
+                        "and not committed", tj)  # fmt: skip
         oldest = _Family("oldest_prepared_age_seconds", "gauge", "Age of the oldest prepared checkpoint", tj)
         sums = {
             "records": _Family("rows_committed_total", "counter", "Rows committed", tj),
@@ -141,41 +156,48 @@ class StateMetrics:
             "retries": _Family("commit_retries_total", "counter", "Commit attempts retried after a conflict", tj),
             "unknown_outcomes": _Family("unknown_outcomes_total", "counter",
                                         "Commits whose response was lost (resolved from the table)", tj),
-            "files_skipped": _Family("files_skipped_total", "counter",
+            "replays": _Family("replays_skipped_total", "counter",
+                               "Commit calls of checkpoints already committed (replays: nothing written twice)", tj),
+            # the last commit try's, per checkpoint (a later try overwrites them): gauges
+            "files_skipped": _Family("files_skipped", "gauge",
                                      "Files of replayed checkpoints found already in the table", tj),
-            "files_missing": _Family("files_missing_total", "counter", "Staged files found missing at commit", tj),
+            "files_missing": _Family("files_missing", "gauge",
+                                     "Staged files found missing at the checkpoints' last commit try", tj),
         }  # fmt: skip
         event = _Family("event_time_max_timestamp_seconds", "gauge", "The newest event time committed", tj)
         lag = _Family("event_time_lag_seconds", "gauge", "Seconds from the newest event time committed to now", tj)
         mark = _Family("watermark_timestamp_seconds", "gauge", "The newest watermark committed", tj)
         c = CheckpointRow
+        landed = c.committed_at.isnot(None)  # committed once: still, or rolled back or abandoned since
         grouped = session.execute(
-            select(c.table_name, c.job_id, c.status, func.count(), func.max(c.committed_at),
+            select(c.table_name, c.job_id, c.status, landed, func.count(), func.max(c.committed_at),
                    *(func.sum(getattr(c, n)) for n in (*sums, *every)),
                    func.max(c.max_event_time_us), func.max(c.watermark_us), func.min(c.prepared_at))
             .where(self._where(c.table_name))
-            .group_by(c.table_name, c.job_id, c.status)
+            .group_by(c.table_name, c.job_id, c.status, landed)
         )  # fmt: skip
         totals: dict[tuple[str, str], dict[str, float]] = {}
         newest: dict[tuple[str, str], datetime] = {}
-        for table, job, status, count, committed_at, *rest in grouped:
+        counts: dict[tuple[str, str, str], float] = {}
+        names = [*sums, *every]
+        for table, job, status, was_landed, count, committed_at, *rest in grouped:
             key = (table, job)
-            states.samples.append(((table, job, status), float(count)))
+            counts[(table, job, status)] = counts.get((table, job, status), 0.0) + float(count)
             values = totals.setdefault(key, {})
-            names = [*sums, *every]
             for name, value in zip(names, rest[: len(names)], strict=True):
-                if name in every or status in (COMMITTED, ROLLED_BACK):
+                if name in every or was_landed:  # what a commit added counts once it landed, for good
                     values[name] = values.get(name, 0.0) + float(value or 0)
             event_us, watermark_us, first_prepared = rest[len(names) :]
+            if was_landed and committed_at is not None:
+                newest[key] = max(as_utc(committed_at), newest.get(key, as_utc(committed_at)))
             if status in (COMMITTED, ROLLED_BACK):
-                if committed_at is not None:
-                    newest[key] = max(as_utc(committed_at), newest.get(key, as_utc(committed_at)))
                 if event_us is not None:
                     values["event_us"] = max(values.get("event_us", event_us), event_us)
                 if watermark_us is not None:
                     values["watermark_us"] = max(values.get("watermark_us", watermark_us), watermark_us)
             if status == PREPARED and first_prepared is not None:
                 oldest.samples.append((key, (now - as_utc(first_prepared)).total_seconds()))
+        states.samples.extend(sorted(counts.items()))
         stuck_counts = dict.fromkeys(totals, 0.0)
         for table, job, count in session.execute(
             select(c.table_name, c.job_id, func.count())
@@ -242,7 +264,7 @@ class StateMetrics:
             if not statuses:
                 continue
             published.samples.append(((table,), float(len(statuses))))
-            late.samples.append(((table,), float(sum(s.late_records for s in statuses))))
+            late.samples.append(((table,), float(sum(max(s.late_records, 0) for s in statuses))))
             last.samples.append(((table,), max(s.completed_at for s in statuses).timestamp()))
         return [published, late, last]
 

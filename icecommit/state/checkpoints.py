@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, Select, and_, delete, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 if TYPE_CHECKING:
     pass
 
+from icecommit.core.errors import StateDatabaseError
 from icecommit.state.database import is_retry, retried, tried_once
 from icecommit.state.models import (
     CheckpointPartitionRow,
@@ -30,6 +32,8 @@ from icecommit.state.samples import (
     SourceRange,
     _ranges_from_json,
 )
+
+logger = logging.getLogger(__name__)
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -512,6 +516,22 @@ class CheckpointStore(MetricSampleStore):
                     row.status = COMMITTED
                     changed += 1
         return changed
+
+    def record_replay(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
+        """Count a commit call that found the checkpoint already committed (a replay: skipped).
+        Once, not retried (a lost reply must not count it twice); a state database that cannot
+        count it is logged, never raised: the replay itself did what it should."""
+        try:
+            with Session(self._engine) as session, session.begin():
+                session.execute(
+                    update(CheckpointRow)
+                    .where(CheckpointRow.job_id == job_id, CheckpointRow.table_name == table_name,
+                           CheckpointRow.checkpoint_id == checkpoint_id)
+                    .values(replays=CheckpointRow.replays + 1)
+                )  # fmt: skip
+        except (SQLAlchemyError, StateDatabaseError) as e:
+            logger.warning("checkpoint %d of job %s: a replay was not counted: %s", checkpoint_id, job_id,
+                           str(e).splitlines()[0])  # fmt: skip
 
     @tried_once
     def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:

@@ -6,16 +6,20 @@ work that took."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from icecommit.core import telemetry
 from icecommit.state.database import retried
 from icecommit.state.models import MaintenanceRunRow, as_utc, utc_now
+
+logger = logging.getLogger(__name__)
 
 EXPIRY = "expiry"
 ORPHANS = "orphans"
@@ -41,14 +45,19 @@ class MaintenanceRunStore:
         self._engine = engine
         self._clock = clock
 
-    @retried
     def record(self, table_name: str, kind: str, seconds: float, counts: Mapping[str, int]) -> None:
-        """Store one finished run of ``kind`` on ``table_name``."""
+        """Store one finished run of ``kind`` on ``table_name``, once (not retried: a lost
+        reply could store it twice), and record it in the in-job metrics. The run's work
+        has landed by then: a state database that cannot store it is logged, never raised."""
+        telemetry.record_maintenance(table_name, kind, seconds=seconds, counts=counts)
         row = MaintenanceRunRow(table_name=table_name, kind=kind, finished_at=self._clock(), seconds=seconds,
                                 counts=json.dumps(dict(counts), sort_keys=True))  # fmt: skip
-        with Session(self._engine) as session, session.begin():
-            session.add(row)
-        telemetry.record_maintenance(table_name, kind, seconds=seconds, counts=counts)  # the in-job metrics too
+        try:
+            with Session(self._engine) as session, session.begin():
+                session.add(row)
+        except SQLAlchemyError as e:
+            logger.warning("the %s of %s is done, but the state database did not record it for the metrics: %s",
+                           kind, table_name, str(e).splitlines()[0])  # fmt: skip
 
     @retried
     def totals(self, tables: set[str] | None = None) -> list[MaintenanceTotals]:

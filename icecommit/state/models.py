@@ -97,6 +97,8 @@ class CheckpointRow(Base):
     files_skipped: Mapped[int] = mapped_column(Integer, default=0)
     files_missing: Mapped[int] = mapped_column(Integer, default=0)
     unknown_outcomes: Mapped[int] = mapped_column(Integer, default=0)
+    #: commit calls that found the checkpoint already committed (replays, skipped)
+    replays: Mapped[int] = mapped_column(Integer, default=0)
     prepared_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     committed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     # an operator gave the checkpoint up (status abandoned): why, who, when; and who

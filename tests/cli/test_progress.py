@@ -4,6 +4,7 @@ for work that lasts), nothing for a library user, a bar on a terminal."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ class _Clock:
 
 def test_plain_lines_come_every_period_and_at_the_end_only_if_one_came_before() -> None:
     out, clock = io.StringIO(), _Clock()
-    with progress.showing(lambda: PlainLines(out, 10.0, clock)):
+    with progress.showing(lambda: PlainLines(out, 10.0, clock, ticking=False)):
         with progress.step("expiry of ns.t: deleting files", 4, "file(s)") as advance:
             advance(1)
             clock.now = 10.5
@@ -41,6 +42,20 @@ def test_plain_lines_come_every_period_and_at_the_end_only_if_one_came_before() 
         "expiry of ns.t: deleting files: 2/4 file(s) (50%), 10 s",
         "expiry of ns.t: deleting files: 4/4 file(s) (100%), 12 s",
     ]
+
+
+def test_one_long_step_shows_that_it_goes_on_and_the_last_line_is_not_repeated() -> None:
+    out = io.StringIO()
+    with (
+        progress.showing(lambda: PlainLines(out, 0.05)),
+        progress.step("compaction of ns.t: commit groups", 2, "group(s)") as advance,
+    ):
+        time.sleep(0.2)  # one group rewriting: the ticking thread still prints
+        advance(2)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("compaction of ns.t: commit groups: 0/2 group(s) (0%)"), lines
+    assert lines[-1].startswith("compaction of ns.t: commit groups: 2/2 group(s) (100%)"), lines
+    assert sum(1 for line in lines if "2/2" in line) == 1
 
 
 def test_nothing_is_shown_unless_a_display_is_installed() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -49,6 +53,7 @@ def _table(catalog: SqlCatalog) -> str:
 def test_every_number_is_the_states(catalog: SqlCatalog) -> None:
     name = _table(catalog)
     small_checkpoints(catalog, name, 3, job="a")  # 3 x 60 rows
+    assert ic.GlobalCommitter(catalog, name, job_id="a").commit(1).status == "already-committed"  # a replay
     stuck = ic.GlobalCommitter(catalog, name, job_id="b")
     stuck.prepare(7, [write_arrow(stuck.load_table(), events(1000, 1010), job_id="b", checkpoint_id=7)])
     engine = state_engine(state_uri(catalog))
@@ -67,6 +72,7 @@ def test_every_number_is_the_states(catalog: SqlCatalog) -> None:
     assert value(found, "icecommit_rows_committed_total", table=name, job="a") == 180
     assert value(found, "icecommit_rows_committed_total", table=name, job="b") == 0  # prepared, not committed
     assert value(found, "icecommit_commit_attempts_total", table=name, job="a") == 3
+    assert value(found, "icecommit_replays_skipped_total", table=name, job="a") == 1
     assert 0 <= value(found, "icecommit_seconds_since_last_commit", table=name, job="a") < 120
     assert ("icecommit_seconds_since_last_commit", frozenset({("table", name), ("job", "b")})) not in found
     assert value(found, "icecommit_reconcile_ok", table=name, job="a") == 1
@@ -117,8 +123,45 @@ def test_the_command_prints_them_and_says_what_to_install_without_the_extra(
     done = invoke(home, "metrics", "--table", "ns.events")
     assert done.returncode == 0, done.stderr
     assert value(parsed(done.stdout), "icecommit_checkpoints", table="ns.events", job="clicks", status="committed") == 2
+    typo = invoke(home, "metrics", "--table", "ns.evnets")
+    assert typo.returncode == 2 and "--table='ns.evnets'" in typo.stderr and "ns.events" in typo.stderr, typo.stderr
     late = invoke(home, "metrics", "--stuck-after", "banana")
     assert late.returncode == 2 and "--stuck-after" in late.stderr
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
     missing = invoke(home, "metrics")
     assert missing.returncode == 4 and "pip install 'icecommit[metrics]'" in missing.stderr, missing.stderr
+
+
+def test_serve_takes_the_options_given_before_it_and_binds_to_loopback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home))
+    for name in ("ns.one", "ns.two"):
+        ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+        small_checkpoints(catalog, name, 1, job="j")
+    catalog.engine.dispose()  # type: ignore[attr-defined]
+    command = [sys.executable, "-m", "icecommit.cli", "metrics", "--table", "ns.two", "serve", "--port", "0"]
+    server = subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, env={**os.environ, "ICECOMMIT_HOME": str(home)}
+    )
+    try:
+        url = served_url(server)
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url, timeout=30) as response:
+            found = parsed(response.read().decode())
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert value(found, "icecommit_checkpoints", table="ns.two", job="j", status="committed") == 1
+    assert not any(dict(labels).get("table") == "ns.one" for _, labels in found)
+
+
+def served_url(server: subprocess.Popen[str]) -> str:
+    """The URL ``icecommit metrics serve`` says it serves (its first lines on stderr may be warnings)."""
+    assert server.stderr is not None
+    for _ in range(50):
+        line = server.stderr.readline()
+        if found := re.search(r"http://[^ ]+/metrics", line):
+            return found.group(0)
+        if not line:
+            break
+    raise AssertionError(f"no URL printed; exit code {server.poll()}")

@@ -3,7 +3,6 @@ each scrape reads the state afresh, so the numbers follow the stream batch by ba
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import urllib.request
@@ -17,7 +16,7 @@ from pyspark.sql import SparkSession
 
 import icecommit as ic
 from tests.helpers import drop_json, run_to_end
-from tests.metrics.test_exporter import parsed, value
+from tests.metrics.test_exporter import parsed, served_url, value
 
 pytestmark = pytest.mark.spark
 
@@ -31,11 +30,7 @@ def endpoint(sqlite_catalog: SqlCatalog) -> Iterator[str]:
                "--warehouse", sqlite_catalog.properties["warehouse"], "metrics", "serve", "--port", "0"]  # fmt: skip
     server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
-        assert found, line
-        yield found.group(0)
+        yield served_url(server)
     finally:
         server.terminate()
         server.communicate(timeout=30)  # reaps it and closes its pipe

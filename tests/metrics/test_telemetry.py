@@ -14,8 +14,16 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.catalog.inspect import list_checkpoints
+from icecommit.committer.observed import observed
+from icecommit.committer.results import CommitResult
 from icecommit.core import telemetry
-from icecommit.errors import CheckpointRolledBackError, ValidationError
+from icecommit.errors import (
+    CheckpointRolledBackError,
+    CommitConflictError,
+    CommitStateUnknownError,
+    DataFileMissingError,
+    ValidationError,
+)
 from icecommit.maintenance.compaction import compact
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.maintenance.rollback import apply_rollback, plan_rollback
@@ -67,6 +75,15 @@ def test_a_jobs_commits_writes_maintenance_and_reconciliation_are_recorded(
     found = points(reader)
     job = {("table", name), ("job", "a")}
     assert found[("icecommit.commit.duration", frozenset({*job, ("outcome", "committed")}))] == 3
+    bounds = {
+        tuple(p.explicit_bounds)  # type: ignore[attr-defined]
+        for r in reader.get_metrics_data().resource_metrics  # type: ignore[union-attr]
+        for s in r.scope_metrics
+        for m in s.metrics
+        if m.name == "icecommit.commit.duration"
+        for p in m.data.data_points
+    }
+    assert bounds == {tuple(telemetry._SECONDS)}  # buckets in seconds, not the SDK's milliseconds
     assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "committed")}))] == 3
     assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "already-committed")}))] == 1
     assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "refused")}))] == 1  # at prepare
@@ -108,3 +125,66 @@ def test_nothing_is_recorded_and_nothing_fails_without_opentelemetry(
     assert telemetry._instruments() is None
     monkeypatch.undo()
     telemetry.use_meter_provider(None)
+
+
+def test_recovery_refusals_and_failed_commits_are_counted_by_their_outcome(
+    sqlite_catalog: SqlCatalog, reader: InMemoryMetricReader
+) -> None:
+    name = unique_table()
+    ic.create_table(sqlite_catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    committer = ic.GlobalCommitter(sqlite_catalog, name, job_id="a")
+    committer.prepare(0, [write_arrow(committer.load_table(), events(0, 10), job_id="a", checkpoint_id=0)])
+    assert [r.status for r in ic.GlobalCommitter(sqlite_catalog, name, job_id="a").recover()] == ["committed"]
+    bad = [write_arrow(committer.load_table(), events(10, 20), job_id="a", checkpoint_id=5)]
+    with pytest.raises(ValidationError):
+        committer.validate(4, bad)  # the results are checkpoint 5's: refused, once
+    found = points(reader)
+    job = {("table", name), ("job", "a")}
+    assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "committed")}))] == 1  # by the recovery
+    assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "refused")}))] == 1
+
+
+class _Failing:
+    table_name, job_id = "ns.t", "j"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    @observed
+    def commit(self, checkpoint_id: int) -> CommitResult:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome", "attempts", "conflicts"),
+    [
+        (CommitConflictError("ns.t", 3, 4, 1.0), "conflict", 4, 3),
+        (CommitStateUnknownError("ns.t", 3, TimeoutError()), "unknown", 0, 0),
+        (DataFileMissingError("f.parquet", checkpoint_id=3, expected=9, actual=None, bad=1, total=1), "failed", 0, 0),
+        (CheckpointRolledBackError("j", 3, 7, "ns.t"), "refused", 0, 0),
+    ],
+)
+def test_a_commit_that_raises_is_counted_by_the_errors_first_family(
+    reader: InMemoryMetricReader, error: Exception, outcome: str, attempts: int, conflicts: int
+) -> None:
+    with pytest.raises(type(error)):
+        _Failing(error).commit(3)
+    found = points(reader)
+    job = {("table", "ns.t"), ("job", "j")}
+    assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", outcome)}))] == 1
+    assert found.get(("icecommit.commit.attempts", frozenset(job)), 0) == attempts
+    assert found.get(("icecommit.commit.conflicts", frozenset(job)), 0) == conflicts
+
+
+def test_a_meter_provider_that_fails_never_fails_a_commit(
+    sqlite_catalog: SqlCatalog, caplog: pytest.LogCaptureFixture
+) -> None:
+    telemetry.use_meter_provider(object())  # get_meter raises AttributeError
+    try:
+        name = unique_table()
+        ic.create_table(sqlite_catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+        small_checkpoints(sqlite_catalog, name, 2, job="a")
+    finally:
+        telemetry.use_meter_provider(None)
+    assert sqlite_catalog.load_table(name).scan().to_arrow().num_rows == 120
+    assert "could not record the commit metric" in caplog.text
