@@ -59,7 +59,14 @@ def __getattr__(name: str) -> Any:
     module = _SPARK_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'icecommit' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "pyspark":
+            raise
+        from icecommit.core.errors import MissingExtraError
+
+        raise MissingExtraError(f"icecommit.{name}", "pyspark", "spark") from e
 
 
 __all__ = [

@@ -3,5 +3,6 @@
 #   scripts/demo.sh [--rows N] [--checkpoints K]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ICECOMMIT_SKIP_CHROMIUM=1 scripts/setup.sh .venv
+# only what the demo needs: icecommit and Spark (the tests' tools come with scripts/test.sh)
+ICECOMMIT_SKIP_CHROMIUM=1 ICECOMMIT_EXTRAS=spark scripts/setup.sh .venv
 exec .venv/bin/icecommit demo "$@"

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Create (or reuse) a virtualenv inside the repo and install icecommit into it.
+# Create (or reuse) a virtualenv inside the repo and install icecommit into it, with the
+# extras ICECOMMIT_EXTRAS names (default: dev, everything the tests need; the demo asks for
+# spark only).
 #   scripts/setup.sh [VENV_DIR] [EXTRA_PIP_REQUIREMENTS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,5 +37,8 @@ fi
 # pip's failures fail the script; only a local mirror's "is ignored" notices are dropped
 quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
 quiet "$venv/bin/python" -m pip install -q --upgrade pip
-quiet "$venv/bin/python" -m pip install -q -e ".[dev]" "$@"
+# setuptools warns on every editable build that a folder named like the package may shadow
+# it: this checkout is that folder, on purpose
+PYTHONWARNINGS="ignore:Editable installation" \
+  quiet "$venv/bin/python" -m pip install -q -e ".[${ICECOMMIT_EXTRAS:-dev}]" "$@"
 "$venv/bin/python" -c "import icecommit, pyspark, pyiceberg; print('setup: icecommit', icecommit.__version__, 'pyspark', pyspark.__version__, 'pyiceberg', pyiceberg.__version__)"

@@ -200,7 +200,12 @@ def test_the_driver_side_layers_never_import_spark(package: str) -> None:
 
 
 def test_the_walk_does_see_spark_where_it_is_used() -> None:
-    assert "pyspark" in _reachable("icecommit.writers")
+    assert "pyspark" in _reachable("icecommit.writers.spark")
+
+
+def test_the_writers_package_and_write_arrow_import_without_spark() -> None:
+    # write_arrow serves writers that are not Spark tasks; SparkWriter comes on first use
+    assert "pyspark" not in _reachable("icecommit.writers")
 
 
 def test_importing_icecommit_and_its_driver_side_packages_does_not_load_spark() -> None:

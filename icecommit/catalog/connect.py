@@ -123,15 +123,17 @@ def connect(
 ) -> Catalog:
     """Open a catalog.
 
-    Resolution order: explicit arguments, then the environment variables
-    ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE``, then the embedded default: a
+    Resolution order (the table "Which settings win" of ``docs/production.md``): explicit
+    arguments, then a catalog ``name`` loaded the pyiceberg way, then the environment
+    variables ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE``, then the embedded default: a
     SQLite catalog and a local warehouse together in ``$ICECOMMIT_HOME``, or in the per-user
     ``~/.local/share/icecommit`` (``$XDG_DATA_HOME/icecommit``) whatever the working
     directory (a catalog an earlier version made in ``./warehouse`` is still used, with a
     notice). A warehouse given without a URI holds the embedded catalog too (moving one
     moves both); a remote warehouse needs a URI.
-    With ``name`` and no URI from the arguments or the environment, the catalog is
-    loaded the pyiceberg way (``~/.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
+    With ``name`` and no ``uri``, the catalog is loaded the pyiceberg way
+    (``PYICEBERG_CATALOG__<NAME>__*`` over ``~/.pyiceberg.yaml``); the environment's
+    ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE`` do not apply to it.
     An ``http(s)://`` URI, or a ``type`` property other than ``sql``, is a REST (or other
     pyiceberg) catalog, loaded the pyiceberg way with that URI; its state database is
     named by the property ``icecommit.state-uri`` or ``ICECOMMIT_STATE_URI`` (a REST catalog
@@ -156,8 +158,10 @@ def connect(
     for argument, value in (("uri", uri), ("warehouse", warehouse), ("name", name)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidArgumentError(argument, value, "a non-empty string, or None for the default")
-    resolved_uri = uri or os.environ.get(ENV_URI)
-    resolved_warehouse = warehouse or os.environ.get(ENV_WAREHOUSE)
+    # a catalog named here is the one pyiceberg's configuration names: the environment's
+    # defaults (meant for the unnamed catalog) do not override it
+    resolved_uri = uri or (os.environ.get(ENV_URI) if name is None else None)
+    resolved_warehouse = warehouse or (os.environ.get(ENV_WAREHOUSE) if name is None else None)
     try:
         return _connect(name, resolved_uri, resolved_warehouse, create, properties)
     except OSError as e:  # a warehouse or home folder that cannot be made (a file in the way, no permission)

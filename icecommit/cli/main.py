@@ -50,6 +50,7 @@ from icecommit.committer.results import CommitResult
 from icecommit.core.errors import (
     CompletenessNotReachedError,
     InvalidArgumentError,
+    MissingExtraError,
     SnapshotNotFoundError,
 )
 from icecommit.core.settings import icecommit_home
@@ -117,6 +118,8 @@ def _global_options_first(args: list[str]) -> list[str]:
     help="Text for people, JSON for programs (before or after the command).",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks and debug logs (before or after the command).")
+@click.version_option(None, "--version", "-V", package_name="icecommit", prog_name="icecommit",
+                      message="%(prog)s %(version)s")  # fmt: skip
 @click.pass_context
 def cli(
     ctx: click.Context, catalog_name: str | None, uri: str | None, warehouse: str | None, output: str, debug: bool
@@ -221,7 +224,12 @@ def demo(ctx: Context, rows: int, checkpoints: int, hours: int, reset: bool, rec
 
     def action() -> None:
         # Spark is loaded only by the command that runs it, so the catalog commands stay quick
-        from icecommit.demo.pipeline import run_demo
+        try:
+            from icecommit.demo.pipeline import run_demo
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] != "pyspark":
+                raise
+            raise MissingExtraError("icecommit demo", "pyspark", "spark") from e
 
         catalog = ctx.catalog(create=True)
         command = " ".join(

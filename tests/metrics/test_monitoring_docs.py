@@ -18,7 +18,7 @@ from tests.fakes import small_checkpoints
 from tests.helpers import EVENTS_SCHEMA
 from tests.metrics.test_exporter import parsed
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "monitoring.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operations" / "monitoring.md"
 
 
 def _exported(catalog: SqlCatalog) -> set[str]:

@@ -1,0 +1,103 @@
+"""The table "Which settings win" of docs/production.md, row by row: for each setting, each
+source beats every source to its right."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.core.overwrite import checked_write_mode
+from icecommit.errors import StateDatabaseNotConfiguredError
+from icecommit.state import state_uri
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _connect_in_a_fresh_process(tmp_path: Path, env: dict[str, str], code: str) -> dict[str, str]:
+    """``code`` (it sets ``catalog``) in a new interpreter (pyiceberg reads its configuration
+    once per process), with only ``env`` and a home of its own; the catalog's uri and warehouse."""
+    shown = "print(json.dumps({k: catalog.properties.get(k) for k in ('uri', 'warehouse')}))"
+    script = f"import json, icecommit as ic\n{code}\n{shown}"
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "ICECOMMIT_HOME": str(tmp_path / "home"),
+            "PYICEBERG_HOME": str(tmp_path)}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", script], env={**base, **env}, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _yaml(tmp_path: Path, uri: str, warehouse: str) -> None:
+    (tmp_path / ".pyiceberg.yaml").write_text(
+        f"catalog:\n  prod:\n    type: sql\n    uri: {uri}\n    warehouse: {warehouse}\n"
+    )
+
+
+def test_the_catalog_an_explicit_uri_then_the_name_then_the_environment_then_the_embedded_one(tmp_path: Path) -> None:
+    named, env, explicit = (f"sqlite:///{tmp_path / f'{n}.db'}" for n in ("named", "env", "explicit"))
+    (tmp_path / "wh").mkdir()
+    _yaml(tmp_path, named, (tmp_path / "wh").as_uri())
+    environment = {"ICECOMMIT_CATALOG_URI": env}
+    # 1 beats 2, 3: an explicit uri
+    found = _connect_in_a_fresh_process(tmp_path, environment, f"catalog = ic.connect('prod', uri={explicit!r})")
+    assert found["uri"] == explicit
+    # 2 beats 3: the named catalog, whatever the environment's default says
+    assert _connect_in_a_fresh_process(tmp_path, environment, "catalog = ic.connect('prod')")["uri"] == named
+    # pyiceberg's own rule inside 2: its environment variables over the file
+    overridden = {"PYICEBERG_CATALOG__PROD__URI": env}
+    assert _connect_in_a_fresh_process(tmp_path, overridden, "catalog = ic.connect('prod')")["uri"] == env
+    # 3 beats 4: without a name, the environment's uri
+    assert _connect_in_a_fresh_process(tmp_path, environment, "catalog = ic.connect()")["uri"] == env
+    # 4: the embedded catalog in $ICECOMMIT_HOME
+    embedded = _connect_in_a_fresh_process(tmp_path, {}, "catalog = ic.connect()")["uri"]
+    assert embedded == f"sqlite:///{tmp_path / 'home' / 'catalog.db'}"
+
+
+def test_the_warehouse_an_explicit_one_then_the_named_catalogs_then_the_environment_then_home(tmp_path: Path) -> None:
+    for name in ("named-wh", "env-wh", "explicit-wh"):
+        (tmp_path / name).mkdir()
+    _yaml(tmp_path, f"sqlite:///{tmp_path / 'named.db'}", (tmp_path / "named-wh").as_uri())
+    environment = {"ICECOMMIT_WAREHOUSE": str(tmp_path / "env-wh")}
+    explicit = str(tmp_path / "explicit-wh")
+    found = _connect_in_a_fresh_process(tmp_path, environment, f"catalog = ic.connect('prod', warehouse={explicit!r})")
+    assert found["warehouse"].endswith("explicit-wh")
+    assert _connect_in_a_fresh_process(tmp_path, environment, "catalog = ic.connect('prod')")["warehouse"].endswith(
+        "named-wh"
+    )
+    assert _connect_in_a_fresh_process(tmp_path, environment, "catalog = ic.connect()")["warehouse"].endswith("env-wh")
+    assert _connect_in_a_fresh_process(tmp_path, {}, "catalog = ic.connect()")["warehouse"].endswith("home")
+
+
+def test_the_state_database_the_property_then_the_environment_then_the_sql_catalogs_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = f"sqlite:///{tmp_path / 'catalog.db'}"
+    catalog = SqlCatalog("c", uri=own, warehouse=tmp_path.as_uri())
+    assert state_uri(catalog) == own  # 3
+    monkeypatch.setenv("ICECOMMIT_STATE_URI", f"sqlite:///{tmp_path / 'env-state.db'}")
+    assert state_uri(catalog) == f"sqlite:///{tmp_path / 'env-state.db'}"  # 2 beats 3
+    named = SqlCatalog("c", uri=own, warehouse=tmp_path.as_uri(),
+                       **{"icecommit.state-uri": f"sqlite:///{tmp_path / 'prop.db'}"})  # fmt: skip
+    assert state_uri(named) == f"sqlite:///{tmp_path / 'prop.db'}"  # 1 beats 2
+    monkeypatch.delenv("ICECOMMIT_STATE_URI")
+
+    class Rest:  # a catalog that is not a SQL catalog, with no state database named
+        name, properties = "prod", {"uri": "https://catalog.example.com"}
+
+    with pytest.raises(StateDatabaseNotConfiguredError, match=r"icecommit\.state-uri"):
+        state_uri(Rest())  # type: ignore[arg-type]
+
+
+def test_a_write_option_the_keyword_then_the_options_field_then_the_table_property_then_the_default() -> None:
+    options = ic.WriteOptions(branch="from-options", target_file_size=1 << 20)
+    assert ic.WriteOptions.of(options, branch="from-keyword").branch == "from-keyword"  # keyword over options
+    assert ic.WriteOptions.of(options).branch == "from-options"
+    upsert = {"icecommit.write-mode": "upsert"}
+    assert checked_write_mode("append", upsert) == "append"  # the option over the table property
+    assert checked_write_mode(None, upsert) == "upsert"  # the table property over the default
+    assert checked_write_mode(None, {}) == "append"  # the default
