@@ -15,7 +15,9 @@ python3 -m venv "$out/venv"
 "$out/venv/bin/python" -m pip install -q "$out"/dist/icecommit-*.whl 2>&1 \
   | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 cd "$out"  # outside the repository: nothing can be imported from the checkout
-export ICECOMMIT_HOME="$out/home"
+# nothing of the environment this runs in (CI's settings, a developer's catalogs) reaches the check
+for setting in $(env | grep -oE '^(ICECOMMIT|PYICEBERG)_[A-Za-z0-9_]*'); do unset "$setting"; done
+export ICECOMMIT_HOME="$out/home" PYICEBERG_HOME="$out"
 "$out/venv/bin/icecommit" --version
 "$out/venv/bin/python" "$repo/scripts/package_smoke.py"
 "$out/venv/bin/icecommit" tables
@@ -26,7 +28,11 @@ if "$out/venv/bin/icecommit" demo --rows 10 2>"$out/demo.err"; then
 fi
 grep -q "pip install 'icecommit\[spark\]'" "$out/demo.err" || { cat "$out/demo.err" >&2; exit 1; }
 # the demo's set-up (scripts/demo.sh): icecommit and Spark only, and one line of output
-ICECOMMIT_SKIP_CHROMIUM=1 ICECOMMIT_EXTRAS=spark "$repo/scripts/setup.sh" "$out/demo-venv" >"$out/setup.out" 2>&1
+if ! ICECOMMIT_SKIP_CHROMIUM=1 ICECOMMIT_EXTRAS=spark "$repo/scripts/setup.sh" "$out/demo-venv" >"$out/setup.out" 2>&1; then
+  echo "package check: the demo's set-up failed:" >&2
+  cat "$out/setup.out" >&2
+  exit 1
+fi
 if [ "$(grep -cv '^setup: icecommit ' "$out/setup.out")" != 0 ]; then
   echo "package check: the demo's set-up printed more than its one line:" >&2
   cat "$out/setup.out" >&2

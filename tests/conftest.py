@@ -166,7 +166,13 @@ def rest_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    for name in ("ICECOMMIT_CATALOG_URI", "ICECOMMIT_WAREHOUSE", "ICECOMMIT_METRICS_URI", "ICECOMMIT_STATE_URI"):
+    for name in (
+        "ICECOMMIT_CATALOG",
+        "ICECOMMIT_CATALOG_URI",
+        "ICECOMMIT_WAREHOUSE",
+        "ICECOMMIT_METRICS_URI",
+        "ICECOMMIT_STATE_URI",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name in (connections.ENV_ATTEMPTS, connections.ENV_SECONDS):
         monkeypatch.delenv(name, raising=False)

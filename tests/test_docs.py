@@ -1,30 +1,68 @@
-"""Every Python block of the documentation (``docs/`` and the README) runs, on the embedded
-catalog of a fresh ``$ICECOMMIT_HOME``: the blocks of a page in order, in one namespace,
-after the page's set-up below (what the page's prose assumes: a DataFrame, a table). The
-blocks that cannot run here are listed in :data:`NOT_RUN`, each with the reason and where
-the same code is tested instead."""
+"""Every code block of the documentation (``docs/`` and the README) is accounted for, on
+the embedded catalog of a fresh ``$ICECOMMIT_HOME``:
+
+- Python blocks run, a page's blocks in order in one namespace, after the page's set-up
+  below (what the page's prose assumes: a DataFrame, a table); printed results that a
+  block's comments promise are checked;
+- shell blocks of ``icecommit`` commands on the embedded catalog run, line by line, after
+  the page's set-up;
+- YAML blocks parse;
+- every other block is listed in :data:`NOT_RUN` with the reason, and where its code is
+  tested instead (keyed by the block's first line, so that adding a block never skips
+  another)."""
 
 from __future__ import annotations
 
+import io
+import os
 import re
+import shlex
 import subprocess
 import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
 
-#: (page, block index): why it is not run here, and where its code is tested.
+_STREAM = "starts a streaming query that runs until stopped; the sink runs in tests/test_streaming.py"
+_INSTALL = "installs packages; scripts/package_check.sh installs the built wheel in CI"
+_CI = "the project's two commands; CI runs scripts/test.sh, and scripts/package_check.sh the demo's set-up"
+_SYNOPSIS = "a synopsis of the commands, not commands; each runs in tests/cli"
+_AIRFLOW = "an Airflow DAG's task: needs Airflow (the command itself runs in tests/cli)"
+_CRON = "a crontab line: needs cron and mail (the command itself runs in tests/cli)"
+_PROD = "names the catalog `prod` of a production configuration (tests/test_settings_precedence.py opens a named one)"
+
+_PROD_SERVE = _PROD + "; metrics serve runs in tests/metrics"
+_DAG = "its callback triggers an Airflow DAG (the policy: tests/test_streaming.py)"
+_BENCH = "the benchmarks: minutes to hours each (bench/; a seeded slice of the soaks runs in the suite)"
+_CLUSTER = "needs a Spark cluster (the standalone cluster's test runs a job on one: tests/objectstore/test_cluster.py)"
+
+#: (page, the start of the block's first line): why it is not run here, and where its code is tested.
 NOT_RUN = {
-    ("README.md", 1): "starts a streaming query that runs until stopped; the sink runs in tests/test_streaming.py",
-    ("docs/index.md", 1): "the README's streaming block again (tests/test_streaming.py)",
-    ("docs/getting-started.md", 2): "starts a streaming query that runs until stopped (tests/test_streaming.py)",
-    ("docs/concepts/reconciliation.md", 0): "an Airflow DAG's task: needs Airflow (the command runs in tests/cli)",
-    ("docs/guide/completeness.md", 0): "its callback triggers an Airflow DAG (the policy: tests/test_streaming.py)",
-    ("docs/guide/completeness.md", 1): "an Airflow DAG's task: needs Airflow (partitions --wait: tests/cli)",
-}
+    ("README.md", "pip install '.[spark]'              # ic"): _INSTALL,
+    ("docs/index.md", "pip install '.[spark]'              # ic"): _INSTALL,
+    ("README.md", 'sink = ic.streaming_sink("shop.events", '): _STREAM,
+    ("docs/index.md", 'sink = ic.streaming_sink("shop.events", '): _STREAM,
+    ("docs/getting-started.md", 'sink = ic.streaming_sink("ns.events", ca'): _STREAM,
+    ("README.md", "scripts/demo.sh     # set up (icecommit "): _CI,
+    ("docs/getting-started.md", "scripts/demo.sh     # set up, then run t"): _CI,
+    ("README.md", "icecommit tables [NAMESPACE]            "): _SYNOPSIS,
+    ("docs/operations/cli.md", "icecommit --version"): _SYNOPSIS,
+    ("docs/concepts/state.md", "prepare(n, results)"): "a diagram",
+    ("docs/concepts/reconciliation.md", "# Airflow: a failed task (exit code 1) i"): _AIRFLOW,
+    ("docs/concepts/reconciliation.md", "*/15 * * * * cd /srv/icecommit && .venv/"): _CRON,
+    ("docs/guide/completeness.md", "policy = ic.PartitionCompleteness("): _DAG,
+    ("docs/guide/completeness.md", "# Airflow: the daily rollup starts once "): _AIRFLOW,
+    ("docs/guide/completeness.md", "# cron: at 01:10, wait up to 2 hours for"): _CRON,
+    ("docs/benchmarks.md", ".venv/bin/python -m bench.write_throughp"): _BENCH,
+    ("docs/operations/runbooks.md", "icecommit --catalog prod reconcile sales"): _PROD,
+    ("docs/operations/monitoring.md", "icecommit --catalog prod metrics serve -"): _PROD_SERVE,
+    ("docs/production.md", "python -m venv env && env/bin/pip instal"): _CLUSTER,
+}  # fmt: skip
 
 #: What a page's prose assumes before its first block.
 SET_UP = {
@@ -104,41 +142,104 @@ for n in range(6):  # six small commits: files to compact
 n = 6
 df = spark.sql("select id + 100 as id, 'click' as event from range(10)")
 """,
+    "runbooks.md": """
+import pyarrow as pa
+import icecommit as ic
+from tests.fakes import small_checkpoints
+from tests.helpers import EVENTS_SCHEMA
+catalog = ic.connect()
+ic.create_table(catalog, "sales.orders", EVENTS_SCHEMA, partition_by=["event"])
+small_checkpoints(catalog, "sales.orders", 6, job="orders-ingest")
+catalog.engine.dispose()
+""",
 }
 
+#: What a block prints, where its comments promise it (page, the block's first line).
+PRINTS = {
+    ("README.md", "from datetime import datetime, timezone"): ["committed 2", "already-committed", "True"],
+    ("docs/index.md", "from datetime import datetime, timezone"): ["committed 2", "already-committed", "True"],
+}
+SHELL = {"bash", "sh"}
 
-def _blocks() -> list[tuple[str, int, str]]:
+
+def _blocks() -> list[tuple[str, str, str, str]]:
+    """Every fenced block: (page, language, first line, code)."""
     found = []
     for page in PAGES:
-        for index, code in enumerate(re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)):
-            found.append((str(page.relative_to(ROOT)), index, code))
+        for language, code in re.findall(r"```(\w*)\n(.*?)```", page.read_text(), flags=re.S):
+            first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+            found.append((str(page.relative_to(ROOT)), language, first, code))
     return found
 
 
 BLOCKS = _blocks()
-SPARKLESS = {"docs/operations/monitoring.md"}  # run in a process of their own (they set global state)
+SPARKLESS = {"docs/operations/monitoring.md", "docs/operations/runbooks.md"}  # no Spark, run apart
+
+
+def _listed(page: str, first: str) -> bool:
+    return any(page == listed and first.startswith(start) for listed, start in NOT_RUN)
+
+
+def _runnable(page: str, language: str, first: str) -> bool:
+    return not _listed(page, first) and (language == "python" or language in SHELL)
 
 
 def _pages() -> list[object]:
-    pages = sorted({page for page, _, _ in BLOCKS})
+    pages = sorted({page for page, language, first, _ in BLOCKS if _runnable(page, language, first)})
     return [pytest.param(page, marks=() if page in SPARKLESS else pytest.mark.spark) for page in pages]
 
 
-def test_every_block_is_run_or_listed_with_a_reason() -> None:
-    assert BLOCKS, "no Python block found"
-    assert set(NOT_RUN) <= {(page, index) for page, index, _ in BLOCKS}, "a listed block no longer exists"
+def test_every_block_is_run_parsed_or_listed_with_a_reason() -> None:
+    assert BLOCKS, "no code block found"
+    stale = [key for key in NOT_RUN if not any(p == key[0] and f.startswith(key[1]) for p, _, f, _ in BLOCKS)]
+    assert stale == [], "listed blocks that no longer exist"
+    unaccounted = [
+        (page, language, first)
+        for page, language, first, _ in BLOCKS
+        if language not in {"python", "yaml", *SHELL} and not _listed(page, first)
+    ]
+    assert unaccounted == []
+    for page, language, first, code in BLOCKS:
+        if language == "yaml":
+            assert yaml.safe_load(code) is not None, (page, first)
+        if language in SHELL and not _listed(page, first):
+            lines = [line.split("#")[0].strip() for line in code.splitlines()]
+            assert all(not line or line.startswith("icecommit ") for line in lines), (page, first)
+
+
+def _shell(code: str, home: Path) -> None:
+    """Each ``icecommit`` line of a shell block, as a command on the embedded catalog of ``home``."""
+    env = {**os.environ, "ICECOMMIT_HOME": str(home)}
+    for line in code.splitlines():
+        command = line.split("#")[0].strip()
+        if not command:
+            continue
+        args = shlex.split(command)[1:]
+        done = subprocess.run([sys.executable, "-m", "icecommit.cli", *args], env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, f"{command}: {done.stderr}"
 
 
 @pytest.mark.parametrize("page", _pages())
-def test_the_pages_blocks_run(page: str) -> None:
-    code = [block for name, index, block in BLOCKS if name == page and (name, index) not in NOT_RUN]
-    if not code:
-        pytest.skip(f"every block of {page} is listed in NOT_RUN")
-    if page in SPARKLESS:
-        done = subprocess.run([sys.executable, "-c", "\n".join(code)], capture_output=True, text=True, timeout=120)
+def test_the_pages_blocks_run(page: str, tmp_path: Path) -> None:
+    blocks = [
+        (lang, first, code) for name, lang, first, code in BLOCKS if name == page and _runnable(name, lang, first)
+    ]
+    home = Path(os.environ["ICECOMMIT_HOME"])
+    if page == "docs/operations/monitoring.md":  # it sets OpenTelemetry's global provider: a process of its own
+        code = "\n".join(code for lang, _, code in blocks if lang == "python")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         return
     namespace: dict[str, object] = {}
     exec(SET_UP.get(Path(page).name, ""), namespace)
-    for block in code:
-        exec(block, namespace)
+    for language, first, code in blocks:
+        if language in SHELL:
+            _shell(code, home)
+            continue
+        printed = io.StringIO()
+        with redirect_stdout(printed):
+            exec(code, namespace)
+        expected = PRINTS.get((page, first))
+        if expected is not None:
+            assert printed.getvalue().splitlines() == expected

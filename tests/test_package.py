@@ -8,12 +8,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-import tomllib
-
 import icecommit
 from tests.cli.runner import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _project() -> dict[str, object]:
+    """pyproject.toml's [project] table (tomllib is Python 3.11's; icecommit runs on 3.10)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert isinstance(project, dict)
+    return project
+
+
 WITHOUT_SPARK = "import sys; sys.modules['pyspark'] = None; sys.modules['psycopg'] = None; "
 
 
@@ -22,7 +33,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_version_is_the_packages_and_the_cli_prints_it(tmp_path: Path) -> None:
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    version = _project()["version"]
     assert icecommit.__version__ == version
     for flag in ("--version", "-V"):
         done = invoke(tmp_path, flag)
@@ -31,15 +42,15 @@ def test_the_version_is_the_packages_and_the_cli_prints_it(tmp_path: Path) -> No
 
 def test_the_license_and_the_changelog_ship_with_the_source() -> None:
     assert "Apache License" in (ROOT / "LICENSE").read_text()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = _project()
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert f"## {icecommit.__version__}" in changelog and "one minor release" in changelog
 
 
 def test_the_core_extras_leave_spark_and_postgres_out() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    core = " ".join(project["dependencies"])
+    project = _project()
+    core = " ".join(project["dependencies"])  # type: ignore[arg-type]
     assert "pyspark" not in core and "psycopg" not in core and "pandas" not in core
     extras = project["optional-dependencies"]
     assert {"spark", "postgres", "s3", "metrics"} <= set(extras)
@@ -53,9 +64,11 @@ def test_the_core_runs_without_pyspark_and_spark_names_say_what_to_install() -> 
         "assert 'pyspark' not in [m for m in sys.modules if sys.modules[m] is not None]; "
         "from icecommit.errors import MissingExtraError\n"
         "try:\n    ic.write\nexcept MissingExtraError as e:\n    print(e)\n"
+        "try:\n    from icecommit.writers import SparkWriter\nexcept MissingExtraError as e:\n    print(e)\n"
     )
     assert done.returncode == 0, done.stderr
     assert "icecommit.write needs pyspark" in done.stdout and "pip install 'icecommit[spark]'" in done.stdout
+    assert "icecommit.writers.SparkWriter needs pyspark" in done.stdout
 
 
 def test_the_demo_without_pyspark_says_what_to_install(tmp_path: Path) -> None:

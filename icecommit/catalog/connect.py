@@ -14,7 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.fileio import IO_IMPL, IO_IMPL_PROPERTY
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
-from icecommit.core.settings import ENV_URI, ENV_WAREHOUSE, icecommit_home
+from icecommit.core.settings import ENV_CATALOG, ENV_URI, ENV_WAREHOUSE, icecommit_home
 from icecommit.state.database import briefly, shown_uri
 
 logger = logging.getLogger(__name__)
@@ -87,6 +87,27 @@ def _catalog_defaults(uri: str, warehouse: str = "") -> dict[str, str]:
     return defaults if uri.startswith("sqlite") else {**defaults, "pool_pre_ping": "true"}
 
 
+def _with_defaults(catalog: Catalog) -> Catalog:
+    """A SQL catalog loaded the pyiceberg way, with icecommit's defaults (:func:`_catalog_defaults`)
+    where its configuration sets none: the same catalog behaves the same by name and by URI.
+    Its engine is made again when a default changes how it connects."""
+    if not isinstance(catalog, SqlCatalog):
+        return catalog
+    props = catalog.properties
+    missing = {
+        k: v
+        for k, v in _catalog_defaults(str(props.get("uri", "")), str(props.get("warehouse", ""))).items()
+        if k not in props
+    }
+    if not missing:
+        return catalog
+    if "pool_pre_ping" not in missing:
+        props.update(missing)  # read when a table's FileIO is made, later
+        return catalog
+    catalog.engine.dispose()
+    return SqlCatalog(catalog.name, **{**missing, **props, "init_catalog_tables": "false"})
+
+
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
     """A SQL catalog that must exist already: nothing is created, not even an empty file."""
     shown = shown_uri(uri)
@@ -124,7 +145,8 @@ def connect(
     """Open a catalog.
 
     Resolution order (the table "Which settings win" of ``docs/production.md``): explicit
-    arguments, then a catalog ``name`` loaded the pyiceberg way, then the environment
+    arguments, then a catalog ``name`` (else the name ``ICECOMMIT_CATALOG`` holds) loaded
+    the pyiceberg way, then the environment
     variables ``ICECOMMIT_CATALOG_URI`` and ``ICECOMMIT_WAREHOUSE``, then the embedded default: a
     SQLite catalog and a local warehouse together in ``$ICECOMMIT_HOME``, or in the per-user
     ``~/.local/share/icecommit`` (``$XDG_DATA_HOME/icecommit``) whatever the working
@@ -158,6 +180,9 @@ def connect(
     for argument, value in (("uri", uri), ("warehouse", warehouse), ("name", name)):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidArgumentError(argument, value, "a non-empty string, or None for the default")
+    # no catalog given at all: the one ICECOMMIT_CATALOG names (a default catalog by name)
+    if name is None and uri is None:
+        name = os.environ.get(ENV_CATALOG) or None
     # a catalog named here is the one pyiceberg's configuration names: the environment's
     # defaults (meant for the unnamed catalog) do not override it
     resolved_uri = uri or (os.environ.get(ENV_URI) if name is None else None)
@@ -201,7 +226,7 @@ def _connect(
         shown = f"catalog {name or DEFAULT_CATALOG_NAME}"
         logger.debug("loading pyiceberg-configured %s", shown)
         try:
-            return load_catalog(name or DEFAULT_CATALOG_NAME, **extra)
+            return _with_defaults(load_catalog(name or DEFAULT_CATALOG_NAME, **extra))
         except Exception as e:  # pyiceberg raises many kinds here (configuration, connection)
             where = f"{shown} ({shown_uri(resolved_uri)})" if resolved_uri else shown
             raise CatalogUnavailableError(where, f"cannot be loaded: {type(e).__name__}: {e}") from e

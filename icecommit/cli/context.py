@@ -30,7 +30,7 @@ from icecommit.core.errors import (
 from icecommit.core.timeparse import parse_duration, parse_instant
 from icecommit.state import dispose_state_engines
 
-#: The exit codes (the help's epilog and the README list them): 0 success, 1 the command ran
+#: The exit codes (the help's epilog and docs/operations/runbooks.md list them): 0 success, 1 the command ran
 #: and found a problem, 2 usage or input (invalid input, or a checkpoint the decision
 #: refused), 3 commit outcome (unknown: run recover; conflict: retry later), 4 environment
 #: (the catalog, the state database or storage failed: an operator acts).

@@ -102,7 +102,11 @@ def _global_options_first(args: list[str]) -> list[str]:
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--catalog", "catalog_name", default=None, help="A catalog configured the pyiceberg way.")
+@click.option(
+    "--catalog", "catalog_name", default=None,
+    help="A catalog configured the pyiceberg way (default: $ICECOMMIT_CATALOG); "
+    "ICECOMMIT_CATALOG_URI and ICECOMMIT_WAREHOUSE do not apply to it.",
+)  # fmt: skip
 @click.option("--uri", default=None, help="SQL catalog URI (default: $ICECOMMIT_CATALOG_URI or embedded SQLite).")
 @click.option(
     "--warehouse",

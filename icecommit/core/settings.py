@@ -7,6 +7,9 @@ import os
 from pathlib import Path
 
 ENV_URI = "ICECOMMIT_CATALOG_URI"
+#: The name of the pyiceberg-configured catalog to open when none is given (``ic.connect()``,
+#: ``ic.write(catalog=None)``, a streaming sink made without a catalog, the CLI without ``--catalog``).
+ENV_CATALOG = "ICECOMMIT_CATALOG"
 ENV_WAREHOUSE = "ICECOMMIT_WAREHOUSE"
 ENV_HOME = "ICECOMMIT_HOME"
 #: The state database (icecommit's checkpoint, metric and partition tables).
