@@ -5,7 +5,8 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 out="$(mktemp -d -t icecommit-package.XXXXXX)"
-trap 'rm -rf "$out"' EXIT
+s3=""
+trap '[ -n "$s3" ] && kill "$s3" 2>/dev/null; rm -rf "$out"' EXIT
 if ! "$repo/.venv/bin/python" -m build --outdir "$out/dist" "$repo" >"$out/build.log" 2>&1; then
   tail -n 40 "$out/build.log" >&2
   exit 1
@@ -18,6 +19,13 @@ cd "$out"  # outside the repository: nothing can be imported from the checkout
 # nothing of the environment this runs in (CI's settings, a developer's catalogs) reaches the check
 for setting in $(env | grep -oE '^(ICECOMMIT|PYICEBERG)_[A-Za-z0-9_]*'); do unset "$setting"; done
 export ICECOMMIT_HOME="$out/home" PYICEBERG_HOME="$out"
+# an S3 server on loopback (moto, from the development environment): the core install writes
+# to object storage with nothing more (the `s3` extra adds nothing)
+"$repo/.venv/bin/python" "$repo/scripts/package_s3_server.py" "$out/s3.endpoint" >"$out/s3.log" 2>&1 &
+s3=$!
+for _ in $(seq 100); do [ -s "$out/s3.endpoint" ] && break; sleep 0.2; done
+[ -s "$out/s3.endpoint" ] || { cat "$out/s3.log" >&2; exit 1; }
+export ICECOMMIT_SMOKE_S3_ENDPOINT="$(cat "$out/s3.endpoint")"
 "$out/venv/bin/icecommit" --version
 "$out/venv/bin/python" "$repo/scripts/package_smoke.py"
 "$out/venv/bin/icecommit" tables
