@@ -30,7 +30,7 @@ def outcome_of(error: BaseException) -> str:
     """What a call that raised ``error`` ended in, as the metrics name it, by the error's
     first family (``DataFileMissingError`` is an environment failure before it is invalid
     input): ``refused``, ``conflict``, ``unknown`` or ``failed``."""
-    family = next((base for base in type(error).__mro__ if base in FAMILIES), None)
+    family = _first_family(error)
     if family in (CheckpointRefusedError, InvalidInputError):
         return "refused"
     if isinstance(error, CommitStateUnknownError):
@@ -38,6 +38,20 @@ def outcome_of(error: BaseException) -> str:
     if isinstance(error, CommitConflictError):
         return "conflict"
     return "failed"
+
+
+def _first_family(error: BaseException) -> type | None:
+    return next((base for base in type(error).__mro__ if base in FAMILIES), None)
+
+
+def _refused(committer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException) -> None:
+    """Count a refused checkpoint: in the in-job metrics always; in the state (for
+    ``icecommit metrics``) when the committer's decision refused it (the
+    ``CheckpointRefusedError`` family), never for bad input, which leaves the state as it was."""
+    telemetry.record_checkpoint(committer.table_name, committer.job_id, outcome="refused")
+    checkpoint_id = args[0] if args else kwargs.get("checkpoint_id")
+    if _first_family(error) is CheckpointRefusedError and isinstance(checkpoint_id, int):
+        committer.store.record_refusal(committer.job_id, committer.table_name, checkpoint_id, type(error).__name__)
 
 
 def _first_time(error: BaseException) -> bool:
@@ -63,6 +77,10 @@ def observed(method: Callable[..., CommitResult]) -> Callable[..., CommitResult]
                 telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
                                         outcome=outcome_of(e), attempts=attempts,
                                         retries=max(attempts - 1, 0))  # fmt: skip
+                if outcome_of(e) == "refused" and _first_family(e) is CheckpointRefusedError:
+                    checkpoint_id = args[0] if args else kwargs.get("checkpoint_id")
+                    if isinstance(checkpoint_id, int):
+                        self.store.record_refusal(self.job_id, self.table_name, checkpoint_id, type(e).__name__)
             raise
         telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
                                 outcome=result.status, attempts=result.attempts, retries=result.retries)  # fmt: skip
@@ -98,7 +116,7 @@ def observed_refusal(method: Callable[..., T]) -> Callable[..., T]:
             return method(self, *args, **kwargs)
         except Exception as e:
             if outcome_of(e) == "refused" and _first_time(e):
-                telemetry.record_checkpoint(self.table_name, self.job_id, outcome="refused")
+                _refused(self, args, kwargs, e)
             raise
 
     return call

@@ -18,7 +18,10 @@ state forgets a table: ``icecommit demo --reset``, which Prometheus reads as a r
   ``icecommit_bytes_committed_total`` (of every checkpoint that ever landed, rolled back
   since or not); ``icecommit_commit_attempts_total``, ``icecommit_commit_retries_total``,
   ``icecommit_unknown_outcomes_total`` (commits whose response was lost),
-  ``icecommit_replays_skipped_total`` (commit calls of checkpoints already committed); the gauges
+  ``icecommit_replays_skipped_total`` (commit calls of checkpoints already committed),
+  ``icecommit_checkpoints_refused_total{kind}`` (checkpoints the committer's decision
+  refused: a replay of a rolled-back one, an id below the job's last, another query's
+  batch, a reused id; bad input is not counted, it leaves the state as it was); the gauges
   ``icecommit_files_skipped`` (replays: files already in the table) and
   ``icecommit_files_missing``, of each checkpoint's last commit try;
 - ``icecommit_event_time_max_timestamp_seconds`` (the newest event time committed),
@@ -56,7 +59,14 @@ from icecommit.core.errors import IcecommitError, MissingExtraError
 from icecommit.metrics.render import duration
 from icecommit.state.checkpoints import COMMITTED, PREPARED, ROLLED_BACK
 from icecommit.state.maintenance_runs import MaintenanceRunStore
-from icecommit.state.models import CheckpointRow, CompactionRow, MaintenanceRunRow, ReconcileRunRow, as_utc
+from icecommit.state.models import (
+    CheckpointRow,
+    CompactionRow,
+    MaintenanceRunRow,
+    ReconcileRunRow,
+    RefusalRow,
+    as_utc,
+)
 from icecommit.state.partitions import PartitionStatusStore
 
 logger = logging.getLogger(__name__)
@@ -133,7 +143,21 @@ class StateMetrics:
             tables = {t for (t,) in session.execute(select(CheckpointRow.table_name).distinct())}
         families += self._partitions(sorted(t for t in tables if self._tables is None or t in self._tables))
         families += self._maintenance()
+        families += self._refusals()
         return families
+
+    def _refusals(self) -> list[_Family]:
+        refused = _Family("checkpoints_refused_total", "counter",
+                          "Checkpoints the committer refused (not bad input), by the error's kind",
+                          ("table", "job", "kind"))  # fmt: skip
+        r = RefusalRow
+        with Session(self._engine) as session:
+            for table, job, kind, count in session.execute(
+                select(r.table_name, r.job_id, r.kind, r.count).where(self._where(r.table_name))
+                .order_by(r.table_name, r.job_id, r.kind)
+            ):  # fmt: skip
+                refused.samples.append(((table, job, kind), float(count)))
+        return [refused]
 
     def _checkpoints(self, session: Session, now: datetime) -> list[_Family]:
         tj = ("table", "job")

@@ -22,6 +22,7 @@ from icecommit.state.models import (
     CheckpointRow,
     CheckpointTaskRow,
     MetricRow,
+    RefusalRow,
     as_utc,
     in_utc,
     utc_now,
@@ -531,6 +532,21 @@ class CheckpointStore(MetricSampleStore):
                 )  # fmt: skip
         except (SQLAlchemyError, StateDatabaseError) as e:
             logger.warning("checkpoint %d of job %s: a replay was not counted: %s", checkpoint_id, job_id,
+                           str(e).splitlines()[0])  # fmt: skip
+
+    def record_refusal(self, job_id: str, table_name: str, checkpoint_id: int, kind: str) -> None:
+        """Count a checkpoint the committer refused (``kind``: the error's name). Once, not
+        retried; a state database that cannot count it is logged, never raised: the
+        refusal is what the caller must see."""
+        key = (RefusalRow.table_name == table_name, RefusalRow.job_id == job_id, RefusalRow.kind == kind)
+        values = {"last_checkpoint_id": checkpoint_id, "last_at": self._clock()}
+        try:
+            with Session(self._engine) as session, session.begin():
+                counted = session.execute(update(RefusalRow).where(*key).values(count=RefusalRow.count + 1, **values))
+                if counted.rowcount == 0:  # type: ignore[attr-defined]
+                    session.add(RefusalRow(table_name=table_name, job_id=job_id, kind=kind, count=1, **values))
+        except (SQLAlchemyError, StateDatabaseError) as e:
+            logger.warning("checkpoint %d of job %s: its refusal was not counted: %s", checkpoint_id, job_id,
                            str(e).splitlines()[0])  # fmt: skip
 
     @tried_once

@@ -348,8 +348,8 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
         ("icecommit_checkpoints", "base_sequence_number", "BIGINT"),
         ("icecommit_checkpoints", "keys_path", "TEXT"),
     ],
-    # 12 added the maintenance runs table (expiry, orphan sweep, compaction; create_all makes
-    # it) and the count of replays a committed checkpoint's commit skipped
+    # 12 added the maintenance runs and refusals tables (create_all makes them) and the count
+    # of replays a committed checkpoint's commit skipped
     12: [("icecommit_checkpoints", "replays", "INTEGER NOT NULL DEFAULT 0")],
 }
 

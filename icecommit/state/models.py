@@ -295,6 +295,22 @@ class ReconcileRunRow(Base):
     summary: Mapped[str] = mapped_column(Text)
 
 
+class RefusalRow(Base):
+    """Checkpoints the committer refused (a replay of a rolled-back checkpoint, an id below
+    the job's last, another query's batch, a reused id: the ``CheckpointRefusedError``
+    family), counted per table, job and kind, with the last one: for the metrics. Bad input
+    (``InvalidInputError``) is not counted here: it leaves the state as it was."""
+
+    __tablename__ = "icecommit_refusals"
+
+    table_name: Mapped[str] = mapped_column(String(512), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64), primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)
+    last_checkpoint_id: Mapped[int] = mapped_column(BigInteger)
+    last_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class MaintenanceRunRow(Base):
     """One maintenance run that changed a table (an expiry, an orphan sweep, a compaction):
     when, how long, and what it did (``counts``: JSON of name to count), for the metrics

@@ -16,9 +16,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import create_engine
 
 import icecommit as ic
+from icecommit.errors import CheckpointRolledBackError, ValidationError
 from icecommit.maintenance.compaction import compact
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.maintenance.orphans import find_orphans
+from icecommit.maintenance.rollback import apply_rollback, plan_rollback
 from icecommit.metrics.exporter import StateMetrics, exposition
 from icecommit.metrics.runs import record_run
 from icecommit.state import state_engine, state_uri
@@ -54,6 +56,15 @@ def test_every_number_is_the_states(catalog: SqlCatalog) -> None:
     name = _table(catalog)
     small_checkpoints(catalog, name, 3, job="a")  # 3 x 60 rows
     assert ic.GlobalCommitter(catalog, name, job_id="a").commit(1).status == "already-committed"  # a replay
+    # a replay of a checkpoint a rollback removed is refused, and counted; bad input is refused
+    # too, and leaves the state as it was
+    small_checkpoints(catalog, name, 2, job="c")
+    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=0, job_id="c"))
+    with pytest.raises(CheckpointRolledBackError):
+        ic.GlobalCommitter(catalog, name, job_id="c").commit(1)
+    refusing = ic.GlobalCommitter(catalog, name, job_id="c")
+    with pytest.raises(ValidationError):
+        refusing.prepare(9, [write_arrow(refusing.load_table(), events(0, 5), job_id="c", checkpoint_id=8)])
     stuck = ic.GlobalCommitter(catalog, name, job_id="b")
     stuck.prepare(7, [write_arrow(stuck.load_table(), events(1000, 1010), job_id="b", checkpoint_id=7)])
     engine = state_engine(state_uri(catalog))
@@ -73,6 +84,11 @@ def test_every_number_is_the_states(catalog: SqlCatalog) -> None:
     assert value(found, "icecommit_rows_committed_total", table=name, job="b") == 0  # prepared, not committed
     assert value(found, "icecommit_commit_attempts_total", table=name, job="a") == 3
     assert value(found, "icecommit_replays_skipped_total", table=name, job="a") == 1
+    refused = "icecommit_checkpoints_refused_total"
+    assert value(found, refused, table=name, job="c", kind="CheckpointRolledBackError") == 1
+    assert [labels for n, labels in found if n == refused] == [
+        frozenset({("table", name), ("job", "c"), ("kind", "CheckpointRolledBackError")})
+    ]  # the bad input left no trace
     assert 0 <= value(found, "icecommit_seconds_since_last_commit", table=name, job="a") < 120
     assert ("icecommit_seconds_since_last_commit", frozenset({("table", name), ("job", "b")})) not in found
     assert value(found, "icecommit_reconcile_ok", table=name, job="a") == 1

@@ -144,11 +144,20 @@ def test_recovery_refusals_and_failed_commits_are_counted_by_their_outcome(
     assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", "refused")}))] == 1
 
 
+class _Store:
+    def __init__(self) -> None:
+        self.refusals: list[tuple[str, str, int, str]] = []
+
+    def record_refusal(self, job_id: str, table_name: str, checkpoint_id: int, kind: str) -> None:
+        self.refusals.append((job_id, table_name, checkpoint_id, kind))
+
+
 class _Failing:
     table_name, job_id = "ns.t", "j"
 
     def __init__(self, error: Exception) -> None:
         self.error = error
+        self.store = _Store()
 
     @observed
     def commit(self, checkpoint_id: int) -> CommitResult:
@@ -167,8 +176,11 @@ class _Failing:
 def test_a_commit_that_raises_is_counted_by_the_errors_first_family(
     reader: InMemoryMetricReader, error: Exception, outcome: str, attempts: int, conflicts: int
 ) -> None:
+    failing = _Failing(error)
     with pytest.raises(type(error)):
-        _Failing(error).commit(3)
+        failing.commit(3)
+    # the state counts what the committer's decision refused, nothing else
+    assert failing.store.refusals == ([("j", "ns.t", 3, type(error).__name__)] if outcome == "refused" else [])
     found = points(reader)
     job = {("table", "ns.t"), ("job", "j")}
     assert found[("icecommit.checkpoints", frozenset({*job, ("outcome", outcome)}))] == 1
