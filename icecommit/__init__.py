@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from icecommit.catalog import connect, create_table
@@ -29,6 +28,7 @@ from icecommit.core.errors import (
     UnroutedRecordsError,
     ValidationError,
 )
+from icecommit.core.extras import lazily
 from icecommit.metrics import ReconciliationReport, Thresholds, reconcile
 
 if TYPE_CHECKING:
@@ -59,14 +59,7 @@ def __getattr__(name: str) -> Any:
     module = _SPARK_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module 'icecommit' has no attribute {name!r}")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] != "pyspark":
-            raise
-        from icecommit.core.errors import MissingExtraError
-
-        raise MissingExtraError(f"icecommit.{name}", "pyspark", "spark") from e
+    return lazily(module, name, f"icecommit.{name}")
 
 
 __all__ = [

@@ -50,9 +50,9 @@ from icecommit.committer.results import CommitResult
 from icecommit.core.errors import (
     CompletenessNotReachedError,
     InvalidArgumentError,
-    MissingExtraError,
     SnapshotNotFoundError,
 )
+from icecommit.core.extras import lazily
 from icecommit.core.settings import icecommit_home
 from icecommit.core.timeparse import format_duration
 from icecommit.metrics import Thresholds, last_successful_run, record_run
@@ -228,12 +228,7 @@ def demo(ctx: Context, rows: int, checkpoints: int, hours: int, reset: bool, rec
 
     def action() -> None:
         # Spark is loaded only by the command that runs it, so the catalog commands stay quick
-        try:
-            from icecommit.demo.pipeline import run_demo
-        except ModuleNotFoundError as e:
-            if (e.name or "").split(".")[0] != "pyspark":
-                raise
-            raise MissingExtraError("icecommit demo", "pyspark", "spark") from e
+        run_demo = lazily("icecommit.demo.pipeline", "run_demo", "icecommit demo")
 
         catalog = ctx.catalog(create=True)
         command = " ".join(

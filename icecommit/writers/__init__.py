@@ -7,11 +7,10 @@ adds it)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from icecommit.core.datafiles import DataFileRecord, WriteResult
-from icecommit.core.errors import MissingExtraError
+from icecommit.core.extras import lazily
 from icecommit.writers.arrow import write_arrow
 from icecommit.writers.files import TaskFileWriter
 
@@ -26,12 +25,7 @@ def __getattr__(name: str) -> Any:
     module = _SPARK.get(name)
     if module is None:
         raise AttributeError(f"module 'icecommit.writers' has no attribute {name!r}")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except ModuleNotFoundError as e:
-        if (e.name or "").split(".")[0] != "pyspark":
-            raise
-        raise MissingExtraError(f"icecommit.writers.{name}", "pyspark", "spark") from e
+    return lazily(module, name, f"icecommit.writers.{name}")
 
 
 __all__ = [
