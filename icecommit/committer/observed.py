@@ -44,11 +44,10 @@ def _first_family(error: BaseException) -> type | None:
     return next((base for base in type(error).__mro__ if base in FAMILIES), None)
 
 
-def _refused(committer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException) -> None:
-    """Count a refused checkpoint: in the in-job metrics always; in the state (for
-    ``icecommit metrics``) when the committer's decision refused it (the
-    ``CheckpointRefusedError`` family), never for bad input, which leaves the state as it was."""
-    telemetry.record_checkpoint(committer.table_name, committer.job_id, outcome="refused")
+def _refused_in_state(committer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException) -> None:
+    """Count a refusal in the state (for ``icecommit metrics``) when the committer's decision
+    refused the checkpoint (the ``CheckpointRefusedError`` family); never bad input, which
+    leaves the state as it was."""
     checkpoint_id = args[0] if args else kwargs.get("checkpoint_id")
     if _first_family(error) is CheckpointRefusedError and isinstance(checkpoint_id, int):
         committer.store.record_refusal(committer.job_id, committer.table_name, checkpoint_id, type(error).__name__)
@@ -77,10 +76,7 @@ def observed(method: Callable[..., CommitResult]) -> Callable[..., CommitResult]
                 telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
                                         outcome=outcome_of(e), attempts=attempts,
                                         retries=max(attempts - 1, 0))  # fmt: skip
-                if outcome_of(e) == "refused" and _first_family(e) is CheckpointRefusedError:
-                    checkpoint_id = args[0] if args else kwargs.get("checkpoint_id")
-                    if isinstance(checkpoint_id, int):
-                        self.store.record_refusal(self.job_id, self.table_name, checkpoint_id, type(e).__name__)
+                _refused_in_state(self, args, kwargs, e)
             raise
         telemetry.record_commit(self.table_name, self.job_id, seconds=time.perf_counter() - began,
                                 outcome=result.status, attempts=result.attempts, retries=result.retries)  # fmt: skip
@@ -116,7 +112,8 @@ def observed_refusal(method: Callable[..., T]) -> Callable[..., T]:
             return method(self, *args, **kwargs)
         except Exception as e:
             if outcome_of(e) == "refused" and _first_time(e):
-                _refused(self, args, kwargs, e)
+                telemetry.record_checkpoint(self.table_name, self.job_id, outcome="refused")
+                _refused_in_state(self, args, kwargs, e)
             raise
 
     return call

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine, Select, and_, delete, or_, select, update
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 if TYPE_CHECKING:
     pass
 
-from icecommit.core.errors import StateDatabaseError
-from icecommit.state.database import is_retry, retried, tried_once
+from icecommit.state.database import counted_or_logged, is_retry, retried, tried_once
 from icecommit.state.models import (
     CheckpointPartitionRow,
     CheckpointRow,
@@ -33,8 +31,6 @@ from icecommit.state.samples import (
     SourceRange,
     _ranges_from_json,
 )
-
-logger = logging.getLogger(__name__)
 
 PREPARED = "prepared"
 COMMITTED = "committed"
@@ -522,17 +518,17 @@ class CheckpointStore(MetricSampleStore):
         """Count a commit call that found the checkpoint already committed (a replay: skipped).
         Once, not retried (a lost reply must not count it twice); a state database that cannot
         count it is logged, never raised: the replay itself did what it should."""
-        try:
-            with Session(self._engine) as session, session.begin():
-                session.execute(
-                    update(CheckpointRow)
-                    .where(CheckpointRow.job_id == job_id, CheckpointRow.table_name == table_name,
-                           CheckpointRow.checkpoint_id == checkpoint_id)
-                    .values(replays=CheckpointRow.replays + 1)
-                )  # fmt: skip
-        except (SQLAlchemyError, StateDatabaseError) as e:
-            logger.warning("checkpoint %d of job %s: a replay was not counted: %s", checkpoint_id, job_id,
-                           str(e).splitlines()[0])  # fmt: skip
+        with (
+            counted_or_logged(f"a replay of checkpoint {checkpoint_id} of job {job_id}"),
+            Session(self._engine) as session,
+            session.begin(),
+        ):
+            session.execute(
+                update(CheckpointRow)
+                .where(CheckpointRow.job_id == job_id, CheckpointRow.table_name == table_name,
+                       CheckpointRow.checkpoint_id == checkpoint_id)
+                .values(replays=CheckpointRow.replays + 1)
+            )  # fmt: skip
 
     def record_refusal(self, job_id: str, table_name: str, checkpoint_id: int, kind: str) -> None:
         """Count a checkpoint the committer refused (``kind``: the error's name). Once, not
@@ -540,14 +536,14 @@ class CheckpointStore(MetricSampleStore):
         refusal is what the caller must see."""
         key = (RefusalRow.table_name == table_name, RefusalRow.job_id == job_id, RefusalRow.kind == kind)
         values = {"last_checkpoint_id": checkpoint_id, "last_at": self._clock()}
-        try:
-            with Session(self._engine) as session, session.begin():
-                counted = session.execute(update(RefusalRow).where(*key).values(count=RefusalRow.count + 1, **values))
-                if counted.rowcount == 0:  # type: ignore[attr-defined]
-                    session.add(RefusalRow(table_name=table_name, job_id=job_id, kind=kind, count=1, **values))
-        except (SQLAlchemyError, StateDatabaseError) as e:
-            logger.warning("checkpoint %d of job %s: its refusal was not counted: %s", checkpoint_id, job_id,
-                           str(e).splitlines()[0])  # fmt: skip
+        with (
+            counted_or_logged(f"the refusal of checkpoint {checkpoint_id} of job {job_id}"),
+            Session(self._engine) as session,
+            session.begin(),
+        ):
+            counted = session.execute(update(RefusalRow).where(*key).values(count=RefusalRow.count + 1, **values))
+            if counted.rowcount == 0:  # type: ignore[attr-defined]
+                session.add(RefusalRow(table_name=table_name, job_id=job_id, kind=kind, count=1, **values))
 
     @tried_once
     def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import uuid
@@ -37,6 +38,8 @@ from icecommit.core.errors import (
 )
 from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
+
+logger = logging.getLogger(__name__)
 
 _engines: dict[str, Engine] = {}
 _identities: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
@@ -201,6 +204,18 @@ def state_errors(store_or_engine: object, then: str) -> Iterator[None]:
         engine = getattr(store_or_engine, "engine", store_or_engine)
         shown = shown_uri(engine) if isinstance(engine, Engine) else "the state database"
         raise StateDatabaseUnavailableError(shown, f"failed: {briefly(e)}; {then}") from e
+
+
+@contextmanager
+def counted_or_logged(what: str) -> Iterator[None]:
+    """A write of counts for the metrics only, after the work it counts is done: a state
+    database that cannot take it is logged (``what`` was not recorded), never raised, so
+    that it never fails that work or hides its own outcome. Not retried: a lost reply
+    could count it twice."""
+    try:
+        yield
+    except (SQLAlchemyError, StateDatabaseError) as e:
+        logger.warning("%s was not recorded for the metrics: %s", what, str(e).splitlines()[0])
 
 
 def unavailable(engine: Engine, error: SQLAlchemyError) -> StateDatabaseError:

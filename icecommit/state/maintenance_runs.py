@@ -6,20 +6,16 @@ work that took."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Engine, func, select
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from icecommit.core import telemetry
-from icecommit.state.database import retried
+from icecommit.state.database import counted_or_logged, retried
 from icecommit.state.models import MaintenanceRunRow, as_utc, utc_now
-
-logger = logging.getLogger(__name__)
 
 EXPIRY = "expiry"
 ORPHANS = "orphans"
@@ -52,12 +48,8 @@ class MaintenanceRunStore:
         telemetry.record_maintenance(table_name, kind, seconds=seconds, counts=counts)
         row = MaintenanceRunRow(table_name=table_name, kind=kind, finished_at=self._clock(), seconds=seconds,
                                 counts=json.dumps(dict(counts), sort_keys=True))  # fmt: skip
-        try:
-            with Session(self._engine) as session, session.begin():
-                session.add(row)
-        except SQLAlchemyError as e:
-            logger.warning("the %s of %s is done, but the state database did not record it for the metrics: %s",
-                           kind, table_name, str(e).splitlines()[0])  # fmt: skip
+        with counted_or_logged(f"the {kind} of {table_name}"), Session(self._engine) as session, session.begin():
+            session.add(row)
 
     @retried
     def totals(self, tables: set[str] | None = None) -> list[MaintenanceTotals]:

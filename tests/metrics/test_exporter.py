@@ -181,3 +181,15 @@ def served_url(server: subprocess.Popen[str]) -> str:
         if not line:
             break
     raise AssertionError(f"no URL printed; exit code {server.poll()}")
+
+
+def test_counts_for_the_metrics_never_fail_the_work_they_count(caplog: pytest.LogCaptureFixture) -> None:
+    from icecommit.state.checkpoints import CheckpointStore
+    from icecommit.state.maintenance_runs import MaintenanceRunStore
+
+    down = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/nothing")  # nothing answers there
+    CheckpointStore(down).record_replay("j", "ns.t", 3)
+    CheckpointStore(down).record_refusal("j", "ns.t", 3, "CheckpointRolledBackError")
+    MaintenanceRunStore(down).record("ns.t", "expiry", 1.5, {"snapshots_expired": 2})
+    logged = [r.getMessage() for r in caplog.records if "was not recorded for the metrics" in r.getMessage()]
+    assert len(logged) == 3, caplog.text
