@@ -135,3 +135,9 @@ def test_a_write_option_the_keyword_then_the_options_field_then_the_table_proper
     assert checked_write_mode("append", upsert) == "append"  # the option over the table property
     assert checked_write_mode(None, upsert) == "upsert"  # the table property over the default
     assert checked_write_mode(None, {}) == "append"  # the default
+
+
+def test_a_default_catalog_name_that_opens_nothing_says_where_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ICECOMMIT_CATALOG", "nowhere")
+    with pytest.raises(ic.errors.CatalogUnavailableError, match=r"catalog nowhere \(named by ICECOMMIT_CATALOG\)"):
+        ic.connect()

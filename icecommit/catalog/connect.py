@@ -181,6 +181,7 @@ def connect(
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InvalidArgumentError(argument, value, "a non-empty string, or None for the default")
     # no catalog given at all: the one ICECOMMIT_CATALOG names (a default catalog by name)
+    from_environment = name is None and uri is None and bool(os.environ.get(ENV_CATALOG))
     if name is None and uri is None:
         name = os.environ.get(ENV_CATALOG) or None
     # a catalog named here is the one pyiceberg's configuration names: the environment's
@@ -189,6 +190,10 @@ def connect(
     resolved_warehouse = warehouse or (os.environ.get(ENV_WAREHOUSE) if name is None else None)
     try:
         return _connect(name, resolved_uri, resolved_warehouse, create, properties)
+    except CatalogUnavailableError as e:
+        if from_environment:  # a name the caller never typed: say where it came from
+            raise CatalogUnavailableError(f"{e.uri} (named by {ENV_CATALOG})", e.reason) from e.__cause__ or e
+        raise
     except OSError as e:  # a warehouse or home folder that cannot be made (a file in the way, no permission)
         where = resolved_warehouse or str(icecommit_home())
         raise CatalogUnavailableError(where, f"its folder cannot be made: {e.strerror or e}") from e

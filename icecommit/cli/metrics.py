@@ -77,7 +77,13 @@ def serve_command(ctx: Context, tables: tuple[str, ...], stuck_after: timedelta 
     stuck_after = stuck_after if stuck_after is not None else given.get("stuck_after", DEFAULT_STUCK_AFTER)
 
     def action() -> None:
-        server, bound = serve(_metrics(ctx, tables, stuck_after), host=host, port=port)
+        state = _metrics(ctx, tables, stuck_after)
+        try:
+            server, bound = serve(state, host=host, port=port)
+        except OSError as e:  # in use, or an address this machine does not have
+            raise InvalidArgumentError(
+                "--port", port, f"a port free on {host} ({e.strerror or e}; --port 0 picks a free one)"
+            ) from e
         shown = f"[{host}]" if ":" in host else host
         click.echo(f"serving icecommit metrics on http://{shown}:{bound}/metrics (Ctrl-C stops)", err=True)
         try:

@@ -164,6 +164,8 @@ def test_serve_takes_the_options_given_before_it_and_binds_to_loopback(tmp_path:
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url, timeout=30) as response:
             found = parsed(response.read().decode())
+        taken = invoke(home, "metrics", "serve", "--port", url.split(":")[-1].split("/")[0])  # its port, in use
+        assert taken.returncode == 2 and "--port=" in taken.stderr and "--port 0" in taken.stderr, taken.stderr
     finally:
         server.terminate()
         server.communicate(timeout=30)
