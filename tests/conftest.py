@@ -111,11 +111,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Probe PostgreSQL once (a few seconds at most); under CI an unreachable server ends
-    the run instead of skipping its tests. The session's own database is made by the first
-    test that needs it (a run of SQLite tests alone, such as each mutant's, makes none)."""
+    """Probe PostgreSQL once (a few seconds at most), installing and starting it first where
+    the default local server is absent (``scripts/postgres.sh``); under CI an unreachable
+    server ends the run instead of skipping its tests. The session's own database is made by
+    the first test that needs it (a run of SQLite tests alone, such as each mutant's, makes
+    none)."""
     global _PG_UNAVAILABLE
-    _PG_UNAVAILABLE = postgres.unreachable_reason()
+    _PG_UNAVAILABLE = postgres.start_where_absent()
     if _PG_UNAVAILABLE is not None and postgres.required():
         pytest.exit(
             f"{_PG_UNAVAILABLE}\nPostgreSQL is required here (CI=true or ICECOMMIT_REQUIRE_POSTGRES=1): "

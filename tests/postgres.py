@@ -11,12 +11,17 @@ the process that made it).
   (default ``postgresql+psycopg://postgres@127.0.0.1:5432/test``).
 - ``ICECOMMIT_REQUIRE_POSTGRES=1``, or ``CI=true``: an unreachable server fails the run
   instead of skipping the PostgreSQL tests.
+- ``ICECOMMIT_TEST_START_POSTGRES=0``: a server that does not answer at the default address
+  (127.0.0.1:5432) is not installed or started by ``scripts/postgres.sh`` first.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import subprocess
 import uuid
+from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
@@ -30,6 +35,45 @@ _PREFIX = "icecommit_test_"
 def required() -> bool:
     """True when an unreachable PostgreSQL must fail the run (CI, or an explicit opt-in)."""
     return os.environ.get("CI", "").lower() == "true" or os.environ.get("ICECOMMIT_REQUIRE_POSTGRES") == "1"
+
+
+#: Installs (from Debian's packages), configures and starts the server where it is absent.
+START_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "postgres.sh"
+#: The address that script serves; a server configured elsewhere is the caller's to start.
+STARTED_HOSTS = ("127.0.0.1", "localhost")
+STARTED_PORT = int(os.environ.get("ICECOMMIT_PG_PORT", "5432"))
+#: Seconds an install and first start may take (apt on a slow mirror included).
+START_TIMEOUT_S = 600
+
+
+def startable(uri: str) -> bool:
+    """True when ``uri`` names the server ``scripts/postgres.sh`` installs and starts."""
+    url = make_url(uri)
+    return (url.host or "") in STARTED_HOSTS and (url.port or 5432) == STARTED_PORT
+
+
+def start_where_absent() -> str | None:
+    """Run ``scripts/postgres.sh`` (install where absent, start where stopped) when the
+    tests' server is the default local one and does not answer; None when it answers now,
+    otherwise why not. One process at a time runs the script (a lock file), so two xdist
+    workers starting at once do not race apt or the cluster."""
+    reason = unreachable_reason()
+    if reason is None or os.environ.get("ICECOMMIT_TEST_START_POSTGRES", "1") == "0" or not startable(ADMIN_URI):
+        return reason
+    with open(Path("/tmp") / f"icecommit-postgres-{STARTED_PORT}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        reason = unreachable_reason()  # another process may have started it meanwhile
+        if reason is None:
+            return None
+        try:
+            done = subprocess.run(
+                ["bash", str(START_SCRIPT)], capture_output=True, text=True, timeout=START_TIMEOUT_S, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{reason}\n{START_SCRIPT.name} could not start it: {e}"
+        if done.returncode != 0:
+            return f"{reason}\n{START_SCRIPT.name} could not start it:\n{done.stderr.strip()}"
+    return unreachable_reason()
 
 
 def _admin_engine() -> Engine:

@@ -148,3 +148,57 @@ def test_a_database_independent_tests_postgresql_case_runs_only_when_asked(
         n for n in ("contention[sqlite]", "contention[postgres]", "report[sqlite]", "report[postgres]", "pure")
         if n not in left_out
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("uri", "started"),
+    [
+        ("postgresql+psycopg://postgres@127.0.0.1:5432/test", True),
+        ("postgresql+psycopg://postgres@localhost/test", True),
+        ("postgresql+psycopg://postgres@127.0.0.1:1/test", False),
+        ("postgresql+psycopg://postgres@db.example.com:5432/test", False),
+    ],
+)
+def test_only_the_default_local_server_is_installed_and_started_by_the_tests(uri: str, started: bool) -> None:
+    assert postgres.startable(uri) is started
+
+
+def _as_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("scripts/postgres.sh installs and starts clusters as root (pg_ctlcluster); not root here")
+
+
+def test_the_setup_script_returns_at_once_where_the_server_answers() -> None:
+    _as_root()
+    first = subprocess.run(["bash", str(postgres.START_SCRIPT)], capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    started = time.monotonic()
+    second = subprocess.run(["bash", str(postgres.START_SCRIPT)], capture_output=True, text=True, check=False)
+    elapsed = time.monotonic() - started
+    assert second.returncode == 0, second.stderr
+    assert second.stderr == ""  # nothing to install, configure or start
+    assert elapsed < 10, f"a second run took {elapsed:.1f}s"
+
+
+SECOND_PORT = 5439
+SECOND_CLUSTER = "icecommit_probe"
+
+
+def test_a_stopped_server_is_started_by_the_test_session_that_needs_it() -> None:
+    """A second cluster on another port, made by the script and stopped: an inner test
+    session pointed at it (with the script's port) starts it and runs its PostgreSQL case."""
+    _as_root()
+    env = {"ICECOMMIT_PG_PORT": str(SECOND_PORT), "ICECOMMIT_PG_CLUSTER": SECOND_CLUSTER}
+    made = subprocess.run(
+        ["bash", str(postgres.START_SCRIPT)], env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    try:
+        assert made.returncode == 0, made.stderr
+        stopped = subprocess.run(["pg_ctlcluster", "15", SECOND_CLUSTER, "stop"], capture_output=True, text=True)
+        assert stopped.returncode == 0, stopped.stderr
+        uri = f"postgresql+psycopg://postgres@127.0.0.1:{SECOND_PORT}/test"
+        done, _ = _pytest({**env, "CI": "true", "ICECOMMIT_TEST_PG_URI": uri}, ONE_TEST)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "2 passed" in done.stdout  # its PostgreSQL case ran on the started server
+    finally:
+        subprocess.run(["pg_dropcluster", "15", SECOND_CLUSTER, "--stop"], capture_output=True, check=False)
