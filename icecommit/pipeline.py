@@ -15,6 +15,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO
 from pyiceberg.table import Table
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -209,7 +210,7 @@ class _Landing:
             raise InvalidArgumentError(
                 "dead_letter", self.options.dead_letter, "a table that is not also a route target"
             )
-        source = df  # an upsert's rows as given (its change column is never stored)
+        given = df
         if self.options.change_column is not None:
             if self.options.change_column not in df.columns:
                 raise SchemaMismatchError(self.options.change_column, "is the change column, but not a column of the "
@@ -221,6 +222,33 @@ class _Landing:
             if name not in self.tables:
                 self.tables[name] = self._table(df, name, routes)
                 check_table_properties(self.tables[name].metadata)  # before any Spark job
+        if not self._reads_twice(routed):
+            return self._land(given, df, target, names, routes)
+        # A streaming batch this landing reads more than once (an upsert's checks and keys,
+        # routing, a write again under a relaxed schema) is read from the source once:
+        # Spark's progress counts every read of it as the source's rows.
+        given.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            change = self.options.change_column
+            return self._land(given, given.drop(change) if change else given, target, names, routes)
+        finally:
+            given.unpersist()
+
+    def _reads_twice(self, routed: bool) -> bool:
+        """Whether a streaming batch's rows may be read more than once by this landing."""
+        if self.query_id is None:
+            return False
+        return routed or any(
+            checked_write_mode(self.options.mode, t.metadata.properties) == UPSERT or self._mode(t) == MERGE
+            for t in self.tables.values()
+        )
+
+    def _land(
+        self, source: DataFrame, df: DataFrame, target: Table | str | Routes, names: list[str], routes: dict[Any, str]
+    ) -> CommitResult | RoutedCommitResult:
+        """Route, settle, write, prepare and commit (``source``: the rows as given, with an
+        upsert's change column; ``df``: the rows as stored)."""
+        routed = isinstance(target, Mapping)
         dead_name = None
         if isinstance(target, Mapping):
             assert self.options.route_by is not None

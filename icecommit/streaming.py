@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,12 +21,15 @@ import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame
+from pyspark import SparkContext
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult, RoutedCommitResult
+from icecommit.core import source_counts
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.core.identifiers import checked_job_id, table_name
 from icecommit.options import WriteOptions
@@ -243,6 +247,7 @@ class StreamingSink:
                 self.targets, catalog, self.job_id, self.preserves_rows, store, self.options.dead_letter
             )
         self._progress.listen(query_id, batch)
+        self._progress.catch_up()  # the batches before this one have reported their counts
         result = write(
             batch,
             self.targets,
@@ -293,12 +298,21 @@ def _query_id(batch: DataFrame) -> str | None:
     return str(value) if value else None
 
 
+#: Seconds a stopped query's listener waits for Spark's last event before it is removed.
+TERMINATION_WAIT_S = 20.0
+#: Seconds the listener's return from that last event takes to reach Spark (at most).
+_REPLY_S = 0.05
+
+
 class _SourceCounts:
-    """Records each batch's source count (Spark's ``numInputRows``, reported in the query's
-    progress after the batch function returned) as the checkpoint's source count, through
-    a ``StreamingQueryListener`` registered on the first batch of each query. A routed
-    sink records the batch's count with every table it routes to (and its dead-letter
-    table), marked as the count for all of them together."""
+    """Records each batch's source count (Spark's ``numInputRows``) as the checkpoint's
+    source count. Spark reports a batch's progress after the batch function returned, so
+    the count of batch N is taken from the query's own progress when batch N+1 starts; the
+    last batch's, when the query is seen to have stopped: by the sink's listener (on
+    Spark's listener bus), by a reconciliation of the table in this process, or when the
+    process exits, whichever comes first. A routed sink records the batch's count with
+    every table it routes to (and its dead-letter table), marked as the count for all of
+    them together."""
 
     def __init__(
         self,
@@ -321,6 +335,10 @@ class _SourceCounts:
         self._job_id = job_id
         self._preserves = preserves
         self._queries: set[str] = set()
+        # the queries whose progress this process can read, and their listeners
+        self._running: dict[str, tuple[StreamingQuery, SparkSession, Any, threading.Event]] = {}
+        self._recorded: dict[tuple[str, int], int] = {}
+        self._lock = threading.RLock()
 
     def listen(self, query_id: str | None, batch: DataFrame) -> None:
         if query_id is None or query_id in self._queries or not self._tables:
@@ -333,13 +351,13 @@ class _SourceCounts:
             )
             self._queries.add(query_id)
             return
-        from pyspark.sql import SparkSession
         from pyspark.sql.streaming.listener import StreamingQueryListener
 
         # the batch runs in a clone of the session that started the query, and only that
         # session's stream manager reports the query's progress
         session = SparkSession.builder.getOrCreate()
-        if session.streams.get(query_id) is None:
+        query = session.streams.get(query_id)
+        if query is None:
             logger.warning(
                 "streaming query %s was not started from the default Spark session; its source counts are not recorded",
                 query_id,
@@ -360,11 +378,61 @@ class _SourceCounts:
                     counts.idle()
 
             def onQueryTerminated(self, event: object) -> None:
-                if str(event.id) == mine:  # type: ignore[attr-defined]
-                    session.streams.removeListener(self)
+                if str(event.id) != mine:  # type: ignore[attr-defined]
+                    return
+                try:
+                    counts.catch_up()
+                finally:  # the last event Spark sends about the query: it may be removed now
+                    terminated.set()
 
-        session.streams.addListener(Listener())
-        self._queries.add(query_id)
+        listener, terminated = Listener(), threading.Event()
+        session.streams.addListener(listener)
+        with self._lock:
+            self._running[query_id] = (query, session, listener, terminated)
+            self._queries.add(query_id)
+        source_counts.register(self._tables, self.settle)
+
+    def catch_up(self) -> None:
+        """Record the counts the running queries reported and were not recorded yet (the
+        batches before the one starting now)."""
+        with self._lock:
+            running = list(self._running.items())
+        for query_id, (query, _, _, _) in running:
+            try:
+                reports = query.recentProgress
+            except Exception:  # the session is gone: nothing more can be read
+                logger.debug("cannot read the progress of streaming query %s", query_id, exc_info=True)
+                continue
+            for report in reports:
+                self.progress(report, query_id)
+
+    def settle(self) -> None:
+        """Record what the queries reported; stop listening to those that stopped (so that
+        Spark never calls into a process that has gone)."""
+        self.catch_up()
+        with self._lock:
+            stopped = []
+            for query_id, (query, session, listener, terminated) in list(self._running.items()):
+                try:
+                    active = query.isActive
+                except Exception:
+                    active = False
+                if not active:
+                    stopped.append((session, listener, terminated))
+                    del self._running[query_id]
+        for session, listener, terminated in stopped:
+            # Spark delivers the query's last events a moment after it stopped: a listener
+            # removed while one is on its way has Spark call into a process that may be gone
+            if SparkContext._active_spark_context is None:  # Spark stopped: it sends nothing more
+                continue
+            if terminated.wait(TERMINATION_WAIT_S):
+                time.sleep(_REPLY_S)  # the listener's reply to that event, on its way to Spark
+            else:
+                logger.info("Spark did not report the end of a streaming query within %.0fs", TERMINATION_WAIT_S)
+            try:
+                session.streams.removeListener(listener)
+            except Exception:
+                logger.debug("could not remove a streaming listener", exc_info=True)
 
     def idle(self) -> None:
         """The query found no new data: publish what the recorded policy deems complete now
@@ -383,40 +451,56 @@ class _SourceCounts:
             logger.exception("could not publish complete partitions of job %s while idle", self._job_id)
 
     def progress(self, progress: object, query_id: str) -> None:
-        """Record one progress report of ``query_id`` (others are ignored)."""
+        """Record one progress report of ``query_id`` (others, and reports already
+        recorded, are skipped)."""
         try:
-            if str(progress.id) != query_id:  # type: ignore[attr-defined]
+            if str(_field(progress, "id")) != query_id:
                 return
-            batch_id = int(progress.batchId)  # type: ignore[attr-defined]
-            records = int(progress.numInputRows)  # type: ignore[attr-defined]
-            offsets = source_ranges(progress)
-            store = self._store or CheckpointStore(state_engine(state_uri(self._catalog or connect())))
-            for name in self._tables:
-                store.record_query_input(
-                    self._job_id,
-                    name,
-                    batch_id,
-                    records,
-                    preserves_rows=self._preserves,
-                    offsets=offsets,
-                    routed=self._routed,
-                )
+            batch_id = int(_field(progress, "batchId"))
+            records = int(_field(progress, "numInputRows"))
+            with self._lock:
+                if self._recorded.get((query_id, batch_id)) == records:
+                    return
+                offsets = source_ranges(progress)
+                store = self._store or CheckpointStore(state_engine(state_uri(self._catalog or connect())))
+                for name in self._tables:
+                    store.record_query_input(
+                        self._job_id,
+                        name,
+                        batch_id,
+                        records,
+                        preserves_rows=self._preserves,
+                        offsets=offsets,
+                        routed=self._routed,
+                    )
+                self._recorded[(query_id, batch_id)] = records
         except Exception:  # a listener must never fail the query; reconciliation shows it as not recorded
             logger.exception("could not record the source count of a batch of job %s", self._job_id)
+
+
+def _field(report: object, name: str) -> Any:
+    """A field of a progress report: an object's attribute, or a key of its JSON form."""
+    if isinstance(report, Mapping):
+        return report[name]
+    return getattr(report, name)
 
 
 def source_ranges(progress: object) -> list[SourceRange]:
     """The offset range each source of a query's progress report read (Kafka: offsets per
     topic partition; a file source: its log offset), as the source reports them."""
+
+    def get(value: object, name: str) -> Any:
+        return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
     ranges = []
-    for source in getattr(progress, "sources", None) or []:
-        start, end = getattr(source, "startOffset", None), getattr(source, "endOffset", None)
+    for source in get(progress, "sources") or []:
+        start, end = get(source, "startOffset"), get(source, "endOffset")
         ranges.append(
             SourceRange(
-                source=str(getattr(source, "description", "") or "source"),
+                source=str(get(source, "description") or "source"),
                 start=str(start) if start is not None else None,
                 end=str(end) if end is not None else None,
-                records=int(getattr(source, "numInputRows", 0) or 0),
+                records=int(get(source, "numInputRows") or 0),
             )
         )
     return ranges

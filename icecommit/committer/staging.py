@@ -35,7 +35,7 @@ from icecommit.core.evolution import checkpoint_features, schema_changed_by
 from icecommit.core.key_lookup import key_rows
 from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, UPSERT, sequence_number
 from icecommit.core.tableprops import future_skew
-from icecommit.core.upsert import DELETED_FLAG, FEATURE_UPSERT, key_columns
+from icecommit.core.upsert import DELETED_FLAG, FEATURE_UPSERT, key_columns, received_rows, with_received_rows
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.manifests import (
@@ -155,7 +155,9 @@ def stage_checkpoint(
             raise StagingError(checkpoint_id, manifest_path, e) from e
     keys_path = None
     if staged_keys is not None:
-        staged_keys = flagged_deletes(table, staged_keys, [f.path for f in validated.data_files])
+        flagged = flagged_deletes(table, staged_keys, [f.path for f in validated.data_files])
+        received = received_rows(keys)
+        staged_keys = flagged if received is None else with_received_rows(flagged, received)
     if staged_keys is not None and len(staged_keys):  # no rows and no keys: an empty checkpoint
         keys_path = staged_keys_path(table, job_id, checkpoint_id)
         try:

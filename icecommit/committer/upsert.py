@@ -39,13 +39,17 @@ from icecommit.core.errors import EqualityDeletesError, StagedManifestError, Val
 from icecommit.core.key_lookup import KeyLookup, look_up_here
 from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.upsert import (
+    CHECKPOINT_KEYS,
+    DELETE_CHANGES,
     DELETE_FILE_PATH_ID,
     DELETE_POS_ID,
     DELETED_FLAG,
     DELETED_KEYS,
     DELETED_ROWS,
     INSERTED_KEYS,
+    RECEIVED_ROWS,
     UPDATED_KEYS,
+    received_rows,
 )
 from icecommit.state.manifests import read_staged_keys
 
@@ -108,6 +112,7 @@ class UpsertCheckpoint(AppendCheckpoint):
             WRITE_MODE_PROPERTY: UPSERT,
             DELETED_ROWS: str(sum(len(positions) for _, positions, _ in hits)),
             **change_counts(self._keys, [found for _, _, found in hits]),
+            **received_counts(self._keys),
         }
         return None
 
@@ -192,6 +197,20 @@ def change_counts(keys: pa.Table, found: Sequence[pa.Table]) -> dict[str, str]:
         INSERTED_KEYS: str(len(missed) - deleted_misses),
         UPDATED_KEYS: str(len(hit) - deleted_hits),
         DELETED_KEYS: str(deleted_hits),
+    }
+
+
+def received_counts(keys: pa.Table) -> dict[str, str]:
+    """The summary's account of the rows the checkpoint received (none where its keys do not
+    say how many): the rows, their keys, and the keys it deleted."""
+    received = received_rows(keys)
+    if received is None:
+        return {}
+    deletes = keys.column(DELETED_FLAG) if DELETED_FLAG in keys.column_names else pa.array([], pa.bool_())
+    return {
+        RECEIVED_ROWS: str(received),
+        CHECKPOINT_KEYS: str(len(keys)),
+        DELETE_CHANGES: str(pc.sum(deletes).as_py() or 0),
     }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, FloatType, PrimitiveType, UUIDType
 
@@ -35,10 +36,34 @@ INSERTED_KEYS, UPDATED_KEYS, DELETED_KEYS = (
     "icecommit.updated-keys",
     "icecommit.deleted-keys",
 )
+#: Summary keys of an upsert snapshot that account for the rows the checkpoint received:
+#: how many (absent where a caller staged keys of its own), how many keys they held, and how
+#: many of those keys it deleted (by a change type; a key none of its rows holds any more).
+#: Every received row is written, deletes its key, or is superseded in the checkpoint by a
+#: later row of its key: received = written + deleted keys + (received - keys).
+RECEIVED_ROWS, CHECKPOINT_KEYS, DELETE_CHANGES = (
+    "icecommit.received-rows",
+    "icecommit.checkpoint-keys",
+    "icecommit.delete-changes",
+)
+#: Where the rows received travel with the keys from the writers to the commit (Arrow and
+#: Parquet schema metadata of the staged keys).
+_RECEIVED_METADATA = RECEIVED_ROWS.encode()
 #: The column of an upsert's staged keys that marks the keys it deletes (no row of its own).
 DELETED_FLAG = "__icecommit_deleted"
 #: The field ids of a position delete file's columns (Iceberg's reserved ids).
 DELETE_FILE_PATH_ID, DELETE_POS_ID = 2147483546, 2147483545
+
+
+def with_received_rows(keys: pa.Table, received: int) -> pa.Table:
+    """``keys`` carrying the number of rows the upsert received (kept when they are staged)."""
+    return keys.replace_schema_metadata({**(keys.schema.metadata or {}), _RECEIVED_METADATA: str(received).encode()})
+
+
+def received_rows(keys: pa.Table | None) -> int | None:
+    """The rows received that :func:`with_received_rows` put on ``keys``; None if absent."""
+    value = (keys.schema.metadata or {}).get(_RECEIVED_METADATA) if keys is not None else None
+    return int(value) if value is not None else None
 
 
 def key_columns(key: Sequence[str] | None, schema: Schema, table: str) -> tuple[str, ...]:
@@ -70,15 +95,20 @@ def key_columns(key: Sequence[str] | None, schema: Schema, table: str) -> tuple[
 
 
 __all__ = [
+    "CHECKPOINT_KEYS",
     "DELETED_FLAG",
     "DELETED_KEYS",
     "DELETED_ROWS",
+    "DELETE_CHANGES",
     "DELETE_FILE_PATH_ID",
     "DELETE_POS_ID",
     "DELETE_TYPES",
     "FEATURE_UPSERT",
     "INSERTED_KEYS",
+    "RECEIVED_ROWS",
     "UPDATED_KEYS",
     "UPSERT_TYPES",
     "key_columns",
+    "received_rows",
+    "with_received_rows",
 ]

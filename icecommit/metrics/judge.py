@@ -69,6 +69,18 @@ class Overwrite:
     mode: str = "overwrite-partitions"
     #: an upsert's keys inserted, updated and deleted
     changes: tuple[int, int, int] = (0, 0, 0)
+    #: an upsert's account of what it received: rows, their keys, the keys it deleted (None
+    #: where it was not recorded: keys staged by the caller, or an older icecommit)
+    received: tuple[int, int, int] | None = None
+
+    @property
+    def consumed(self) -> int:
+        """Rows the checkpoint received and by design did not write: one per key it deleted
+        (by its change type), and every row a later row of its key superseded in it."""
+        if self.received is None:
+            return 0
+        rows, keys, deleted = self.received
+        return rows - keys + deleted
 
 
 @dataclass
@@ -388,17 +400,24 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         accounted = readable + sum(removed.values()) + untraceable  # removed on purpose is not lost
         notes = []
         query = facts.query_input.get(key)
+        over = facts.overwrites.get(state.snapshot_id or -1)
+        # an upsert's rows that by design were not written (deleted keys, superseded rows)
+        consumed = over.consumed if over is not None else 0
+        if over is not None and over.received is not None:
+            source = over.received[0]  # the rows the upsert received, before one per key was kept
         if query is not None and query[1]:
             source = query[0]  # every row the query read must land: the source is the query's input
-        loss, dup = _line_numbers(source, (written, committed, accounted))
-        if query is not None and not query[1] and query[0] != written:
+        expected = source - consumed
+        loss, dup = _line_numbers(expected, (written, committed, accounted))
+        if query is not None and not query[1] and query[0] != written + consumed:
             notes.append(f"query input {query[0]:,}")
             problems.append(
                 Problem("query-input", f"checkpoint {state.checkpoint_id} of job {state.job_id}: the streaming "
-                        f"query's source reported {query[0]:,} row(s) and it wrote {written:,} "
-                        f"({query[0] - written:+,} the query itself did not write: a filter, an aggregation); "
-                        "information (declare streaming_sink(..., preserves_rows=True) to count them as loss)",
-                        state.job_id, state.checkpoint_id, severity="info")
+                        f"query's source reported {query[0]:,} row(s) and it wrote {written:,}"
+                        + (f" and deleted or superseded {consumed:,} by key" if consumed else "")
+                        + f" ({query[0] - written - consumed:+,} the query itself did not write: a filter, an "
+                        "aggregation); information (declare streaming_sink(..., preserves_rows=True) to count them "
+                        "as loss)", state.job_id, state.checkpoint_id, severity="info")
             )  # fmt: skip
         elif key in facts.routed_input:
             read, kept, per_table = facts.routed_input[key]
@@ -421,8 +440,12 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                 )  # fmt: skip
         elif query is None and state.query_id is not None:
             notes.append("source count not recorded")
-        if written != source:
-            notes.append(f"written {written - source:+,} vs source")
+        if over is not None and over.received is not None:
+            rows, keys, deleted = over.received
+            notes.append(f"received {rows:,}: {written:,} written, {deleted:,} deleted by their change type, "
+                         f"{rows - keys:,} superseded in the checkpoint by a later row of their key")  # fmt: skip
+        if written != expected:
+            notes.append(f"written {written - expected:+,} vs source")
         if committed != written:
             notes.append(f"committed {committed - written:+,} vs written")
         if compacted:
@@ -442,7 +465,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         # what it did before its tasks wrote (its rows count as any other's)
         notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
                      for f in state.features if f not in ("overwrite-partitions", "upsert"))  # fmt: skip
-        if (over := facts.overwrites.get(state.snapshot_id or -1)) is not None and over.mode == "upsert":
+        if over is not None and over.mode == "upsert":
             inserted, updated, deleted = over.changes
             notes.append(f"upsert: {inserted:,} inserted, {updated:,} updated, {deleted:,} deleted "
                          f"({over.records:,} earlier row(s) of its keys replaced or deleted)")  # fmt: skip
@@ -453,7 +476,8 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         status = "committed" if landed else "empty"
         lines.append(
             CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at, source,
-                           written, committed, readable, loss, dup, ok, "; ".join(notes), sum(removed.values()))
+                           written, committed, readable, loss, dup, ok, "; ".join(notes), sum(removed.values()),
+                           source - expected)
         )  # fmt: skip
         if not ok:
             kind = "loss" if loss > thresholds.max_loss_pct else "duplication"

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from icecommit.catalog.loading import load_table
-from icecommit.core import ancestry, progress, telemetry
+from icecommit.core import ancestry, progress, source_counts, telemetry
 from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
@@ -37,7 +37,15 @@ from icecommit.core.lineage import Fate, FateTracer, path_key, removals_of
 from icecommit.core.manifest_entries import read_entries
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, UPSERT, WRITE_MODE_PROPERTY
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
-from icecommit.core.upsert import DELETED_KEYS, DELETED_ROWS, INSERTED_KEYS, UPDATED_KEYS
+from icecommit.core.upsert import (
+    CHECKPOINT_KEYS,
+    DELETE_CHANGES,
+    DELETED_KEYS,
+    DELETED_ROWS,
+    INSERTED_KEYS,
+    RECEIVED_ROWS,
+    UPDATED_KEYS,
+)
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
 from icecommit.metrics.render import summary_counts
 from icecommit.metrics.report_model import (
@@ -323,6 +331,7 @@ def reconcile(
     if since is not None and _utc(since) >= _utc(until):
         raise InvalidRangeError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
     began = time.perf_counter()
+    source_counts.settle(name)  # a streaming query's last counts, reported after its batches
     loaded = load_table(catalog, name)
     ancestry.require_branch(loaded.metadata, branch)
     store = table_state(catalog, loaded)
@@ -471,8 +480,18 @@ def _overwrites(snapshots: Mapping[int, Snapshot], keys: Mapping[int, Key]) -> d
                 int(summary.get(UPDATED_KEYS) or 0),
                 int(summary.get(DELETED_KEYS) or 0),
             ),
+            received=_received(summary) if upsert else None,
         )
     return found
+
+
+def _received(summary: Mapping[str, str]) -> tuple[int, int, int] | None:
+    """An upsert's account of the rows it received (rows, keys, keys deleted); None where
+    its summary has none."""
+    rows = summary.get(RECEIVED_ROWS)
+    if rows is None:
+        return None
+    return int(rows), int(summary.get(CHECKPOINT_KEYS) or 0), int(summary.get(DELETE_CHANGES) or 0)
 
 
 def _gone(

@@ -78,6 +78,7 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
     committed = sum(c.committed for c in lines_ if c.status == "committed")
     readable = sum(c.readable for c in lines_ if c.status == "committed")
     removed = sum(c.removed for c in lines_ if c.status == "committed")  # on purpose: not loss
+    consumed = sum(c.consumed for c in lines_ if c.status == "committed")  # an upsert's, by key: not written
     states: dict[str, int] = {}
     for c in (*report.checkpoints, *report.pending):
         states[c.status] = states.get(c.status, 0) + 1
@@ -92,10 +93,11 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
             "committed": committed,
             "readable": readable,
             "removed": removed,  # left on purpose: superseded by an overwrite or upsert, row deletes
+            "consumed": consumed,  # an upsert's source rows deleted or superseded by key, never written
         },
         "readable_from": "data files" if report.deep else "table metadata",
-        "loss": max(0, source - min(written, committed, readable + removed)),
-        "duplicated": max(0, max(written, committed, readable) - source) if source else 0,
+        "loss": max(0, source - consumed - min(written, committed, readable + removed)),
+        "duplicated": max(0, max(written, committed, readable) - source + consumed) if source else 0,
         "checkpoints": dict(sorted(states.items())),
     }
 
@@ -107,8 +109,8 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
     rows = figures["rows"]
     assert isinstance(rows, dict)
     source, written, committed, readable = rows["source"], rows["written"], rows["committed"], rows["readable"]
-    removed = rows["removed"]
-    counted = readable + removed if report.deep else committed
+    removed, consumed = rows["removed"], rows["consumed"]
+    counted = (readable + removed if report.deep else committed) + consumed
     states = figures["checkpoints"]
     assert isinstance(states, dict)
     h = report.health
@@ -125,6 +127,11 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
         f"| committed | {committed:,} |",
         f"| readable | {readable:,} |",
         *([f"| removed on purpose (superseded, deleted) | {removed:,} |"] if removed else []),
+        *(
+            [f"| not written by design (an upsert's deletes and rows superseded in their checkpoint) | {consumed:,} |"]
+            if consumed
+            else []
+        ),
         "",
         f"- **Loss**: {figures['loss']:,} row(s); **duplicated**: {figures['duplicated']:,} row(s) (readable {how}; "
         f"{counted:,} of {source:,} source rows accounted for).",

@@ -1,13 +1,13 @@
 """The typed reconciliation report, and its Markdown, JSON and HTML forms.
 
-JSON schema (``schema_version`` 2): stable; fields are only ever added, and each
+JSON schema (``schema_version`` 3): stable; fields are only ever added, and each
 addition bumps the version.
 
 ```
 {
-  "schema_version": 2, "table": str, "job_id": str|null, "ok": bool,
+  "schema_version": 3, "table": str, "job_id": str|null, "ok": bool,
   "summary": {"verdict": "ok"|"mismatch", "errors": int, "findings": int,
-              "rows": {"source", "written", "committed", "readable", "removed"},
+              "rows": {"source", "written", "committed", "readable", "removed", "consumed"},
               "readable_from": "table metadata"|"data files", "loss": int, "duplicated": int,
               "checkpoints": {status: count}},
   "changes": str|null,
@@ -15,7 +15,7 @@ addition bumps the version.
   "thresholds": {"max_loss_pct": float, "max_duplication_pct": float, "max_pending": seconds},
   "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "snapshot_id_str",
                    "committed_at", "source", "written", "committed", "readable", "loss_pct",
-                   "duplication_pct", "ok", "note"}],
+                   "duplication_pct", "ok", "note", "removed", "consumed"}],
   "pending": [same shape, status "pending"],
   "windows": [{"window_start": iso|null, "closed", "source", "written", "committed",
                "readable": int|null, "loss_pct", "duplication_pct", "ok"}],
@@ -30,6 +30,10 @@ Version 2 added ``summary`` (what the Markdown and HTML open with), ``changes`` 
 changed since the last stored run, when the CLI knows it) and ``snapshot_id_str``: snapshot
 ids are 64-bit and JSON tools that read numbers as doubles (jq 1.6, JavaScript) round those
 above 2^53; the string form is exact, and ``rollback --to-snapshot`` takes either.
+Version 3 added ``consumed`` (to the summary's rows and to each checkpoint): the rows of an
+upsert's source that were by design not written (a row per key deleted by its change type,
+and the rows a later row of their key superseded in the checkpoint); a checkpoint's source
+less its consumed rows is what it should have written.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from typing import Any
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.metrics import render
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,9 @@ class CheckpointLine:
     #: rows of its that left the table on purpose: superseded by an overwrite or an upsert,
     #: removed by row-level deletes (not counted as loss)
     removed: int = 0
+    #: rows of an upsert's source that by design were not written: a row per key deleted by
+    #: its change type, and every row a later row of its key superseded in the checkpoint
+    consumed: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,7 +207,7 @@ class ReconciliationReport:
         return {**head, **data}
 
     def to_json(self, *, changes: str | None = None) -> str:
-        """The report as JSON (stable schema, ``schema_version`` 2); ``changes``: the line on
+        """The report as JSON (stable schema, ``schema_version`` 3); ``changes``: the line on
         what changed since the last stored run (:func:`icecommit.metrics.runs.changes_since`)."""
         return json.dumps(self.to_dict(changes=changes), indent=2)
 

@@ -1,6 +1,7 @@
 """An upsert's rows, made ready on Spark before any task writes: one row per key, the keys
 of every row (the ones a change column deletes included), refused with a named error when
-the rows break the key (:mod:`icecommit.core.upsert`)."""
+the rows break the key (:mod:`icecommit.core.upsert`). The change column and the
+``order_by`` columns the table does not have are used, not stored."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from icecommit.core.errors import ChangeTypeError, KeyViolationError, SchemaMismatchError
-from icecommit.core.upsert import DELETE_TYPES, UPSERT_TYPES, key_columns
+from icecommit.core.upsert import DELETE_TYPES, UPSERT_TYPES, key_columns, with_received_rows
 
 _RANK = "__icecommit_rank"
 
@@ -26,6 +27,9 @@ class Changes:
     rows: DataFrame
     keys: pa.Table
     key: tuple[str, ...]
+    #: the rows the upsert received: per key, one is written or deletes it, and the others
+    #: are superseded in the checkpoint by a later row of their key
+    received: int
 
 
 def upsert_changes(
@@ -51,22 +55,28 @@ def upsert_changes(
                          *(((change_column, "the change column"),) if change_column else ())]:  # fmt: skip
         if column not in df.columns:
             raise SchemaMismatchError(column, f"is {role} of the upsert, but not a column of the DataFrame", table=name)
-    null_keys = df.filter(
-        F.greatest(*[F.col(k).isNull() for k in names]) if len(names) > 1 else F.col(names[0]).isNull()
-    )
-    nulls = null_keys.count()
+    # one pass over the rows for every count the checks need, and the rows received
+    kinds = (*UPSERT_TYPES, *DELETE_TYPES)
+    null_key = F.greatest(*[F.col(k).isNull() for k in names]) if len(names) > 1 else F.col(names[0]).isNull()
+    change = F.lower(F.col(change_column)) if change_column is not None else None
+    bad_change = (change.isNull() | ~change.isin(*kinds)) if change is not None else F.lit(False)
+    counted = df.agg(
+        F.count(F.lit(1)).alias("received"),
+        F.count_if(null_key).alias("null_keys"),
+        F.count_if(bad_change).alias("bad_changes"),
+        *[F.count_if(F.col(c).isNull()).alias(f"unordered{i}") for i, c in enumerate(order_by)],
+    ).first()
+    assert counted is not None
+    nulls = int(counted["null_keys"])
     if nulls:
         raise KeyViolationError(names, "null", nulls, None, table=name)
-    kinds = (*UPSERT_TYPES, *DELETE_TYPES)
-    if change_column is not None:
-        change = F.lower(F.col(change_column))
-        bad = df.filter(change.isNull() | ~change.isin(*kinds))
-        wrong = bad.count()
-        if wrong:
-            raise ChangeTypeError(change_column, bad.first()[change_column], wrong, table=name)  # type: ignore[index]
+    wrong = int(counted["bad_changes"])
+    if wrong:
+        assert change_column is not None
+        raise ChangeTypeError(change_column, df.filter(bad_change).first()[change_column], wrong, table=name)  # type: ignore[index]
     if order_by:
-        for column in order_by:  # a null orders nowhere: which row wins would be an accident
-            unordered = df.filter(F.col(column).isNull()).count()
+        for i, column in enumerate(order_by):  # a null orders nowhere: which row wins would be an accident
+            unordered = int(counted[f"unordered{i}"])
             if unordered:
                 raise SchemaMismatchError(column, f"is an order_by column of the upsert and holds nulls in "
                                           f"{unordered:,} row(s); order_by= cannot order them", table=name)  # fmt: skip
@@ -84,7 +94,13 @@ def upsert_changes(
     rows = latest
     if change_column is not None:
         rows = latest.filter(F.lower(F.col(change_column)).isin(*UPSERT_TYPES)).drop(change_column)
-    return Changes(rows, collect_arrow(latest.select(*names)), names)
+    # an order_by column orders the rows of a key; it is stored only where the table has it
+    stored = {c.lower() for c in table.schema().column_names}
+    unstored = [c for c in order_by if c.lower() not in stored and c != change_column]
+    if unstored:
+        rows = rows.drop(*unstored)
+    received = int(counted["received"])
+    return Changes(rows, with_received_rows(collect_arrow(latest.select(*names)), received), names, received)
 
 
 def collect_arrow(df: DataFrame) -> pa.Table:

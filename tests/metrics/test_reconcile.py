@@ -216,11 +216,11 @@ def test_outputs(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog, checkpoints=2)
     report = ic.reconcile(catalog, table, job_id=JOB)
     document = report.to_dict()
-    assert document["schema_version"] == 2 and document["ok"] is True
+    assert document["schema_version"] == 3 and document["ok"] is True
     assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds",
                              "summary", "changes"}  # fmt: skip
     assert document["summary"]["verdict"] == "ok" and document["summary"]["rows"] == {
-        "source": 600, "written": 600, "committed": 600, "readable": 600, "removed": 0}  # fmt: skip
+        "source": 600, "written": 600, "committed": 600, "readable": 600, "removed": 0, "consumed": 0}  # fmt: skip
     assert document["summary"]["checkpoints"] == {"committed": 2} and document["changes"] is None
     assert list(document)[:6] == ["schema_version", "table", "job_id", "ok", "summary", "changes"]  # answers first
     # snapshot ids also as strings: exact in every JSON tool (numbers above 2^53 are rounded by some)
