@@ -146,6 +146,21 @@ def _pct(part: int, whole: int) -> float:
     return 100.0 * part / whole
 
 
+#: The stages between which a checkpoint's counts can part.
+SOURCE_WRITTEN, WRITTEN_COMMITTED, COMMITTED_READABLE = "source-written", "written-committed", "committed-readable"
+
+
+def parting_stage(expected: int, written: int, committed: int, readable: int) -> str:
+    """The first stage where a checkpoint's counts part: what its source says it should
+    have written (``expected``) against what it wrote, then committed, then what is readable
+    of it (removed on purpose included)."""
+    if written != expected:
+        return SOURCE_WRITTEN
+    if committed != written:
+        return WRITTEN_COMMITTED
+    return COMMITTED_READABLE
+
+
 def _line_numbers(source: int, values: Iterable[int]) -> tuple[float, float]:
     """Loss and duplication, in percent of ``source``: how far the lowest of ``values``
     (counts further down the pipeline; at least one) falls below it, and the highest rises
@@ -436,7 +451,8 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
                             f"reported {read:,} row(s) for the tables it routes to, and they got {total:,} "
                             f"({tables}); {what}",
                             state.job_id, state.checkpoint_id,
-                            severity="error" if kept and total < read else "info")
+                            severity="error" if kept and total < read else "info",
+                            stage=SOURCE_WRITTEN if kept and total < read else None)
                 )  # fmt: skip
         elif query is None and state.query_id is not None:
             notes.append("source count not recorded")
@@ -481,10 +497,11 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         )  # fmt: skip
         if not ok:
             kind = "loss" if loss > thresholds.max_loss_pct else "duplication"
+            stage = parting_stage(expected, written, committed, accounted)
             problems.append(
                 Problem(kind, f"checkpoint {state.checkpoint_id} of job {state.job_id}: source {source:,}, written "
-                        f"{written:,}, committed {committed:,}, readable {readable:,}", state.job_id,
-                        state.checkpoint_id)
+                        f"{written:,}, committed {committed:,}, readable {readable:,}; the counts part between "
+                        f"{stage.replace('-', ' and ')}", state.job_id, state.checkpoint_id, stage=stage)
             )  # fmt: skip
         deep_windows = facts.deep_counts.get(key, {}) if facts.deep_counts is not None else {}
         if deep_windows is not None and (compacted or removed):

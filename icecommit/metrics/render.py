@@ -143,10 +143,26 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
     ]
 
 
+#: What to do about a checkpoint's loss or duplication, by the stage where its counts part.
+STAGE_ADVICE = {
+    ("loss", "source-written"): "the rows its source reported did not all reach the writers: the query or the batch "
+    "function filtered them (then do not declare preserves_rows=True: a filter is not a loss), or the source's count "
+    "is wrong; compare the batch's source offsets (`icecommit checkpoints TABLE`) with what the query read",
+    ("loss", "written-committed"): "the writers wrote rows its commit does not hold: see `icecommit checkpoints TABLE` "
+    "for the checkpoint's files and state, and let the job (or `icecommit recover TABLE --job J`) finish it",
+    ("loss", "committed-readable"): "rows committed are not readable: run with --deep to read the files, look for "
+    "missing-file problems, and see `icecommit checkpoints TABLE` for the checkpoint's files and snapshot",
+    ("duplication", "source-written"): "the writers wrote more rows than its source reported: the batch function "
+    "read its input twice or multiplied it (a join, a union), or the source's count is short",
+    ("duplication", "written-committed"): "its commit holds more rows than its writers wrote: a file committed twice; "
+    "see `icecommit checkpoints TABLE` and roll back to before the second commit",
+    ("duplication", "committed-readable"): "more of its rows are readable than were committed: a file live more than "
+    "once (another writer added it again); roll back to before the second add, or rewrite the table's files",
+}
+
 #: What to do about each kind of problem, shown once under its heading.
 ADVICE = {
-    "loss": "rows committed are not readable: run with --deep to read the files, look for missing-file problems, "
-    "and see `icecommit checkpoints TABLE` for the checkpoint's files and snapshot",
+    "loss": STAGE_ADVICE[("loss", "committed-readable")],
     "missing-file": "a file the table references is gone from storage: restore it (versioned storage, a backup), or "
     "roll back to before the snapshot that added it (`icecommit rollback TABLE --to-checkpoint N --job J --dry-run`)",
     "window-mismatch": "the counts of these minutes of event time disagree: the checkpoints above that cover them "
@@ -160,6 +176,17 @@ ADVICE = {
     "untraceable": "the snapshot that removed these rows was expired: nothing left to follow; keep snapshots "
     "longer than reconciliation runs",
 }
+
+
+def advice(report: ReconciliationReport, heading: str) -> list[str]:
+    """What to do about the problems under ``heading`` (a kind, then its counts): for loss
+    and duplication, one line per stage where the checkpoints' counts part."""
+    kind = heading.split(" ", 1)[0]
+    stages = sorted({p.stage for p in report.problems if p.kind == kind and p.stage is not None})
+    found = [STAGE_ADVICE[(kind, stage)] for stage in stages if (kind, stage) in STAGE_ADVICE]
+    if found:
+        return found
+    return [ADVICE[kind]] if kind in ADVICE else []
 
 
 def grouped_problems(report: ReconciliationReport) -> list[tuple[str, list[str]]]:
@@ -211,8 +238,8 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
         lines += ["## Problems", ""]
         for heading, items in grouped_problems(report):
             lines += [f"### {heading}", ""]
-            if advice := ADVICE.get(heading.split(" ", 1)[0]):
-                lines += [f"What to do: {advice}.", ""]
+            for line in advice(report, heading):
+                lines += [f"What to do: {line}.", ""]
             lines += [f"- {item}" for item in items]
             lines.append("")
     lines += [
@@ -365,7 +392,7 @@ def html(report: ReconciliationReport, *, changes: str | None = None, history: S
     colour = "#1a7f37" if report.ok else "#cf222e"
     problems = "".join(
         f"<li><b>{html_escape.escape(heading)}</b>"
-        + (f"<br>What to do: {html_escape.escape(a)}." if (a := ADVICE.get(heading.split(" ", 1)[0])) else "")
+        + "".join(f"<br>What to do: {html_escape.escape(a)}." for a in advice(report, heading))
         + "<ul>"
         + "".join(f"<li>{html_escape.escape(item)}</li>" for item in items)
         + "</ul></li>"

@@ -19,7 +19,7 @@ addition bumps the version.
   "pending": [same shape, status "pending"],
   "windows": [{"window_start": iso|null, "closed", "source", "written", "committed",
                "readable": int|null, "loss_pct", "duplication_pct", "ok"}],
-  "problems": [{"kind", "message", "job_id", "checkpoint_id", "path", "severity"}],
+  "problems": [{"kind", "message", "job_id", "checkpoint_id", "path", "severity", "stage"}],
   "health": {"checkpoints", "attempts", "retries", "conflicts", "unknown_outcomes", "files_missing"},
   "lag": {"p50_seconds": float|null, "p99_seconds": float|null},
   "partitions": [{"label", "end", "completed_at", "records_at_completion", "records", "late_records"}]
@@ -33,7 +33,9 @@ above 2^53; the string form is exact, and ``rollback --to-snapshot`` takes eithe
 Version 3 added ``consumed`` (to the summary's rows and to each checkpoint): the rows of an
 upsert's source that were by design not written (a row per key deleted by its change type,
 and the rows a later row of their key superseded in the checkpoint); a checkpoint's source
-less its consumed rows is what it should have written.
+less its consumed rows is what it should have written; and each problem's ``stage``: for a
+checkpoint's loss or duplication, the first stage where its counts part (``source-written``,
+``written-committed``, ``committed-readable``), which says what to look at.
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ class Problem:
     checkpoint_id: int | None = None
     path: str | None = None
     severity: str = "error"
+    #: for a checkpoint's loss or duplication, the first stage where its counts part:
+    #: ``source-written``, ``written-committed`` or ``committed-readable``
+    stage: str | None = None
 
 
 @dataclass(frozen=True)

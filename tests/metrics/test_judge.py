@@ -104,8 +104,10 @@ def test_loss_and_duplication_name_every_count_and_the_window_that_does_not_add_
                        "readable +2 vs committed"),
     )  # fmt: skip
     assert report.problems == (
-        Problem("loss", "checkpoint 2 of job j: source 10, written 8, committed 8, readable 8", "j", 2),
-        Problem("duplication", "checkpoint 3 of job j: source 4, written 4, committed 4, readable 6", "j", 3),
+        Problem("loss", "checkpoint 2 of job j: source 10, written 8, committed 8, readable 8; the counts part between "
+                "source and written", "j", 2, stage="source-written"),
+        Problem("duplication", "checkpoint 3 of job j: source 4, written 4, committed 4, readable 6; the counts part "
+                "between committed and readable", "j", 3, stage="committed-readable"),
         Problem("window-mismatch", "window without event time: source 14, written 12, committed 12"),
     )
     assert report.windows == (WindowLine(None, True, 14, 12, 12, None, 100 * 2 / 14, 0.0, False),)
@@ -325,10 +327,11 @@ def test_streaming_query_input_is_information_unless_every_row_must_land() -> No
         Problem("query-input", "checkpoint 1 of job j: the streaming query's source reported 12 row(s) and it wrote "
                 "10 (+2 the query itself did not write: a filter, an aggregation); information (declare "
                 "streaming_sink(..., preserves_rows=True) to count them as loss)", "j", 1, severity="info"),
-        Problem("loss", "checkpoint 2 of job j: source 12, written 10, committed 10, readable 10", "j", 2),
+        Problem("loss", "checkpoint 2 of job j: source 12, written 10, committed 10, readable 10; the counts part "
+                "between source and written", "j", 2, stage="source-written"),
         Problem("loss", "checkpoint 3 of job j: the streaming query's source reported 10 row(s) for the tables it "
                 "routes to, and they got 9 (ns.a 6, ns.b 3); loss (the sink was declared preserves_rows=True)",
-                "j", 3),
+                "j", 3, stage="source-written"),
         Problem("query-input", "checkpoint 4 of job j: the streaming query's source reported 10 row(s) for the "
                 "tables it routes to, and they got 12 (ns.a 12); information (declare streaming_sink(..., "
                 "preserves_rows=True) to count a shortfall as loss)", "j", 4, severity="info"),
@@ -587,3 +590,78 @@ def test_rows_removed_by_many_snapshots_are_one_note_and_one_finding_naming_the_
     assert line.ok and "10 removed by 6 snapshots (row-level deletes)" in line.note
     [finding] = [p for p in report.problems if p.kind == "removed"]
     assert finding.severity == "info" and "the most: snapshot 202 5, snapshot 200 1, snapshot 201 1" in finding.message
+
+
+def test_the_advice_names_the_stage_where_the_counts_part() -> None:
+    """An on-call engineer reads what to do for the stage that lost the rows: a source
+    count the writers never saw, files written and not committed, or committed rows that
+    are not readable (only the last one sends them to --deep)."""
+    from icecommit.metrics import render
+
+    by_source, by_commit, by_read = ("j", 1), ("j", 2), ("j", 3)
+    report = judge(
+        facts(
+            state(1), state(2), state(3),
+            declared={by_source: {None: 10}, by_commit: {None: 10}, by_read: {None: 10}},
+            task_counts={by_source: counted({}, {None: 7}), by_commit: counted({}, {None: 10}),
+                         by_read: counted({}, {None: 10})},
+            committed={by_source: {None: 7}, by_commit: {None: 6}, by_read: {None: 10}},
+            live_files=[LiveFile("/w/a.parquet", 7, 101), LiveFile("/w/b.parquet", 6, 102),
+                        LiveFile("/w/c.parquet", 5, 103)],
+        ),
+        Thresholds(),
+    )  # fmt: skip
+    losses = [(p.checkpoint_id, p.stage) for p in report.problems if p.kind == "loss"]
+    assert losses == [(1, "source-written"), (2, "written-committed"), (3, "committed-readable")]
+    text = render.markdown(report)
+    for stage in ("source-written", "written-committed", "committed-readable"):
+        assert f"What to do: {render.STAGE_ADVICE[('loss', stage)]}." in text
+
+    only_source = judge(
+        facts(state(1), declared={by_source: {None: 10}}, task_counts={by_source: counted({}, {None: 7})},
+              committed={by_source: {None: 7}}, live_files=[LiveFile("/w/a.parquet", 7, 101)]),
+        Thresholds(),
+    )  # fmt: skip
+    text = render.markdown(only_source)
+    assert "filtered them" in text and "preserves_rows" in text
+    assert "--deep to read the files, look for" not in text  # not the readable stage's advice
+    assert "filtered them" in render.html(only_source)
+
+
+def test_an_upserts_source_rows_are_written_deleted_by_change_type_or_superseded_in_their_checkpoint() -> None:
+    """A batch of 6 change rows of 4 keys (2 rows superseded by a later row of their key),
+    1 key deleted by its change type, 3 rows written: the query's 6 are all accounted for;
+    one row fewer written is a loss between source and written."""
+    from icecommit.metrics.judge import Overwrite
+
+    key = ("j", 1)
+
+    def report(written: int, kept: bool) -> Any:
+        return judge(
+            facts(
+                state(1),
+                task_counts={key: counted({None: written}, {None: written})},
+                committed={key: {None: written}},
+                live_files=[LiveFile("/w/a.parquet", written, 101)],
+                query_input={key: (6, kept)},
+                overwrites={101: Overwrite(key, 0, 0, 1, mode="upsert", changes=(3, 0, 1), received=(6, 4, 1))},
+            ),
+            Thresholds(),
+        )
+
+    for kept in (True, False):
+        ok = report(3, kept)
+        assert ok.ok and not [p for p in ok.problems if p.kind in ("loss", "query-input")], ok.problems
+        [line] = ok.checkpoints
+        assert (line.source, line.written, line.consumed, line.loss_pct) == (6, 3, 3, 0.0)
+        assert "received 6: 3 written, 1 deleted by their change type, 2 superseded in the checkpoint" in line.note
+    short = report(2, True)
+    assert [(p.kind, p.stage) for p in short.problems if p.severity == "error"] == [("loss", "source-written")]
+    assert short.checkpoints[0].loss_pct == 100 / 3  # 1 of the 3 it should have written
+    assert render_summary(short)["loss"] == 1
+
+
+def render_summary(report: Any) -> dict[str, Any]:
+    from icecommit.metrics import render
+
+    return render.summary_counts(report)
