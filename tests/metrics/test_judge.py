@@ -109,7 +109,7 @@ def test_loss_and_duplication_name_every_count_and_the_window_that_does_not_add_
         Problem("duplication", "checkpoint 3 of job j: source 4, written 4, committed 4, readable 6; the counts part "
                 "between committed and readable", "j", 3, stage="committed-readable"),
         Problem("window-mismatch", "window without event time: source 14, written 12, committed 12"),
-    )
+    )  # fmt: skip
     assert report.windows == (WindowLine(None, True, 14, 12, 12, None, 100 * 2 / 14, 0.0, False),)
     assert report.health.files_missing == 2 and report.lag == Lag(None, None)
 
