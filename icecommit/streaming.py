@@ -248,16 +248,23 @@ class StreamingSink:
             )
         self._progress.listen(query_id, batch)
         self._progress.catch_up()  # the batches before this one have reported their counts
-        result = write(
-            batch,
-            self.targets,
-            catalog=catalog,
-            job_id=self.job_id,
-            checkpoint_id=int(batch_id),
-            options=self.options,
-            query_id=query_id,
-            store=store,
-        )
+        try:
+            result = write(
+                batch,
+                self.targets,
+                catalog=catalog,
+                job_id=self.job_id,
+                checkpoint_id=int(batch_id),
+                options=self.options,
+                query_id=query_id,
+                store=store,
+            )
+        except Exception as e:
+            # Spark reports it as the query's failure, under its own wrapper and traces: say
+            # it first, in one line (Python prints an error log line even where logging is
+            # not configured)
+            logger.error("batch %d of job %s failed: %s: %s", batch_id, self.job_id, type(e).__name__, e)
+            raise
         outcome = "committed" if result.committed else "nothing new to commit"
         logger.info("batch %d of %s: %d records, %s", batch_id, self.job_id, result.records, outcome)
         if self.on_commit is not None:

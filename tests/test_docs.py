@@ -158,6 +158,12 @@ catalog.engine.dispose()
 PRINTS = {
     ("README.md", "import pyarrow as pa"): ["committed 2", "True"],
     ("docs/index.md", "import pyarrow as pa"): ["committed 2", "True"],
+    ("docs/guide/row-level-writes.md", "# a Debezium-like change feed into ns.users (id, state): op c/r/u/d "
+     "says what a change is,"): [
+        "[{'id': 1, 'state': 'paid'}, {'id': 2, 'state': 'new'}]",
+        "True received 5: 2 written, 1 deleted by their change type, 2 superseded in the checkpoint by a later row of "
+        "their key",
+    ],
 }
 SHELL = {"bash", "sh"}
 

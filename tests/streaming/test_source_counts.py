@@ -122,6 +122,15 @@ query.awaitTermination()
 print("@@done", json.dumps([p.batchId for p in query.recentProgress]), flush=True)
 if sys.argv[6] == "stop":
     spark.stop()
+    sys.exit(0)
+# a query whose batch icecommit refuses (a column the table does not have): its error comes first
+bad = spark.readStream.schema("id BIGINT, part STRING, v STRING").json(source).selectExpr("*", "1 as extra")
+refusing = ic.streaming_sink("ns.t", catalog=catalog, job_id="bad")
+failing = bad.writeStream.foreachBatch(refusing).option("checkpointLocation", location + "-bad").start()
+try:
+    failing.awaitTermination()
+except Exception as e:
+    print("@@failed", type(e).__name__, flush=True)
 """
 
 
@@ -143,6 +152,14 @@ def test_a_query_that_ends_with_its_process_has_every_count_recorded_and_prints_
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "@@done [0, 1, 2]" in done.stdout
-    assert "StreamingQueryListenerBus" not in done.stderr and "Py4J" not in done.stderr, done.stderr[-3000:]
+    listener_errors = ("StreamingQueryListenerBus", "PythonStreamingQueryListenerWrapper")
+    assert not any(e in done.stderr for e in listener_errors), done.stderr[-3000:]
     lines = ic.reconcile(sqlite_catalog, "ns.t").checkpoints
     assert sorted((line.checkpoint_id, line.source) for line in lines) == [(0, 4), (1, 4), (2, 4)]
+    if end == "exit":  # a failing batch: icecommit's one line before Spark's wrapper and traces
+        assert "@@failed StreamingQueryException" in done.stdout
+        errors = done.stderr.splitlines()
+        first = "batch 0 of job bad failed: SchemaMismatchError: column 'extra'"
+        mine = [n for n, line in enumerate(errors) if first in line]
+        spark = [n for n, line in enumerate(errors) if "Traceback" in line or "FOREACH_BATCH" in line]
+        assert mine and spark and mine[0] < spark[0], done.stderr[-3000:]
