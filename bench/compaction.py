@@ -15,9 +15,8 @@ as ``write.parquet.compression-codec``: without it Java falls back to gzip, pyic
 - ``spark-rewrite``: Apache Iceberg's ``CALL system.rewrite_data_files`` (Spark 3.5.9,
   iceberg-spark-runtime 1.10.2, local[2]) through Java's JdbcCatalog on the same SQLite
   catalog, where the environment of ``scripts/java_iceberg/setup.sh`` is named by
-  ``ICECOMMIT_JAVA_ICEBERG`` and Debian's ``libxerial-sqlite-jdbc-java`` is installed
-  (``scripts/java_iceberg/setup.sh DIR --with-sqlite-jdbc`` does both; the procedure's call
-  is timed, not the JVM's start).
+  ``ICECOMMIT_JAVA_ICEBERG`` (its ``DIR/jdbc`` holds the SQLite JDBC driver from Maven
+  Central; the procedure's call is timed, not the JVM's start).
 
 Both Spark approaches run cold (their session's first job); no warm-up round.
 
@@ -242,9 +241,9 @@ def run(files: int, target: int, seed: int, work: Path) -> tuple[list[Run], dict
     java = java_iceberg.find()
     if isinstance(java, str):
         notes["spark-rewrite"] = f"skipped: {java}"
-    elif not java_iceberg.SQLITE_JDBC.is_file():
+    elif java.sqlite_jdbc is None:
         notes["spark-rewrite"] = (
-            f"skipped: no {java_iceberg.SQLITE_JDBC} (scripts/java_iceberg/setup.sh DIR --with-sqlite-jdbc installs it)"
+            f"skipped: no SQLite JDBC driver in {java.root / 'jdbc'} (scripts/java_iceberg/setup.sh DIR)"
         )
     else:
         found = java

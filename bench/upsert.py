@@ -231,9 +231,9 @@ def main() -> None:
     java = java_iceberg.find()
     if "merge" not in args.contenders:
         pass
-    elif isinstance(java, str) or not java_iceberg.SQLITE_JDBC.is_file():
+    elif isinstance(java, str) or java.sqlite_jdbc is None:
         results["merge"] = None
-        results["merge-note"] = java if isinstance(java, str) else f"no {java_iceberg.SQLITE_JDBC}"
+        results["merge-note"] = java if isinstance(java, str) else f"no SQLite JDBC driver in {java.root / 'jdbc'}"
     else:
         results["merge"] = merge_into(java, work, "ns.merge", changes)
     reads = {}

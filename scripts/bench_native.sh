@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # icecommit against Apache Iceberg's own Spark writer, in one command on a fresh machine:
 # sets up a PySpark 3.5 environment (.venv-spark35, as CI's second pass) and Iceberg's
-# Spark runtime 1.10.2 with its Jackson classes supplied relocated (.java-iceberg), then
+# Spark runtime 1.10.2 from Maven Central (.java-iceberg), then
 # runs bench.native_write (5M and 20M rows, both distribution modes, the fixed cost of a
 # 10,000-row checkpoint on SQLite and PostgreSQL) and prints its tables for BENCHMARKS.md.
 #   scripts/bench_native.sh [bench.native_write ARGS...]    e.g. --quick, --sizes 5000000

@@ -1,9 +1,11 @@
 """Apache Iceberg's Java implementation as a reference, from tests and benchmarks.
 
-The environment is built by ``scripts/java_iceberg/setup.sh DIR`` (PySpark 3.5.9, Iceberg's
-Spark runtime 1.10.2 and a Jackson shim; ``DIR/ready`` marks a finished build) and found
-through ``ICECOMMIT_JAVA_ICEBERG=DIR``. Java runs in a subprocess with that environment's
-interpreter (``tests/java_iceberg_driver.py``), whatever pyspark the calling process has.
+The environment is built by ``scripts/java_iceberg/setup.sh DIR`` (PySpark 3.5.9 and Iceberg's
+Spark runtime 1.10.2, or with ``--spark 4.1`` PySpark 4.1.4 and the runtime 1.12.0, with the
+JDBC drivers, all from Maven Central at pinned versions and checksums; ``DIR/ready`` marks a
+finished build) and found through ``ICECOMMIT_JAVA_ICEBERG=DIR``. Java runs in a subprocess
+with that environment's interpreter (``tests/java_iceberg_driver.py``), whatever pyspark the
+calling process has.
 """
 
 from __future__ import annotations
@@ -22,21 +24,29 @@ ENV_VAR = "ICECOMMIT_JAVA_ICEBERG"
 REQUIRE_VAR = "ICECOMMIT_REQUIRE_JAVA_ICEBERG"
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "java_iceberg_driver.py"
-#: Debian's libxerial-sqlite-jdbc-java: Java's JdbcCatalog on pyiceberg's SQLite catalog database.
-SQLITE_JDBC = Path("/usr/share/java/sqlite-jdbc.jar")
 HOW_TO_BUILD = (
-    f"build it with `scripts/java_iceberg/setup.sh /tmp/java-iceberg` (about a minute, 750 MB), "
-    f"then set {ENV_VAR}=/tmp/java-iceberg"
+    f"build it with `scripts/java_iceberg/setup.sh /tmp/java-iceberg` (under a minute, 900 MB; "
+    f"`--spark 4.1` for Spark 4.1), then set {ENV_VAR}=/tmp/java-iceberg"
 )
 
 
 @dataclass(frozen=True)
 class JavaIceberg:
-    """A built environment: its interpreter and the jars for ``spark.jars``."""
+    """A built environment: its interpreter, the jars for ``spark.jars`` and the JDBC drivers
+    (``DIR/jdbc``: the SQLite one for Java's JdbcCatalog on pyiceberg's SQLite catalog
+    database, the PostgreSQL one for the REST servers' catalogs)."""
 
     root: Path
     python: Path
     jars: tuple[Path, ...]
+    sqlite_jdbc: Path | None = None
+    postgres_jdbc: Path | None = None
+
+    @property
+    def spark_line(self) -> str:
+        """The Spark line it was built for ("3.5", "4.1")."""
+        marker = self.root / "spark"
+        return marker.read_text().strip() if marker.is_file() else "3.5"
 
     def run(self, *args: str, timeout_s: float = 900.0, sqlite_jdbc: bool = False) -> str:
         """Run the driver with ``args``; returns its standard output.
@@ -46,7 +56,8 @@ class JavaIceberg:
         """
         command = [str(self.python), str(DRIVER), "--jars", ",".join(str(j) for j in self.jars)]
         if sqlite_jdbc:
-            command += ["--sqlite-jdbc", str(SQLITE_JDBC)]
+            assert self.sqlite_jdbc is not None, f"no SQLite JDBC driver in {self.root / 'jdbc'}"
+            command += ["--sqlite-jdbc", str(self.sqlite_jdbc)]
         done = subprocess.run(
             [*command, *args], env=_clean_environment(self.python), cwd=ROOT,
             capture_output=True, text=True, timeout=timeout_s,
@@ -71,7 +82,7 @@ def _cause(stderr: str) -> str:
 
 
 def _clean_environment(python: Path) -> dict[str, str]:
-    """This process's environment without what would point Spark 3.5 at another pyspark."""
+    """This process's environment without what would point the environment's Spark at another pyspark."""
     dropped = {"SPARK_HOME", "PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS"}
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = str(python)
@@ -85,10 +96,15 @@ def find() -> JavaIceberg | str:
         return f"Java Iceberg environment not configured: {HOW_TO_BUILD}"
     root = Path(value).resolve()
     python = root / "venv" / "bin" / "python"
-    jars = tuple(sorted((root / "jars").glob("*.jar")))
-    if not (root / "ready").is_file() or not python.is_file() or len(jars) < 2:
+    jars = tuple(sorted((root / "jars").glob("iceberg-spark-runtime-*.jar")))
+    if not (root / "ready").is_file() or not python.is_file() or not jars:
         return f"{ENV_VAR}={value} is not a finished Java Iceberg environment (no {root / 'ready'}): {HOW_TO_BUILD}"
-    return JavaIceberg(root, python, jars)
+    return JavaIceberg(root, python, jars, _driver(root, "sqlite-jdbc-*.jar"), _driver(root, "postgresql-*.jar"))
+
+
+def _driver(root: Path, pattern: str) -> Path | None:
+    found = sorted((root / "jdbc").glob(pattern))
+    return found[-1] if found else None
 
 
 def required() -> bool:
@@ -102,8 +118,11 @@ def found_or_skip(*, sqlite_jdbc: bool = False) -> JavaIceberg:
     java = find()
     if isinstance(java, str):
         missing = java
-    elif sqlite_jdbc and not SQLITE_JDBC.is_file():
-        missing = f"Java's JdbcCatalog needs {SQLITE_JDBC}: scripts/java_iceberg/setup.sh DIR --with-sqlite-jdbc"
+    elif sqlite_jdbc and java.sqlite_jdbc is None:
+        missing = (
+            f"Java's JdbcCatalog needs the SQLite JDBC driver in {java.root / 'jdbc'}: "
+            f"run scripts/java_iceberg/setup.sh {java.root}"
+        )
     else:
         return java
     if required():

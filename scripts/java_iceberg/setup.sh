@@ -1,108 +1,97 @@
 #!/usr/bin/env bash
-# Build a PySpark 3.5 environment with Apache Iceberg's own Spark runtime (1.10.2), the
-# reference reader/writer that tests/lifecycle/test_java_reads_compacted.py and
-# bench/compaction.py compare icecommit against.
-#   usage: scripts/java_iceberg/setup.sh DIR [--with-sqlite-jdbc] [--with-rest]
-#   DIR/venv/bin/python is the interpreter; DIR/jars/*.jar go in spark.jars; DIR/ready marks
-#   a finished build (a second run with DIR ready returns at once).
-#   --with-sqlite-jdbc also installs Debian's libxerial-sqlite-jdbc-java when it is missing:
-#   Java's JdbcCatalog on pyiceberg's SQLite catalog, which bench/compaction.py's Spark
-#   rewrite_data_files uses (the test reads the table's metadata file and needs no catalog).
-#   --with-rest also installs what the REST catalog tests need (tests/rest): Debian's PostgreSQL
-#   JDBC driver (the test server's JdbcCatalog) and HttpClient 5 (Iceberg's REST client, which
-#   the wheel strips like Jackson): relocated into DIR/jars/iceberg-httpclient-shim.jar with the
-#   two classes of httpclient_compat/ in place of 5.2's (the client calls a 5.4 method). Run on a
-#   DIR already built, it adds only that.
-# Vendored from the team's shared tools (shared/tools/java-iceberg/setup.sh) so that CI can
-# build it from a clean clone; adjusted: strict shell options, pinned wheels, checks that the
-# jars are there, the downloaded wheels removed after use, and a "ready" marker written last.
-# Iceberg's runtime jar comes from the PyPI wheel snowpark-connect-deps-iceberg, which strips
-# the Jackson classes the jar expects at org.apache.iceberg.shaded.com.fasterxml.jackson; this
-# script takes Jackson 2.18.8 from snowpark-connect-deps-2 and relocates it there
-# (relocate_jackson.py beside this file). About 750 MB, about a minute.
+# Build a PySpark environment with Apache Iceberg's own Spark runtime, the reference
+# reader/writer that the Java interop tests (tests/java_iceberg.py) and bench/ compare
+# icecommit against.
+#   usage: scripts/java_iceberg/setup.sh DIR [--spark 3.5|4.1] [--with-rest] [--update-checksums]
+#   --spark 3.5 (the default): pyspark 3.5.9 and iceberg-spark-runtime-3.5_2.12 1.10.2;
+#   --spark 4.1: pyspark 4.1.4 and iceberg-spark-runtime-4.1_2.13 1.12.0 (Spark 4.1 is the
+#     newest Spark line an Iceberg release serves);
+#   --with-rest: Iceberg's own REST catalog server too (RESTCatalogServer of iceberg-open-api
+#     1.11.0's test fixtures, iceberg-core's test jar, Jetty 12.1), in DIR/iceberg-rest, which
+#     tests/rest/server.py starts when ICECOMMIT_REST_SERVER=iceberg;
+#   --with-sqlite-jdbc: accepted for old command lines; the JDBC drivers always come now.
+#   --update-checksums: write jars.sha256 beside this file from what Maven resolved (after
+#     changing a version in the poms), instead of checking against it.
+# What it makes:
+#   DIR/venv/bin/python  the interpreter (pyspark of the chosen line, pandas, pyarrow)
+#   DIR/jars/*.jar       Iceberg's Spark runtime, for spark.jars (Jackson and HttpClient 5 are
+#                        shaded inside it: no shim is needed)
+#   DIR/jdbc/*.jar       the PostgreSQL and SQLite JDBC drivers (Java's JdbcCatalog)
+#   DIR/iceberg-rest/    with --with-rest: Iceberg's REST catalog server's classpath
+#   DIR/m2/              the Maven repository they were resolved into
+#   DIR/spark            the Spark line; DIR/ready marks a finished build (a second run with
+#                        DIR ready only adds what the options ask for and checks the jars)
+# The jars come from Maven Central at the versions pinned in the poms beside this file
+# (pom.xml and its modules spark-3.5, spark-4.1, jdbc, rest-server), resolved with `mvn
+# dependency:copy-dependencies` into DIR/m2. Once DIR/m2 holds a module (a DIR/m2/.resolved-* file
+# names the poms' digest and the module), later runs resolve offline (-o). Every jar is checked against
+# jars.sha256 beside this file, and a jar whose SHA-256 differs, or that is not listed,
+# fails the build naming it. About 900 MB (Spark 3.5) or 1 GB (Spark 4.1), the Maven repository
+# included; 40 to 50 s the first time (most of it pip), 2 s after that.
 set -euo pipefail
-D=${1:?usage: setup.sh DIR}
+D=${1:?usage: setup.sh DIR [--spark 3.5|4.1] [--with-rest] [--update-checksums]}
 HERE=$(cd "$(dirname "$0")" && pwd)
+CHECKSUMS="$HERE/jars.sha256"
 python="${PYTHON:-python3}"
-with_sqlite=0 with_rest=0
-for option in "${@:2}"; do
-  case "$option" in
-    --with-sqlite-jdbc) with_sqlite=1 ;;
+spark=3.5 with_rest=0 update=0
+set -- "${@:2}"
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --spark) spark=${2:?--spark needs a line: 3.5 or 4.1}; shift ;;
+    --spark=*) spark=${1#--spark=} ;;
     --with-rest) with_rest=1 ;;
-    *) echo "java-iceberg setup: unknown option $option" >&2; exit 2 ;;
+    --with-sqlite-jdbc) ;;
+    --update-checksums) update=1 ;;
+    *) echo "java-iceberg setup: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
-debian=()
-[ "$with_sqlite" = 1 ] && [ ! -f /usr/share/java/sqlite-jdbc.jar ] && debian+=(libxerial-sqlite-jdbc-java)
-if [ "$with_rest" = 1 ]; then
-  [ -f /usr/share/java/postgresql.jar ] || debian+=(libpostgresql-jdbc-java)
-  [ -f /usr/share/java/httpclient5.jar ] || debian+=(libhttpclient5-java)
-  [ -f /usr/share/java/httpcore5-h2.jar ] || debian+=(libhttpcore5-java)
-fi
-if [ "${#debian[@]}" -gt 0 ]; then
-  echo "java-iceberg setup: installing Debian's ${debian[*]}" >&2
-  if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
-  ($apt_get update -qq && $apt_get install -y -qq "${debian[@]}") >&2
-fi
-
-rest_client() {  # Iceberg's REST client's HttpClient 5, relocated, with the compat classes
-  local out="$D/jars/iceberg-httpclient-shim.jar" build="$D/httpclient-build"
-  [ -f "$out" ] && return 0
-  rm -rf "$build" && mkdir -p "$build/classes"
-  "$python" "$HERE/relocate_jackson.py" --package org.apache.hc "$build/relocated.jar" \
-    /usr/share/java/httpclient5.jar /usr/share/java/httpcore5.jar /usr/share/java/httpcore5-h2.jar >/dev/null
-  javac -nowarn -d "$build/classes" \
-    -cp "$build/relocated.jar:$D/jars/*:$(ls -d "$D"/venv/lib/python3*/site-packages/pyspark/jars)/*" \
-    "$HERE"/httpclient_compat/*.java
-  "$python" - "$build/relocated.jar" "$build/classes" "$out.tmp" <<'PY'
-import os, sys, zipfile
-source, classes, out = sys.argv[1:]
-mine = {os.path.relpath(os.path.join(d, f), classes): os.path.join(d, f) for d, _, fs in os.walk(classes) for f in fs}
-with zipfile.ZipFile(source) as z, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-    for name in z.namelist():
-        if name not in mine:
-            dst.writestr(name, z.read(name))
-    for name, path in sorted(mine.items()):
-        dst.write(path, name)
-PY
-  mv "$out.tmp" "$out"
-  rm -rf "$build"
-}
-
-if [ -f "$D/ready" ]; then
-  [ "$with_rest" = 1 ] && rest_client
-  exit 0
-fi
+case "$spark" in
+  3.5) pyspark="pyspark==3.5.9" ;;
+  4.1) pyspark="pyspark==4.1.4" ;;
+  *) echo "java-iceberg setup: --spark $spark: the lines built here are 3.5 and 4.1" >&2; exit 2 ;;
+esac
 mkdir -p "$D"
 D=$(cd "$D" && pwd)
-rm -rf "$D/dl" "$D/jars"
-mkdir -p "$D/dl" "$D/jars"
-[ -x "$D/venv/bin/python" ] || "$python" -m venv "$D/venv"
-# pip's failures fail the script; only a local mirror's "is ignored" notices are dropped
-quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
-quiet "$D/venv/bin/python" -m pip install -q "pyspark==3.5.9" "pandas<3" pyarrow
-quiet "$D/venv/bin/python" -m pip download -q --no-deps -d "$D/dl" \
-  "snowpark-connect-deps-iceberg==1.0.3" "snowpark-connect-deps-2==3.56.7"
-"$python" - "$D" <<'PY'
-import glob, os, sys, zipfile
-d = sys.argv[1]
-for w in glob.glob(os.path.join(d, "dl", "*.whl")):
-    z = zipfile.ZipFile(w)
-    for n in z.namelist():
-        b = os.path.basename(n)
-        if b == "iceberg-spark-runtime-3.5_2.12-1.10.2.jar" or (
-            b.startswith("jackson-") and "2.18.8" in b and b.split("-")[1] in ("annotations", "core", "databind")):
-            open(os.path.join(d, "jars", b), "wb").write(z.read(n))
-PY
-for jar in iceberg-spark-runtime-3.5_2.12-1.10.2.jar jackson-annotations-2.18.8.jar \
-  jackson-core-2.18.8.jar jackson-databind-2.18.8.jar; do
-  [ -f "$D/jars/$jar" ] || { echo "java-iceberg setup: $jar not found in the downloaded wheels" >&2; exit 1; }
+if [ -f "$D/spark" ] && [ "$(cat "$D/spark")" != "$spark" ]; then
+  echo "java-iceberg setup: $D was built for Spark $(cat "$D/spark"), not $spark: use another DIR" >&2
+  exit 2
+fi
+
+modules="spark-$spark,jdbc"
+[ "$with_rest" = 1 ] && modules="$modules,rest-server"
+[ "$with_rest" = 0 ] && [ -d "$D/iceberg-rest" ] && modules="$modules,rest-server"  # keep what is there
+
+# Maven: online until DIR/m2 has resolved each module of these poms once, offline after that
+digest=$(cat "$HERE"/pom.xml "$HERE"/*/pom.xml | sha256sum | cut -c1-16)
+offline=(-o)
+for module in ${modules//,/ }; do
+  [ -f "$D/m2/.resolved-$digest-$module" ] || offline=()
 done
-JSR=$(ls "$D"/venv/lib/python3*/site-packages/pyspark/jars/jackson-datatype-jsr310-*.jar)
-"$python" "$HERE/relocate_jackson.py" "$D/jars/iceberg-jackson-shim.jar" \
-  "$D"/jars/jackson-annotations-2.18.8.jar "$D"/jars/jackson-core-2.18.8.jar "$D"/jars/jackson-databind-2.18.8.jar "$JSR" >/dev/null
-rm -f "$D"/jars/jackson-annotations-2.18.8.jar "$D"/jars/jackson-core-2.18.8.jar "$D"/jars/jackson-databind-2.18.8.jar
-rm -rf "$D/dl"
-[ "$with_rest" = 1 ] && rest_client
-touch "$D/ready"
-echo "java-iceberg: ready: $D/venv/bin/python with spark.jars=$(ls "$D"/jars/*.jar | paste -sd, -)"
+rm -rf "$D/jars" "$D/jdbc" "$D/iceberg-rest"
+if ! (cd "$HERE" && mvn -B -q "${offline[@]}" --strict-checksums -Dmaven.repo.local="$D/m2" -Djava-iceberg.dir="$D" \
+  -pl "$modules" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies) >"$D/maven.log" 2>&1; then
+  tail -40 "$D/maven.log" >&2
+  echo "java-iceberg setup: Maven failed to resolve $modules (all of it in $D/maven.log)" >&2
+  exit 1
+fi
+for module in ${modules//,/ }; do
+  touch "$D/m2/.resolved-$digest-$module"
+done
+
+if [ "$update" = 1 ]; then
+  "$python" "$HERE/checksums.py" update "$CHECKSUMS" "$D/jars" "$D/jdbc" "$D/iceberg-rest"
+elif ! "$python" "$HERE/checksums.py" check "$CHECKSUMS" "$D/jars" "$D/jdbc" "$D/iceberg-rest"; then
+  rm -rf "$D/jars" "$D/jdbc" "$D/iceberg-rest"  # no test runs on a jar that failed its check
+  exit 1
+fi
+echo "$spark" >"$D/spark"
+
+if [ ! -f "$D/ready" ]; then
+  [ -x "$D/venv/bin/python" ] || "$python" -m venv "$D/venv"
+  # pip's failures fail the script; only a local mirror's "is ignored" notices are dropped
+  quiet() { "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }; }
+  quiet "$D/venv/bin/python" -m pip install -q "$pyspark" "pandas<3" pyarrow
+  touch "$D/ready"
+fi
+echo "java-iceberg: ready (Spark $spark): $D/venv/bin/python with spark.jars=$(ls "$D"/jars/*.jar | paste -sd, -)" >&2

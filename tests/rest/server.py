@@ -1,19 +1,27 @@
-"""An Iceberg REST catalog server for the tests, built on Apache Iceberg's own server-side
-code (``tests/rest/java/.../TestRestServer.java``: Iceberg's ``CatalogHandlers``, its JSON
-classes and ``JdbcCatalog``, with a route table and the REST specification's error statuses
-written for the tests), started once per test process on loopback.
+"""An Iceberg REST catalog server for the tests, one of two, started once per test process on
+loopback and chosen by ``ICECOMMIT_REST_SERVER``:
+
+- ``project`` (the default): ``tests/rest/java/.../TestRestServer.java``, on Apache Iceberg's
+  own server-side code (``CatalogHandlers``, its JSON classes and ``JdbcCatalog``) from the
+  environment's Spark runtime jar, with a route table and the REST specification's error
+  statuses written for the tests;
+- ``iceberg``: Iceberg's own server, ``RESTCatalogServer`` of iceberg-open-api's test fixtures
+  (``RESTCatalogAdapter`` and ``RESTCatalogServlet`` behind Jetty), bound to loopback by
+  ``tests/rest/java/.../LoopbackRESTCatalogServer.java``. How the two differ is written in
+  docs/rest-servers.md.
 
 What it needs, and where a piece is missing the REST tests skip saying so (or fail, where
-``ICECOMMIT_REQUIRE_REST=1``, as in CI's REST pass):
+``ICECOMMIT_REQUIRE_REST=1``, as in CI's REST passes):
 
 - Java 17 and ``javac`` (the server is compiled at first use, into the Java Iceberg
   environment's folder, keyed by its source);
 - the Java Iceberg environment of ``scripts/java_iceberg/setup.sh`` (``ICECOMMIT_JAVA_ICEBERG``):
-  Iceberg's Spark runtime jar, the Jackson shim, and Spark 3.5's Hadoop jars for the
-  server's ``HadoopFileIO`` on the local warehouse;
-- Debian's PostgreSQL JDBC driver (``libpostgresql-jdbc-java``) and the PostgreSQL server:
-  the catalog's tables live in a database of their own, made for the server and dropped
-  with it (the state database is the test session's, as for every other catalog).
+  Iceberg's Spark runtime jar, the PostgreSQL JDBC driver (``DIR/jdbc``) and its pyspark's
+  Hadoop jars for the server's ``HadoopFileIO`` on the local warehouse; for ``iceberg``, the
+  server's classpath too (``setup.sh DIR --with-rest``: ``DIR/iceberg-rest``);
+- the PostgreSQL server: the catalog's tables live in a database of their own, made for the
+  server and dropped with it (the state database is the test session's, as for every other
+  catalog).
 """
 
 from __future__ import annotations
@@ -26,22 +34,57 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy.engine import make_url
 
 from tests import java_iceberg, postgres
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "tests" / "rest" / "java" / "org" / "apache" / "iceberg" / "rest" / "TestRestServer.java"
-MAIN_CLASS = "org.apache.iceberg.rest.TestRestServer"
-POSTGRES_JDBC = Path("/usr/share/java/postgresql.jar")
+JAVA = ROOT / "tests" / "rest" / "java" / "org" / "apache" / "iceberg" / "rest"
 #: Set (to 1) where the server must start: a missing piece fails instead of skipping.
 REQUIRE_VAR = "ICECOMMIT_REQUIRE_REST"
+#: Which server the REST tests run on: ``project`` (the default) or ``iceberg``.
+SERVER_VAR = "ICECOMMIT_REST_SERVER"
 START_TIMEOUT_S = 60.0
+
+ServerKind = Literal["project", "iceberg"]
+
+
+@dataclass(frozen=True)
+class ServerProgram:
+    """One server's Java source and where its classpath comes from in the environment."""
+
+    kind: ServerKind
+    source: Path
+    #: the environment's folder of the server's own jars, "jars" being Iceberg's Spark runtime
+    jar_folder: str
+
+    @property
+    def main_class(self) -> str:
+        return f"org.apache.iceberg.rest.{self.source.stem}"
+
+
+PROGRAMS: dict[ServerKind, ServerProgram] = {
+    "project": ServerProgram("project", JAVA / "TestRestServer.java", "jars"),
+    "iceberg": ServerProgram("iceberg", JAVA / "LoopbackRESTCatalogServer.java", "iceberg-rest"),
+}
 
 
 def required() -> bool:
     return os.environ.get(REQUIRE_VAR, "") not in ("", "0")
+
+
+def server_kind() -> ServerKind:
+    """The server ``ICECOMMIT_REST_SERVER`` names (``project`` where unset).
+
+    Raises:
+        ValueError: it names neither.
+    """
+    value = os.environ.get(SERVER_VAR, "") or "project"
+    if value not in PROGRAMS:
+        raise ValueError(f"{SERVER_VAR}={value}: the REST servers are {', '.join(PROGRAMS)}")
+    return value  # type: ignore[return-value]
 
 
 def _spark_jars(env: java_iceberg.JavaIceberg) -> Path:
@@ -51,52 +94,50 @@ def _spark_jars(env: java_iceberg.JavaIceberg) -> Path:
     return found[0]
 
 
+def _classpath(env: java_iceberg.JavaIceberg, program: ServerProgram) -> list[str]:
+    """The server's own jars first (Iceberg's, then Jetty's for ``iceberg``), then the
+    environment's pyspark jars for Hadoop."""
+    return [*(str(j) for j in sorted((env.root / program.jar_folder).glob("*.jar"))), f"{_spark_jars(env)}/*"]
+
+
 def missing() -> str | None:
-    """Why the server cannot start here, or None."""
+    """Why the chosen server cannot start here, or None."""
     env = java_iceberg.find()
     if isinstance(env, str):
         return f"the REST catalog server runs on Iceberg's Java code: {env}"
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             return f"the REST catalog server needs {tool} (a JDK 17) on PATH"
-    if not POSTGRES_JDBC.is_file():
+    if env.postgres_jdbc is None:
         return (
-            f"the REST catalog server keeps its tables in PostgreSQL through {POSTGRES_JDBC}: "
-            "install libpostgresql-jdbc-java"
+            f"the REST catalog server keeps its tables in PostgreSQL through the JDBC driver in "
+            f"{env.root / 'jdbc'}: run scripts/java_iceberg/setup.sh {env.root}"
+        )
+    program = PROGRAMS[server_kind()]
+    if not any((env.root / program.jar_folder).glob("*.jar")):
+        return (
+            f"{SERVER_VAR}={program.kind}: Iceberg's RESTCatalogServer is not in {env.root / program.jar_folder}: "
+            f"run scripts/java_iceberg/setup.sh {env.root} --with-rest"
         )
     return None
 
 
-#: Iceberg's REST client's HttpClient 5, which ``setup.sh DIR --with-rest`` adds to the environment.
-CLIENT_JAR = "iceberg-httpclient-shim.jar"
-
-
-def client_missing(env: java_iceberg.JavaIceberg) -> str | None:
-    """Why Iceberg's Java REST client cannot run in ``env``, or None."""
-    if any(j.name == CLIENT_JAR for j in env.jars):
-        return None
-    return (
-        f"Iceberg's Java REST client needs HttpClient 5 ({env.root / 'jars' / CLIENT_JAR}): "
-        f"run scripts/java_iceberg/setup.sh {env.root} --with-rest"
-    )
-
-
-def compiled(env: java_iceberg.JavaIceberg) -> Path:
+def compiled(env: java_iceberg.JavaIceberg, program: ServerProgram) -> Path:
     """The server's classes, compiled once per source (concurrent test processes each
     compile into a folder of their own and the first to finish puts it in place)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    target = env.root / "rest-server" / digest
-    if (target / "org" / "apache" / "iceberg" / "rest" / "TestRestServer.class").is_file():
+    digest = hashlib.sha256(program.source.read_bytes()).hexdigest()[:16]
+    target = env.root / "rest-server" / f"{program.source.stem}-{digest}"
+    if (target / "org" / "apache" / "iceberg" / "rest" / f"{program.source.stem}.class").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(dir=target.parent, prefix=".build-"))
-    classpath = ":".join([*(str(j) for j in env.jars), f"{_spark_jars(env)}/*"])
+    classpath = ":".join(_classpath(env, program))
     done = subprocess.run(
-        ["javac", "-nowarn", "-d", str(building), "-cp", classpath, str(SOURCE)], capture_output=True, text=True
+        ["javac", "-nowarn", "-d", str(building), "-cp", classpath, str(program.source)], capture_output=True, text=True
     )
     if done.returncode != 0:
         shutil.rmtree(building, ignore_errors=True)
-        raise RuntimeError(f"javac failed on {SOURCE}:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"javac failed on {program.source}:\n{done.stderr[-4000:]}")
     try:
         building.rename(target)
     except OSError:  # another process put it there first
@@ -110,10 +151,12 @@ class RestServer:
     its own, its warehouse in ``warehouse``."""
 
     warehouse: Path
+    kind: ServerKind = field(default_factory=server_kind)
     database: postgres.SessionDatabase = field(default_factory=postgres.SessionDatabase)
     process: subprocess.Popen[str] | None = None
     port: int = 0
     log: Path | None = None
+    reader: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -122,11 +165,13 @@ class RestServer:
     def start(self) -> RestServer:
         env = java_iceberg.find()
         assert not isinstance(env, str), env
-        classes = compiled(env)
+        assert env.postgres_jdbc is not None, f"no PostgreSQL JDBC driver in {env.root / 'jdbc'}"
+        program = PROGRAMS[self.kind]
+        classes = compiled(env, program)
         self.database.create()
         self.warehouse.mkdir(parents=True, exist_ok=True)
-        self.log = self.warehouse.parent / "rest-server.log"
-        classpath = ":".join([*(str(j) for j in env.jars), f"{_spark_jars(env)}/*", str(POSTGRES_JDBC), str(classes)])
+        self.log = self.warehouse.parent / f"rest-server-{self.kind}.log"
+        classpath = ":".join([*_classpath(env, program), str(env.postgres_jdbc), str(classes)])
         admin = make_url(postgres.ADMIN_URI)
         properties = {
             "uri": f"jdbc:postgresql://{admin.host or '127.0.0.1'}:{admin.port or 5432}/{self.database.name}",
@@ -137,7 +182,8 @@ class RestServer:
             properties["jdbc.password"] = admin.password
         command = [
             "java", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Dlog4j2.level=error", "-cp", classpath, MAIN_CLASS, "0",
+            "-Dlog4j2.level=error", "-cp", classpath, program.main_class,
+            *(["0"] if self.kind == "project" else []),  # the port: TestRestServer's first argument
             *(f"{k}={v}" for k, v in properties.items()),
         ]  # fmt: skip
         with self.log.open("a") as log:
@@ -150,17 +196,25 @@ class RestServer:
     def _wait_for_port(self) -> int:
         assert self.process is not None and self.process.stdout is not None
         found: list[int] = []
+        listening = threading.Event()
+        stdout, log = self.process.stdout, self.log
 
         def read() -> None:
-            assert self.process is not None and self.process.stdout is not None
-            for line in self.process.stdout:
-                if line.startswith("listening on "):
+            # read to the end, not only to the port: a server that logs to its standard output
+            # (RESTCatalogServer's servlet logs each error with its stack) would otherwise block
+            # once the pipe is full
+            for line in stdout:
+                if not found and line.startswith("listening on "):
                     found.append(int(line.split()[-1]))
-                    return
+                    listening.set()
+                elif log is not None:
+                    with log.open("a") as out:
+                        out.write(line)
+            listening.set()
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(START_TIMEOUT_S)
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+        listening.wait(START_TIMEOUT_S)
         if not found:
             self.stop()
             tail = self.log.read_text()[-4000:] if self.log is not None else ""
@@ -176,6 +230,9 @@ class RestServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+            if self.reader is not None:
+                self.reader.join(10)  # it reads to the end of the server's output
+                self.reader = None
             if self.process.stdout is not None:
                 self.process.stdout.close()
             self.process = None

@@ -1,4 +1,5 @@
-"""icecommit on an Iceberg REST catalog (Iceberg's own REST handlers, tests/rest/server.py),
+"""icecommit on an Iceberg REST catalog (the project's server on Iceberg's REST handlers, or
+Iceberg's own RESTCatalogServer: tests/rest/server.py),
 configured as every pyiceberg client configures one: ``~/.pyiceberg.yaml`` or
 ``PYICEBERG_CATALOG__<NAME>__*``, the state database named by the catalog property
 ``icecommit.state-uri`` (or ``ICECOMMIT_STATE_URI``), and refused without one. The crash
@@ -140,12 +141,7 @@ def test_java_icebergs_spark_reader_reads_through_the_rest_server_what_icecommit
 ) -> None:
     url = rest_url(tmp_path_factory)  # skips where the server cannot start (it needs Java Iceberg too)
     java = java_iceberg.find()
-    assert not isinstance(java, str), java
-    reason = rest.client_missing(java)
-    if reason is not None:
-        if rest.required():
-            pytest.fail(f"{reason} ({rest.REQUIRE_VAR}=1)")
-        pytest.skip(reason)
+    assert not isinstance(java, str), java  # its runtime jar holds the REST client, HttpClient 5 shaded inside
     name = _name()
     catalog = ic.connect(name, type="rest", uri=url, **{"icecommit.state-uri": pg_uri()})
     table = f"{name}.events"
@@ -157,7 +153,17 @@ def test_java_icebergs_spark_reader_reads_through_the_rest_server_what_icecommit
     first = loaded.metadata.snapshots[0].snapshot_id
 
     out = tmp_path / "java"
-    java.run("read", table, str(out), "--rest-uri", url, "--where", "id < 2010", "--as-of", str(first))
+    arguments = ("read", table, str(out), "--rest-uri", url, "--where", "id < 2010", "--as-of", str(first))
+    if rest.server_kind() == "iceberg" and java.spark_line == "3.5":
+        # A difference of the servers, not of icecommit (docs/rest-servers.md): Spark asks for
+        # the metadata table NS.events.files as table "files" of namespace NS.events first;
+        # Iceberg 1.10.2's client joins the namespace's levels with %1F, which Jetty 12 under
+        # RESTCatalogServer refuses (400, "Suspicious Path Character") where a 404 would send
+        # Spark on to the metadata table. Iceberg 1.12's client (Spark 4.1) reads through it.
+        with pytest.raises(AssertionError, match="Suspicious Path Character"):
+            java.run(*arguments)
+        return
+    java.run(*arguments)
     report = json.loads((out / "report.json").read_text())
     java_rows = pq.read_table(out / "rows.parquet").sort_by("id")
     ours = loaded.scan().to_arrow().sort_by("id")
