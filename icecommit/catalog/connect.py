@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.utils.config import Config
 from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from icecommit.catalog.fileio import IO_IMPL, IO_IMPL_PROPERTY
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.core.settings import ENV_CATALOG, ENV_URI, ENV_WAREHOUSE, icecommit_home
-from icecommit.state.database import briefly, shown_uri
+from icecommit.state.database import briefly, missing_driver, shown_uri
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +110,67 @@ def _with_defaults(catalog: Catalog) -> Catalog:
     return SqlCatalog(catalog.name, **{**missing, **props, "init_catalog_tables": "false"})
 
 
+#: What a catalog URI may be, for a message that refuses one.
+_URI_FORMS = "a database URL (sqlite:///path/catalog.db, postgresql+psycopg://user@host/db) or a REST catalog's https://..."
+
+
+def _database_url(uri: str) -> Any:
+    """``uri`` parsed as a SQLAlchemy URL.
+
+    Raises:
+        InvalidArgumentError: it is not one (a typo, a path): bad input, not a failure of
+            the environment.
+    """
+    try:
+        return make_url(uri)
+    except SQLAlchemyError as e:
+        raise InvalidArgumentError("uri", shown_uri(uri), _URI_FORMS) from e
+
+
+def configured(name: str) -> dict[str, Any] | None:
+    """The pyiceberg configuration of catalog ``name`` (``~/.pyiceberg.yaml`` under the
+    environment's ``PYICEBERG_CATALOG__<NAME>__*``), or None where neither names it."""
+    found = Config().get_catalog_config(name)
+    return dict(found) if isinstance(found, dict) else None
+
+
+def check_name_and_uri(name: str | None, uri: str | None) -> None:
+    """Refuse a catalog name and a URI that disagree (the command line's ``--catalog`` and
+    ``--uri``: which one the user meant cannot be guessed; ``connect`` lets the URI win).
+
+    Raises:
+        InvalidArgumentError: ``name`` is configured with another URI.
+    """
+    if name is None or uri is None:
+        return
+    known = configured(name)
+    if known is not None and known.get("uri") and str(known["uri"]) != uri:
+        raise InvalidArgumentError(
+            "uri", shown_uri(uri), f"the URI catalog {name} is configured with ({shown_uri(str(known['uri']))}), "
+            "or the catalog name alone, or the URI alone",
+        )  # fmt: skip
+
+
+def _where_configured(name: str) -> str:
+    """Where pyiceberg (and so icecommit) looks for catalog ``name``'s configuration."""
+    folders = [os.environ.get("PYICEBERG_HOME"), os.path.expanduser("~"), os.getcwd()]
+    files = " or ".join(str(Path(f) / ".pyiceberg.yaml") for f in dict.fromkeys(f for f in folders if f))
+    return f"no catalog.{name.lower()} in {files}, and no PYICEBERG_CATALOG__{name.upper()}__* variable"
+
+
+def _is_sql(config: dict[str, Any]) -> bool:
+    """A configured catalog pyiceberg opens as a SQL catalog (its type, else its URI's scheme)."""
+    kind = config.get("type")
+    if kind is not None:
+        return str(kind).lower() == "sql"
+    scheme = str(config.get("uri", "")).split(":", 1)[0].lower()
+    return bool(scheme) and scheme not in ("http", "https", "thrift")
+
+
 def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, str]) -> SqlCatalog:
     """A SQL catalog that must exist already: nothing is created, not even an empty file."""
     shown = shown_uri(uri)
-    try:
-        url = make_url(uri)
-    except SQLAlchemyError as e:
-        raise CatalogUnavailableError(shown, "is not a database URL") from e
+    url = _database_url(uri)
     sqlite_file = url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:")
     if sqlite_file and not Path(str(url.database)).is_file():
         raise CatalogUnavailableError(shown, "does not exist (nothing was created)")
@@ -127,7 +183,7 @@ def _open_existing(name: str, uri: str, warehouse: str, properties: dict[str, st
         )
         present = inspect(catalog.engine).has_table("iceberg_tables")
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's database driver is not installed
-        raise CatalogUnavailableError(shown, f"cannot be opened: {briefly(e)}") from e
+        raise CatalogUnavailableError(shown, missing_driver(e) or f"cannot be opened: {briefly(e)}") from e
     if not present:
         catalog.engine.dispose()
         raise CatalogUnavailableError(shown, "holds no Iceberg catalog (nothing was created)")
@@ -220,6 +276,25 @@ def _connect(
     properties: dict[str, str],
 ) -> Catalog:
     rest = _is_rest(resolved_uri, properties)
+    if name is not None and resolved_uri is None and not rest:
+        config = configured(name)
+        if config is None and "uri" not in properties:
+            raise CatalogUnavailableError(f"catalog {name}", f"is not configured: {_where_configured(name)}")
+        if config is not None and not create and _is_sql({**config, **properties}):
+            # opened as it is: pyiceberg's SQL catalog would make its database and tables
+            settings = {**config, **properties}
+            uri = str(settings.pop("uri", ""))
+            if not uri:
+                raise CatalogUnavailableError(f"catalog {name}", "is configured without a uri")
+            settings.pop("type", None)
+            configured_warehouse = settings.pop("warehouse", None)
+            where = resolved_warehouse or (str(configured_warehouse) if configured_warehouse else None)
+            return _open_existing(
+                name,
+                uri,
+                _normalise_warehouse(where, create) if where else _default_warehouse(create),
+                {k: str(v) for k, v in settings.items()},
+            )
     if (name is not None and resolved_uri is None) or rest:
         extra = dict(properties)
         if rest and resolved_uri is not None:
@@ -244,6 +319,7 @@ def _connect(
         _normalise_warehouse(resolved_warehouse, create) if resolved_warehouse else _default_warehouse(create)
     )
     logger.debug("opening SQL catalog %s at %s", name or DEFAULT_CATALOG_NAME, shown_uri(catalog_uri))
+    _database_url(catalog_uri)
     if not create:
         return _open_existing(name or DEFAULT_CATALOG_NAME, catalog_uri, catalog_warehouse, properties)
     try:
@@ -254,4 +330,5 @@ def _connect(
             **{**_catalog_defaults(catalog_uri, catalog_warehouse), **properties},
         )
     except (SQLAlchemyError, ImportError) as e:  # ImportError: the database driver is not installed
-        raise CatalogUnavailableError(shown_uri(catalog_uri), f"cannot be opened: {briefly(e)}") from e
+        reason = missing_driver(e) or f"cannot be opened: {briefly(e)}"
+        raise CatalogUnavailableError(shown_uri(catalog_uri), reason) from e

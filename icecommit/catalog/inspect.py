@@ -13,7 +13,7 @@ from pyiceberg.table import Table
 from icecommit.catalog.tables import resolve_table
 from icecommit.core import ancestry
 from icecommit.core.completeness import partition_value, time_partition
-from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.errors import InvalidArgumentError, JobNotFoundError
 from icecommit.core.identifiers import checked_duration, table_name
 from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
@@ -110,10 +110,15 @@ def list_tables(catalog: Catalog, namespace: str | None = None) -> list[TableInf
     """The tables of ``namespace`` (default: of every namespace, nested ones too), by name.
 
     Raises:
-        NoSuchNamespaceError: no such namespace.
+        InvalidArgumentError: no such namespace (names the ones there are).
     """
     if namespace is not None:
         spaces = [tuple(namespace.split("."))]
+        if not catalog.namespace_exists(spaces[0]):
+            known = sorted(".".join(n) for n in catalog.list_namespaces())
+            raise InvalidArgumentError(
+                "namespace", namespace, f"a namespace of the catalog: {', '.join(known) or 'it has none yet'}"
+            )
     else:
         spaces, pending = [], list(catalog.list_namespaces())
         while pending:
@@ -184,7 +189,11 @@ def list_checkpoints(
     catalog: Catalog, table: Table | str, *, job_id: str | None = None, branch: str = "main"
 ) -> list[CheckpointInfo]:
     """Checkpoints of a table: committed ones from the ancestry, pending ones from the
-    checkpoint table, ordered by job and checkpoint id."""
+    checkpoint table, ordered by job and checkpoint id.
+
+    Raises:
+        JobNotFoundError: ``job_id`` has no checkpoints there (names the jobs that do).
+    """
     loaded = resolve_table(catalog, table)
     name = table_name(table)
     in_ancestry = {
@@ -234,6 +243,9 @@ def list_checkpoints(
             prepared_at=None,
             committed_at=datetime.fromtimestamp(landed.timestamp_ms / 1000, tz=timezone.utc),
         )
+    if job_id is not None and not rows:  # a typo lists nothing: say so, with the jobs there are
+        jobs = {c.job_id for c in ancestry.committed_checkpoints(loaded.metadata, branch)} | set(store.jobs(name))
+        raise JobNotFoundError(name, job_id, sorted(jobs))
     return [rows[k] for k in sorted(rows)]
 
 

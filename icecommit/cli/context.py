@@ -15,7 +15,7 @@ import click
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
-from icecommit.catalog.connect import connect
+from icecommit.catalog.connect import check_name_and_uri, connect
 from icecommit.cli.output import Output
 from icecommit.cli.progress import display_factory
 from icecommit.core import progress
@@ -58,6 +58,7 @@ class Context:
 
     def catalog(self, *, create: bool = False) -> Catalog:
         """The catalog; one that does not exist is an error unless ``create`` (the demo)."""
+        check_name_and_uri(self.catalog_name, self.uri)
         catalog = connect(self.catalog_name, uri=self.uri, warehouse=self.warehouse, create=create)
         self.opened.append(catalog)
         return catalog

@@ -47,6 +47,7 @@ from icecommit.cli.metrics import metrics
 from icecommit.cli.output import JsonOutput, TextOutput
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
+from icecommit.core.connections import log_retries_at
 from icecommit.core.errors import (
     CompletenessNotReachedError,
     InvalidArgumentError,
@@ -148,6 +149,8 @@ def cli(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # a failure is one line on stderr: the tries before it are shown with --debug
+    log_retries_at(logging.DEBUG)
     ctx.obj = Context(
         catalog_name, uri, warehouse, JsonOutput() if output == "json" else TextOutput(), output == "json", debug
     )

@@ -150,6 +150,17 @@ def set_connection_retry(policy: ConnectionRetry | None) -> None:
 T = TypeVar("T")
 
 
+#: The level retries are logged at: a warning inside a job; the command line, whose failure
+#: is one line on stderr, logs them at debug (:func:`log_retries_at`).
+_retry_level = logging.WARNING
+
+
+def log_retries_at(level: int) -> None:
+    """Log the retries of transient failures at ``level`` from now on in this process."""
+    global _retry_level
+    _retry_level = level
+
+
 def retry_transient(
     call: Callable[[int], T],
     *,
@@ -174,7 +185,7 @@ def retry_transient(
             wait = policy.wait(tries)
             if time.monotonic() - started + wait > policy.max_seconds:
                 raise
-            logger.warning("%s: %s (try %d); retrying in %.2fs", what, _briefly(e), tries, wait)
+            logger.log(_retry_level, "%s: %s (try %d); retrying in %.2fs", what, _briefly(e), tries, wait)
             sleep(wait)
 
 

@@ -163,6 +163,22 @@ def briefly(error: BaseException) -> str:
     return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
 
 
+#: The extra that installs each database driver icecommit's URLs name, by module.
+_DRIVER_EXTRAS = {"psycopg": "postgres", "psycopg2": "postgres"}
+
+
+def missing_driver(error: BaseException) -> str | None:
+    """What to install when ``error`` is a database driver that is not installed (None
+    otherwise): running again will not help, installing will."""
+    if not isinstance(error, ImportError):
+        return None
+    module = (error.name or "").split(".", 1)[0]
+    extra = _DRIVER_EXTRAS.get(module)
+    if extra is None:
+        return f"needs the database driver {module or error}, which is not installed here"
+    return f"needs the database driver {module}, which is not installed here: pip install 'icecommit[{extra}]'"
+
+
 def state_engine(uri: str) -> Engine:
     """A process-wide engine for ``uri`` with icecommit's tables created (or migrated).
 
@@ -182,6 +198,8 @@ def state_engine(uri: str) -> Engine:
         except (SQLAlchemyError, ImportError) as e:  # ImportError: the URL's driver is not installed
             if engine is not None:
                 engine.dispose()
+            if (install := missing_driver(e)) is not None:
+                raise StateDatabaseError(shown_uri(uri), install) from e
             raise StateDatabaseUnavailableError(shown_uri(uri), f"cannot be opened: {briefly(e)}") from e
         except StateSchemaError:
             if engine is not None:
