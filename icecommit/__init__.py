@@ -62,6 +62,11 @@ def __getattr__(name: str) -> Any:
     return lazily(module, name, f"icecommit.{name}")
 
 
+def __dir__() -> list[str]:
+    """The public API only (not the submodules and names imported to re-export)."""
+    return sorted(__all__)
+
+
 __all__ = [
     "CheckpointNotFoundError",
     "CheckpointRolledBackError",

@@ -40,6 +40,12 @@ def test_the_version_is_the_packages_and_the_cli_prints_it(tmp_path: Path) -> No
         assert (done.returncode, done.stdout.strip()) == (0, f"icecommit {version}")
 
 
+def test_dir_lists_the_public_api_only() -> None:
+    assert dir(icecommit) == sorted(icecommit.__all__)
+    assert "catalog" not in dir(icecommit) and "TYPE_CHECKING" not in dir(icecommit)
+    assert all(hasattr(icecommit, name) for name in icecommit.__all__ if name not in icecommit._SPARK_NAMES)
+
+
 def test_the_license_and_the_changelog_ship_with_the_source() -> None:
     assert "Apache License" in (ROOT / "LICENSE").read_text()
     project = _project()

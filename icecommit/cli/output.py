@@ -373,7 +373,9 @@ class TextOutput:
         if report.event_time_from is not None and report.event_time_to is not None:
             span = (
                 f"; event time {report.event_time_from:%Y-%m-%d %H:%M} to {report.event_time_to:%H:%M} UTC, "
-                f"{report.late_rows:,} row(s) late"
+                f"{report.late_rows:,} row(s) late (in a checkpoint after their event time's), "
+                f"{report.late_after_published:,} of them after their hour was published complete "
+                "(the late records of icecommit partitions)"
             )
         self.console.print(
             f"[bold]{report.table}[/bold]: {landed} ({report.rows_read_back:,} read back, "
@@ -422,6 +424,14 @@ class TextOutput:
                 f"  the target lacks {plan.lacking_up_to_event_time:,} row(s) at or before that event time "
                 "(checkpoints that straddle it go whole; to read the table as of it instead: "
                 "icecommit snapshots --at-event-time)",
+                highlight=False,
+                soft_wrap=True,
+            )
+        if plan.reappearing_records:
+            replaced_by = ", ".join(f"{job}#{cp}" for job, cp in plan.reappearing_checkpoints) or "not icecommit's"
+            self.console.print(
+                f"  and {plan.reappearing_records:,} row(s) that overwrites or upserts replaced or deleted "
+                f"{'are' if plan.applied else 'would be'} visible again (checkpoints: {replaced_by})",
                 highlight=False,
                 soft_wrap=True,
             )

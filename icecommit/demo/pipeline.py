@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 
-from icecommit.catalog.inspect import list_snapshots
+from icecommit.catalog.inspect import list_snapshots, partition_status
 from icecommit.catalog.tables import create_table
 from icecommit.committer.results import CommitResult
 from icecommit.core.errors import CheckpointRolledBackError, InvalidArgumentError
@@ -136,6 +136,7 @@ def run_demo(
         seconds=time.monotonic() - started,
         distinct_read_back=pc.count_distinct(ids.column("event_id")).as_py() if ids.num_rows else 0,
         late_rows=late,
+        late_after_published=sum(status.late_records for status in partition_status(catalog, table)),
         event_time_from=day_start,
         event_time_to=day_start + timedelta(hours=hours),
         catalog=shown_uri(str(catalog.properties.get("uri", ""))) or catalog.name,

@@ -28,6 +28,10 @@ class DemoReport:
     distinct_read_back: int = 0
     #: rows whose event time lies in an earlier checkpoint's stretch (late records)
     late_rows: int = 0
+    #: those of them committed into an hour already published complete: the sum of the
+    #: late records column of ``icecommit partitions`` (the others arrived within the
+    #: table's lateness, before their hour was published)
+    late_after_published: int = 0
     event_time_from: datetime | None = None
     event_time_to: datetime | None = None
     catalog: str = ""

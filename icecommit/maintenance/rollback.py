@@ -12,13 +12,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 from pyiceberg.table import Table
-from pyiceberg.table.snapshots import Snapshot
+from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry
+from icecommit.core.deletes import targets
 from icecommit.core.errors import (
     CatalogUnavailableError,
     InvalidArgumentError,
@@ -29,6 +31,7 @@ from icecommit.core.errors import (
 )
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_checkpoint_id, checked_instant, table_name
+from icecommit.core.manifest_entries import read_entries
 from icecommit.state.checkpoints import COMMITTED, CheckpointState
 from icecommit.state.identity import table_state
 
@@ -43,9 +46,13 @@ class RollbackPlan:
         current_snapshot_id: the table's current snapshot when planned.
         target_snapshot_id: the snapshot that becomes current.
         hidden_snapshot_ids: snapshots newer than the target on the current branch.
-        hidden_records: rows those snapshots added.
+        hidden_records: rows those snapshots added (they disappear).
         hidden_checkpoints: (job, checkpoint) pairs those snapshots committed.
         applied: False for a dry run or a plan not yet applied.
+        reappearing_records: rows of the target that those snapshots replaced (a partition
+            overwrite) or deleted (an upsert's position deletes, a delete): they reappear.
+        reappearing_checkpoints: the (job, checkpoint) pairs whose overwrites or upserts
+            replaced or deleted them.
     """
 
     table: str
@@ -63,11 +70,67 @@ class RollbackPlan:
     #: table holds now and the target lacks (the rollback picks the newest snapshot with no
     #: data after T, so a checkpoint that straddles T takes its earlier rows with it)
     lacking_up_to_event_time: int | None = None
+    reappearing_records: int = 0
+    reappearing_checkpoints: tuple[tuple[str, int], ...] = ()
 
 
 def _millis(value: datetime) -> int:
     value = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
     return int(value.timestamp() * 1000)
+
+
+def _removed_by(table: Table, snapshot: Snapshot, at_target: dict[str, int]) -> tuple[set[str], dict[str, int]]:
+    """What one snapshot removed of the target's data files (``at_target``: path -> rows):
+    the files it took out whole, and the rows its position delete files delete per file."""
+    io = table.io
+    removed: set[str] = set()
+    deleted: dict[str, int] = {}
+    for manifest in snapshot.manifests(io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:  # only its own manifests say what it changed
+            continue
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+            data_file = entry.data_file
+            if entry.snapshot_id != snapshot.snapshot_id:
+                continue
+            if entry.status == ManifestEntryStatus.DELETED and data_file.content == DataFileContent.DATA:
+                if data_file.file_path in at_target:
+                    removed.add(data_file.file_path)
+            elif entry.status == ManifestEntryStatus.ADDED and data_file.content == DataFileContent.POSITION_DELETES:
+                for path, rows in targets(io, data_file).items():
+                    if path in at_target:
+                        deleted[path] = deleted.get(path, 0) + rows
+    return removed, deleted
+
+
+def _reappearing(table: Table, target: Snapshot, hidden: list[Snapshot]) -> tuple[int, tuple[tuple[str, int], ...]]:
+    """The rows of ``target`` that the ``hidden`` snapshots removed, and the checkpoints
+    that removed them: data files of the target that a hidden overwrite (or delete) took
+    out whole, and rows of the target's other data files that hidden position deletes
+    (upserts) removed. Rows that a hidden snapshot added and another replaced are not
+    counted: the target never held them. Compactions (``replace``) move rows, removing none.
+    The count of a whole file is its record count: deletes the target itself applies to it
+    are not subtracted (an upserted table's partitions are not overwritten too)."""
+    at_target = {
+        entry.file_path: entry.record_count
+        for manifest in target.manifests(table.io)
+        for entry in read_entries(table.io, manifest)
+        if entry.content == DataFileContent.DATA
+    }
+    removed: set[str] = set()
+    deleted: dict[str, int] = {}
+    by: set[tuple[str, int]] = set()
+    for snapshot in hidden:
+        if snapshot.summary is None or snapshot.summary.operation == Operation.REPLACE:
+            continue
+        files, rows = _removed_by(table, snapshot, at_target)
+        removed |= files
+        for path, count in rows.items():
+            deleted[path] = deleted.get(path, 0) + count
+        if (files or rows) and (key := ancestry.checkpoint_of(snapshot)) is not None:
+            by.add(key)
+    records = sum(at_target[path] for path in removed)
+    records += sum(rows for path, rows in deleted.items() if path not in removed)
+    return records, tuple(sorted(by))
 
 
 def _select(
@@ -163,6 +226,7 @@ def plan_rollback(
             key for s in target_lineage if s.snapshot_id not in ids and (key := ancestry.checkpoint_of(s)) is not None
         )
     records = sum(int(s.summary.get("added-records") or 0) for s in hidden if s.summary)
+    reappearing, reappearing_by = _reappearing(loaded, target, hidden)
     checkpoints = tuple(key for s in hidden if (key := ancestry.checkpoint_of(s)) is not None)
     current = loaded.metadata.refs.get(branch)
     lacking = None
@@ -188,6 +252,8 @@ def plan_rollback(
         hidden_checkpoints=checkpoints,
         restored_checkpoints=restored,
         lacking_up_to_event_time=lacking,
+        reappearing_records=reappearing,
+        reappearing_checkpoints=reappearing_by,
     )
 
 
@@ -267,7 +333,8 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
             "same rollback again to record them",
         ) from e
     logger.warning(
-        "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden",
+        "rolled %s back to snapshot %d (%s): %d snapshot(s), %d rows hidden, %d rows back",
         plan.table, plan.target_snapshot_id, plan.selector, len(plan.hidden_snapshot_ids), plan.hidden_records,
+        plan.reappearing_records,
     )  # fmt: skip
     return RollbackPlan(**{**plan.__dict__, "applied": True})

@@ -83,6 +83,11 @@ def test_demo_lands_every_row_once_even_when_run_twice(tmp_path: Path) -> None:
         assert done.returncode == 0, (command, done.stdout, done.stderr)
         outputs.append(done.stdout)
     partitions, reconciled, rolled = outputs
+    # the demo's two late figures: the late column of `partitions` counts the late rows that
+    # landed after their hour was published, the demo's first figure every late row
+    published = json.loads(run(home, "--output", "json", "partitions", "demo.clickstream").stdout)["partitions"]
+    assert sum(p["late_records"] for p in published) == report["late_after_published"] <= report["late_rows"]
+    assert f"{report['late_after_published']:,} of them after their hour was published complete" in second.stdout
     assert "reconciles" in reconciled and "demo-report.html" in reconciled
     assert "ts_hour=2026-11-20-00" in partitions  # the first hours are complete
     assert (elsewhere / "demo-report.html").read_text().startswith("<!doctype html>")

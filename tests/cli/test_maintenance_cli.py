@@ -97,6 +97,25 @@ def test_snapshots_and_checkpoints_in_text_and_json(home: Path) -> None:
     assert "committed" in text.stdout and "0 skipped" in text.stdout and "(0 retries)" in text.stdout
 
 
+def test_a_dry_run_says_which_rows_an_overwrite_replaced_come_back(home: Path) -> None:
+    catalog = catalog_of(home)
+    committer = ic.GlobalCommitter(catalog, TABLE, job_id="job")
+    clicks = catalog.load_table(TABLE).scan(row_filter="event == 'click'").to_arrow().num_rows
+    batch = events(900, 930, days=1)
+    rows_in = batch.filter(pa.array([event == "click" for event in batch.column("event").to_pylist()]))
+    results = [write_arrow(committer.load_table(), rows_in, job_id="job", checkpoint_id=4)]
+    committer.prepare(4, results, mode="overwrite-partitions")
+    committer.commit(4)
+    catalog.engine.dispose()
+    plan = cli_json(home, "rollback", TABLE, "--to-checkpoint", "3", "--job", "job", "--dry-run")
+    assert (plan["hidden_records"], plan["reappearing_records"]) == (len(rows_in), clicks)
+    assert plan["reappearing_checkpoints"] == [["job", 4]]
+    text = run(home, "rollback", TABLE, "--to-checkpoint", "3", "--job", "job", "--dry-run").stdout
+    assert f"{len(rows_in)} rows would become invisible" in text
+    assert f"{clicks} row(s) that overwrites or upserts replaced or deleted would be visible again" in text
+    assert "job#4" in text
+
+
 def test_end_of_input_at_the_rollback_prompt_changes_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = snapshot_ids(home)
     asked: list[str] = []
@@ -117,6 +136,7 @@ def test_rollback_dry_run_refusal_and_every_selector(home: Path) -> None:
     first, second, third = snapshot_ids(home)
     plan = cli_json(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
     assert plan["target_snapshot_id"] == second and plan["hidden_records"] == 40 and plan["applied"] is False
+    assert plan["reappearing_records"] == 0  # appends only: nothing comes back
     assert rows(home) == 120  # the dry run changed nothing
     text = run(home, "rollback", TABLE, "--to-checkpoint", "2", "--job", "job", "--dry-run")
     assert text.returncode == 0 and "would roll back (dry run)" in text.stdout and "40 rows" in text.stdout

@@ -262,7 +262,11 @@ def test_rollback_and_expiry_hold_for_overwrites(catalog: SqlCatalog) -> None:
     first = events(0, 60)
     _land(catalog, name, 1, first, mode="append")
     _land(catalog, name, 2, _where(events(1000, 1030), event="pv"))
-    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="j"))
+    plan = plan_rollback(catalog, name, to_checkpoint=1, job_id="j")
+    replaced = len(_where(first, event="pv"))
+    assert (plan.hidden_records, plan.reappearing_records) == (len(_where(events(1000, 1030), event="pv")), replaced)
+    assert plan.reappearing_checkpoints == (("j", 2),)  # the dry run says which rows come back, and why
+    apply_rollback(catalog, plan)
     assert _ids(catalog, name) == list(range(60))  # the replaced rows are back
     assert ic.GlobalCommitter(catalog, name, job_id="j").store.get("j", name, 2).status == "rolled-back"  # type: ignore[union-attr]
     _land(catalog, name, 3, _where(events(2000, 2030), event="show"))

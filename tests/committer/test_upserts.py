@@ -225,12 +225,16 @@ def test_rollback_and_expiry_hold_for_upserts(catalog: SqlCatalog) -> None:
     name = _table(catalog, suffix="_r")
     _upsert(catalog, name, 1, _marked(0, 10, "a"))
     _upsert(catalog, name, 2, _marked(5, 15, "b"))
-    apply_rollback(catalog, plan_rollback(catalog, name, to_checkpoint=1, job_id="j"))
+    _upsert(catalog, name, 3, _marked(12, 14, "c"))  # deletes rows of checkpoint 2 only: none of them come back
+    plan = plan_rollback(catalog, name, to_checkpoint=1, job_id="j")
+    # 5..14 and 12..13 disappear; 5..9 of checkpoint 1, deleted by checkpoint 2's upsert, reappear
+    assert (plan.hidden_records, plan.reappearing_records, plan.reappearing_checkpoints) == (12, 5, (("j", 2),))
+    apply_rollback(catalog, plan)
     assert _live(catalog, name) == {i: "a" for i in range(10)}
-    _upsert(catalog, name, 3, _marked(8, 12, "c"))
+    _upsert(catalog, name, 4, _marked(8, 12, "c"))
     when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
     apply_expire(catalog, plan_expire(catalog, name, older_than=dt.timedelta(0), retain_last=1, now=when))
-    assert ic.GlobalCommitter(catalog, name, job_id="j").commit(3).status == "already-committed"
+    assert ic.GlobalCommitter(catalog, name, job_id="j").commit(4).status == "already-committed"
     assert _live(catalog, name) == {**{i: "a" for i in range(8)}, **{i: "c" for i in range(8, 12)}}
 
 
