@@ -247,7 +247,7 @@ class StreamingSink:
                 self.targets, catalog, self.job_id, self.preserves_rows, store, self.options.dead_letter
             )
         self._progress.listen(query_id, batch)
-        self._progress.catch_up()  # the batches before this one have reported their counts
+        self._progress.catch_up(last_only=True)  # the batch before this one has reported its count
         try:
             result = write(
                 batch,
@@ -399,19 +399,21 @@ class _SourceCounts:
             self._queries.add(query_id)
         source_counts.register(self._tables, self.settle)
 
-    def catch_up(self) -> None:
-        """Record the counts the running queries reported and were not recorded yet (the
-        batches before the one starting now)."""
+    def catch_up(self, *, last_only: bool = False) -> None:
+        """Record the counts the running queries reported and were not recorded yet: the
+        batch before the one starting now (``last_only``: its report is the query's last,
+        read at the cost of one), or every report the query keeps."""
         with self._lock:
             running = list(self._running.items())
         for query_id, (query, _, _, _) in running:
             try:
-                reports = query.recentProgress
+                reports = [query.lastProgress] if last_only else query.recentProgress
             except Exception:  # the session is gone: nothing more can be read
                 logger.debug("cannot read the progress of streaming query %s", query_id, exc_info=True)
                 continue
             for report in reports:
-                self.progress(report, query_id)
+                if report is not None:
+                    self.progress(report, query_id)
 
     def settle(self) -> None:
         """Record what the queries reported; stop listening to those that stopped (so that
