@@ -14,9 +14,9 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
-    stop_after_delay,
     wait_exponential_jitter,
 )
+from tenacity.stop import stop_base
 
 from icecommit.core.conflicts import is_commit_conflict
 
@@ -76,9 +76,11 @@ class RetryPolicy:
         checkpoint_id: int | None = None,
         label: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> Retrying:
         """A tenacity ``Retrying`` for one operation's commit, named by ``label`` (else by
-        its checkpoint, or as a commit of table properties); every retry is logged."""
+        its checkpoint, or as a commit of table properties); every retry is logged.
+        ``max_seconds`` counts on ``clock`` from now (tests inject one)."""
         what = label or (f"checkpoint {checkpoint_id}" if checkpoint_id is not None else "table properties")
 
         def before_sleep(state: RetryCallState) -> None:
@@ -92,7 +94,7 @@ class RetryPolicy:
 
         return Retrying(
             retry=retry_if_exception(is_commit_conflict),
-            stop=stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds),
+            stop=stop_after_attempt(self.max_attempts) | _StopAfter(self.max_seconds, clock),
             wait=wait_exponential_jitter(
                 multiplier=self.min_wait_s, max=self.max_wait_s, jitter=max(self.min_wait_s, 0.001)
             ),
@@ -100,6 +102,19 @@ class RetryPolicy:
             before_sleep=before_sleep,
             reraise=True,
         )
+
+
+class _StopAfter(stop_base):
+    """Stop once ``seconds`` have passed on ``clock`` since the first attempt (tenacity's
+    ``stop_after_delay`` reads the wall clock, which a test cannot move)."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self._seconds = seconds
+        self._clock = clock
+        self._started = clock()
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        return self._clock() - self._started >= self._seconds
 
 
 T = TypeVar("T")
@@ -121,6 +136,7 @@ def run_with_retries(
     checkpoint_id: int | None = None,
     label: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Retried[T]:
     """The commit retry loop: call ``attempt(0)``, and ``attempt(1)``, ``attempt(2)``...
     after each commit conflict (:func:`is_commit_conflict`), waiting as the policy says,
@@ -128,7 +144,8 @@ def run_with_retries(
     so does the last conflict once the policy stops. ``attempt`` gets the number of
     retries before it (0 for the first), so that a retry can start from a fresh table.
     The loop of :func:`icecommit.committer.protocol.run`, which every commit uses."""
-    for number, call in enumerate(policy.retrying(checkpoint_id=checkpoint_id, label=label, sleep=sleep)):
+    retrying = policy.retrying(checkpoint_id=checkpoint_id, label=label, sleep=sleep, clock=clock)
+    for number, call in enumerate(retrying):
         with call:
             value = attempt(number)
         outcome = call.retry_state.outcome

@@ -3,7 +3,6 @@ what each attempt is told."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -65,29 +64,35 @@ def test_the_last_conflict_is_raised_once_the_policy_stops() -> None:
 def test_slow_conflicting_attempts_stop_at_the_total_time_bound_long_before_the_attempt_limit() -> None:
     """``max_seconds`` bounds the whole loop even where ``max_attempts`` would allow far more:
     attempts that each take a while stop once the time since the first is past the bound,
-    and the last conflict is raised."""
+    and the last conflict is raised. The time is an injected clock: each attempt moves it
+    by ``attempt_s``, each wait by what the policy waited (nothing real sleeps)."""
     policy = RetryPolicy(max_attempts=1000, max_seconds=0.3, min_wait_s=0.01, max_wait_s=0.02)
-    attempt_s = 0.05  # each attempt really takes this long; the waits between them take none
+    attempt_s = 0.05
+    now = [100.0]
     seen: list[int] = []
 
     def slow_conflict(number: int) -> str:
         seen.append(number)
         if number >= 50:  # far past the bound: fail now instead of running 1000 slow attempts
             raise RuntimeError(f"attempt {number} ran: the loop did not stop at max_seconds")
-        time.sleep(attempt_s)
+        now[0] += attempt_s
         raise CommitFailedException(f"conflict {number}")
 
     waits: list[float] = []
-    started = time.monotonic()
+
+    def wait(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
     with pytest.raises(CommitFailedException) as raised:
-        run_with_retries(policy, slow_conflict, checkpoint_id=3, sleep=waits.append)
-    elapsed = time.monotonic() - started
+        run_with_retries(policy, slow_conflict, checkpoint_id=3, sleep=wait, clock=lambda: now[0])
+    elapsed = now[0] - 100.0
     assert str(raised.value) == f"conflict {seen[-1]}"  # the last conflict, re-raised
-    # stopped by time: the bound was reached, by at most the attempts that fit in it and one more
-    assert elapsed >= policy.max_seconds
-    assert 2 <= len(seen) <= round(policy.max_seconds / attempt_s) + 1 < policy.max_attempts
-    assert elapsed < policy.max_seconds + attempt_s + 0.25  # the bound, one attempt, and the machine's slack
+    # stopped by time: the bound reached by the last attempt, not by the one before it
+    assert elapsed - attempt_s - waits[-1] < policy.max_seconds <= elapsed
+    assert 2 <= len(seen) <= round(policy.max_seconds / attempt_s) < policy.max_attempts
     assert len(waits) == len(seen) - 1  # every wait went to the injected sleep, none after the last
+    assert all(policy.min_wait_s / 2 <= w <= policy.max_wait_s + policy.min_wait_s for w in waits)
 
 
 def test_a_first_attempt_that_lands_is_not_a_retry() -> None:
