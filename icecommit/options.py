@@ -17,6 +17,7 @@ from typing import Any
 from pyiceberg.table import Table
 
 from icecommit.committer.completion import PartitionCompleteness
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.evolution import checked_mode
 from icecommit.core.identifiers import checked_file_size, table_name
@@ -69,7 +70,7 @@ class WriteOptions:
 
     route_by: str | None = None
     dead_letter: str | None = None
-    branch: str = "main"
+    branch: str = MAIN_BRANCH
     target_file_size: int | None = None
     recommit: bool = False
     completeness: PartitionCompleteness | None = None

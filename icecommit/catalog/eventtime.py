@@ -18,6 +18,7 @@ from pyiceberg.table import DataScan, Table
 
 from icecommit.catalog.tables import resolve_table
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.completeness import micros, time_partition
 from icecommit.core.errors import CompletenessNotReachedError, InvalidArgumentError, SnapshotNotFoundError
 from icecommit.core.eventtime import event_time_column
@@ -50,7 +51,7 @@ class EventTimeVersion:
 
 
 def snapshot_at_event_time(
-    catalog: Catalog, table: Table | str, event_time: datetime, *, complete: bool = True, branch: str = "main"
+    catalog: Catalog, table: Table | str, event_time: datetime, *, complete: bool = True, branch: str = MAIN_BRANCH
 ) -> EventTimeVersion:
     """The snapshot that holds the table as of ``event_time`` (see the module).
 
@@ -90,7 +91,7 @@ def snapshot_at_event_time(
 
 
 def scan_at_event_time(
-    catalog: Catalog, table: Table | str, event_time: datetime, *, complete: bool = True, branch: str = "main"
+    catalog: Catalog, table: Table | str, event_time: datetime, *, complete: bool = True, branch: str = MAIN_BRANCH
 ) -> tuple[DataScan, EventTimeVersion]:
     """A pyiceberg scan of the table as of ``event_time``: pinned to
     :func:`snapshot_at_event_time`'s snapshot and filtered to event time at or before it.

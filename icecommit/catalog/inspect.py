@@ -12,6 +12,7 @@ from pyiceberg.table import Table
 
 from icecommit.catalog.tables import resolve_table
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.completeness import partition_value, time_partition
 from icecommit.core.errors import InvalidArgumentError, JobNotFoundError
 from icecommit.core.identifiers import checked_duration, table_name
@@ -132,7 +133,11 @@ def list_tables(catalog: Catalog, namespace: str | None = None) -> list[TableInf
             current = table.current_snapshot()
             totals = current.summary if current is not None and current.summary is not None else None
             newest = next(
-                (key for s in ancestry.branch_ancestry(table.metadata, "main") if (key := ancestry.checkpoint_of(s))),
+                (
+                    key
+                    for s in ancestry.branch_ancestry(table.metadata, MAIN_BRANCH)
+                    if (key := ancestry.checkpoint_of(s))
+                ),
                 None,
             )
             found.append(
@@ -186,7 +191,7 @@ def list_snapshots(catalog: Catalog, table: Table | str) -> list[SnapshotInfo]:
 
 
 def list_checkpoints(
-    catalog: Catalog, table: Table | str, *, job_id: str | None = None, branch: str = "main"
+    catalog: Catalog, table: Table | str, *, job_id: str | None = None, branch: str = MAIN_BRANCH
 ) -> list[CheckpointInfo]:
     """Checkpoints of a table: committed ones from the ancestry, pending ones from the
     checkpoint table, ordered by job and checkpoint id.

@@ -14,6 +14,7 @@ from pyiceberg.table import Table, TableProperties
 from icecommit.catalog.fileio import MetadataWriteError
 from icecommit.committer.producer import OverwriteFiles, SpecPreservingAppend
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.conflicts import AttemptNotSentError, is_commit_conflict
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class SendingCatalog:
         return getattr(self._inner, name)
 
 
-def single_attempt_table(table: Table, catalog: Catalog | SendingCatalog, branch: str = "main") -> Table:
+def single_attempt_table(table: Table, catalog: Catalog | SendingCatalog, branch: str = MAIN_BRANCH) -> Table:
     """The table as one commit attempt needs it.
 
     - pyiceberg's own retry loop and cleanup are off: icecommit retries itself, so that the

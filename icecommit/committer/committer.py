@@ -52,6 +52,7 @@ from icecommit.committer.staging import (
 )
 from icecommit.committer.validation import refuse_reused_checkpoint, validate_results
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action, Decision
 from icecommit.core.errors import (
@@ -106,7 +107,7 @@ class GlobalCommitter:
         table: Table | str,
         *,
         job_id: str,
-        branch: str = "main",
+        branch: str = MAIN_BRANCH,
         retry_policy: RetryPolicy | None = None,
         store: CheckpointStore | None = None,
         sleep: Callable[[float], None] = time.sleep,

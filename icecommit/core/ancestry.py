@@ -39,6 +39,10 @@ JOB_PROPERTY_PREFIX = "icecommit.job."
 JOB_PROPERTY_SUFFIX = ".checkpoint"
 
 
+#: The branch every operation, look-up and report works on unless given another.
+MAIN_BRANCH = "main"
+
+
 def snapshot_summary(
     *,
     job_id: str,
@@ -103,7 +107,7 @@ class CommittedCheckpoint:
     timestamp_ms: int
 
 
-def branch_ancestry(metadata: TableMetadata, branch: str = "main") -> Iterator[Snapshot]:
+def branch_ancestry(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Iterator[Snapshot]:
     """Snapshots of ``branch``, newest first (empty when the branch has no snapshot)."""
     ref = metadata.refs.get(branch)
     if ref is None:
@@ -111,7 +115,7 @@ def branch_ancestry(metadata: TableMetadata, branch: str = "main") -> Iterator[S
     yield from ancestors_of(metadata, ref.snapshot_id)
 
 
-def branch_head(metadata: TableMetadata, branch: str = "main") -> Snapshot | None:
+def branch_head(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> Snapshot | None:
     """The snapshot ``branch`` points at (None: no such branch, or no snapshot yet)."""
     ref = metadata.refs.get(branch)
     return metadata.snapshot_by_id(ref.snapshot_id) if ref is not None else None
@@ -140,7 +144,7 @@ def checkpoint_of(snapshot: Snapshot) -> tuple[str, int] | None:
 
 
 def committed_checkpoints(
-    metadata: TableMetadata, branch: str = "main", job_id: str | None = None
+    metadata: TableMetadata, branch: str = MAIN_BRANCH, job_id: str | None = None
 ) -> list[CommittedCheckpoint]:
     """Every icecommit checkpoint in the branch's ancestry, newest first."""
     found = []
@@ -152,7 +156,9 @@ def committed_checkpoints(
     return found
 
 
-def find_checkpoint(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> Snapshot | None:
+def find_checkpoint(
+    metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = MAIN_BRANCH
+) -> Snapshot | None:
     """The snapshot of ``branch`` that committed (job, checkpoint), or None."""
     for snapshot in branch_ancestry(metadata, branch):
         if checkpoint_of(snapshot) == (job_id, checkpoint_id):
@@ -160,7 +166,7 @@ def find_checkpoint(metadata: TableMetadata, job_id: str, checkpoint_id: int, br
     return None
 
 
-def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = "main") -> int | None:
+def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = MAIN_BRANCH) -> int | None:
     """The checkpoint id of the newest snapshot of ``branch`` committed by ``job_id``."""
     for snapshot in branch_ancestry(metadata, branch):
         key = checkpoint_of(snapshot)
@@ -169,7 +175,7 @@ def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str 
     return None
 
 
-def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = "main") -> int | None:
+def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = MAIN_BRANCH) -> int | None:
     """The job's highest committed checkpoint id: the table property, or, for checkpoints
     committed before the property existed, the ancestry; the larger of the two."""
     return _highest(metadata, job_id, branch_ancestry(metadata, branch))
@@ -185,7 +191,7 @@ def _highest(metadata: TableMetadata, job_id: str, lineage: Iterable[Snapshot]) 
     return max(candidates) if candidates else None
 
 
-def lineage_complete(metadata: TableMetadata, branch: str = "main") -> bool:
+def lineage_complete(metadata: TableMetadata, branch: str = MAIN_BRANCH) -> bool:
     """True when the branch's ancestry provably reaches the table's first snapshot (no
     ancestor was expired), so a snapshot missing from it was never an ancestor or was
     taken off by a rollback.
@@ -206,7 +212,7 @@ def _complete(lineage: Sequence[Snapshot]) -> bool:
 
 
 def rolled_back_snapshots(
-    metadata: TableMetadata, branches: Iterable[str] = ("main",), *, lineage: Sequence[Snapshot] | None = None
+    metadata: TableMetadata, branches: Iterable[str] = (MAIN_BRANCH,), *, lineage: Sequence[Snapshot] | None = None
 ) -> dict[int, tuple[str, int]]:
     """What "rolled back" means, read from the table (the one place it is derived): every
     snapshot that committed an icecommit checkpoint, is still in the metadata, is on none of
@@ -225,7 +231,7 @@ def rolled_back_snapshots(
     }
 
 
-def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = "main") -> TableView:
+def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = MAIN_BRANCH) -> TableView:
     """What the table shows about one (job, checkpoint), for :func:`icecommit.core.decision.decide`
     (one walk of the branch's lineage)."""
     lineage = list(branch_ancestry(metadata, branch))
@@ -252,7 +258,7 @@ def require_branch(metadata: TableMetadata, branch: object) -> str:
             (create it first; a commit to it would land on no branch).
     """
     branches = sorted(name for name, ref in metadata.refs.items() if str(ref.snapshot_ref_type) == "branch")
-    if isinstance(branch, str) and (branch == "main" or branch in branches):
+    if isinstance(branch, str) and (branch == MAIN_BRANCH or branch in branches):
         return branch
     accepted = f"a branch of the table ({', '.join(branches) or 'main, made by the first commit'})"
     if isinstance(branch, str) and branch:
@@ -260,7 +266,9 @@ def require_branch(metadata: TableMetadata, branch: object) -> str:
     raise InvalidArgumentError("branch", branch, accepted)
 
 
-def newest_without_data_after(metadata: TableMetadata, name: str, when: datetime, branch: str = "main") -> Snapshot:
+def newest_without_data_after(
+    metadata: TableMetadata, name: str, when: datetime, branch: str = MAIN_BRANCH
+) -> Snapshot:
     """The newest snapshot of the branch whose committed data (its own and all its
     ancestors') has no event time after ``when``: what ``rollback --to-event-time`` rolls
     back to. A checkpoint that straddles ``when`` is left out entirely (and every later

@@ -29,6 +29,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS, WRITE_MODE_PROPERTY
 from icecommit.core.paths import UnsupportedPathError, storage_key
 
@@ -275,7 +276,7 @@ class FateTracer:
         return fate
 
 
-def removals_of(table: Table, branch: str = "main") -> list[Removal]:
+def removals_of(table: Table, branch: str = MAIN_BRANCH) -> list[Removal]:
     """Every retained snapshot of the branch that removed data files, oldest first, with
     the files it removed and added (read from the manifests it wrote)."""
     metadata = table.metadata

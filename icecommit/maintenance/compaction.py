@@ -46,7 +46,7 @@ from icecommit.committer.planning import head_of
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy
 from icecommit.core import progress
-from icecommit.core.ancestry import branch_ancestry, require_branch
+from icecommit.core.ancestry import MAIN_BRANCH, branch_ancestry, require_branch
 from icecommit.core.deletes import targets
 from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
@@ -186,7 +186,7 @@ def plan_compaction(
     target_file_size: int | None = None,
     min_input_files: int = DEFAULT_MIN_INPUT_FILES,
     max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
-    branch: str = "main",
+    branch: str = MAIN_BRANCH,
     partition_filter: Callable[[PartitionGroup], bool] | None = None,
     delete_ratio: float | None = DEFAULT_DELETE_RATIO,
 ) -> CompactionPlan:
@@ -281,7 +281,7 @@ def compact(
     target_file_size: int | None = None,
     min_input_files: int = DEFAULT_MIN_INPUT_FILES,
     max_bytes_per_commit: int = DEFAULT_MAX_BYTES_PER_COMMIT,
-    branch: str = "main",
+    branch: str = MAIN_BRANCH,
     dry_run: bool = False,
     spark: SparkSession | None = None,
     retry_policy: RetryPolicy | None = None,

@@ -29,6 +29,7 @@ from icecommit.catalog.storage import (
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry, progress
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.errors import InvalidArgumentError, TableSpecError, UnreadableTablesError
 from icecommit.core.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
@@ -175,7 +176,7 @@ def plan_expire(
         for path in union_of_snapshots(loaded, expired)
         if (stored := keys_of([path], name).pop()) not in still_needed and stored.is_under(root)
     )
-    head = loaded.metadata.refs.get("main")
+    head = loaded.metadata.refs.get(MAIN_BRANCH)
     ignored = set(ignore_unreadable)
     return ExpirePlan(
         table=name,

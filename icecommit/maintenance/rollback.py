@@ -20,6 +20,7 @@ from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.deletes import targets
 from icecommit.core.errors import (
     CatalogUnavailableError,
@@ -72,6 +73,8 @@ class RollbackPlan:
     lacking_up_to_event_time: int | None = None
     reappearing_records: int = 0
     reappearing_checkpoints: tuple[tuple[str, int], ...] = ()
+    #: the branch rolled back (its head becomes the target)
+    branch: str = MAIN_BRANCH
 
 
 def _millis(value: datetime) -> int:
@@ -187,7 +190,7 @@ def plan_rollback(
     job_id: str | None = None,
     to_event_time: datetime | None = None,
     allow_non_ancestor: bool = False,
-    branch: str = "main",
+    branch: str = MAIN_BRANCH,
 ) -> RollbackPlan:
     """Work out a rollback without changing anything.
 
@@ -254,16 +257,18 @@ def plan_rollback(
         lacking_up_to_event_time=lacking,
         reappearing_records=reappearing,
         reappearing_checkpoints=reappearing_by,
+        branch=branch,
     )
 
 
 def _off_branch_committed(table: Table, committed: list[CheckpointState]) -> dict[tuple[str, int], int]:
-    """Checkpoints recorded as committed that a rollback took off the main branch (their
+    """Checkpoints recorded as committed that a rollback took off every branch (their
     snapshot is still in the metadata): (job, checkpoint) -> that snapshot."""
     keys = {(state.job_id, state.checkpoint_id) for state in committed if state.snapshot_id is not None}
-    return {
-        key: snapshot_id for snapshot_id, key in ancestry.rolled_back_snapshots(table.metadata).items() if key in keys
-    }
+    # off every branch: a checkpoint another branch holds is not rolled back
+    branches = [name for name, ref in table.metadata.refs.items() if str(ref.snapshot_ref_type) == "branch"]
+    off = ancestry.rolled_back_snapshots(table.metadata, branches or [MAIN_BRANCH])
+    return {key: snapshot_id for snapshot_id, key in off.items() if key in keys}
 
 
 class _Rollback(protocol.Operation):
@@ -284,14 +289,21 @@ class _Rollback(protocol.Operation):
 
     def apply(self, table: Table) -> protocol.Applied:
         manage = table.manage_snapshots()
-        if self.plan.is_ancestor:
+        ref = table.metadata.refs.get(self.plan.branch)
+        if self.plan.branch != MAIN_BRANCH and ref is not None:
+            # the branch's head moved, its retention kept; asserts the head it had
+            manage.create_branch(
+                self.plan.target_snapshot_id, self.plan.branch, max_ref_age_ms=ref.max_ref_age_ms,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms, min_snapshots_to_keep=ref.min_snapshots_to_keep,
+            ).commit()  # fmt: skip
+        elif self.plan.is_ancestor:
             manage.rollback_to_snapshot(self.plan.target_snapshot_id).commit()
         else:
             manage.set_current_snapshot(self.plan.target_snapshot_id).commit()
         return protocol.Applied(self.plan.target_snapshot_id, None)
 
     def find(self, table: Table) -> protocol.Found | None:
-        head = table.metadata.refs.get("main")
+        head = table.metadata.refs.get(self.plan.branch)
         landed = head is not None and head.snapshot_id == self.plan.target_snapshot_id
         return protocol.Found(self.plan.target_snapshot_id) if landed else None
 
@@ -311,7 +323,7 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
             the rollback.
     """
     loaded = load_table(catalog, plan.table)
-    current = loaded.current_snapshot()
+    current = ancestry.branch_head(loaded.metadata, plan.branch)
     if (current.snapshot_id if current else None) != plan.current_snapshot_id:
         raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
     store = table_state(catalog, loaded)  # where the rollback is recorded, checked before it is made

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from icecommit.catalog.loading import load_table
 from icecommit.core import ancestry, progress, source_counts, telemetry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
@@ -299,7 +300,7 @@ def reconcile(
     until: datetime | None = None,
     deep: bool = False,
     thresholds: Thresholds | None = None,
-    branch: str = "main",
+    branch: str = MAIN_BRANCH,
 ) -> ReconciliationReport:
     """Reconcile a table's checkpoints prepared in ``[since, until)``.
 

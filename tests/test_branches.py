@@ -1,0 +1,73 @@
+"""A branch is a parameter: the rollback of a branch moves that branch's head only, and
+keeps the checkpoints another branch holds; the branch every operation works on by default
+is named in one place."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit.committer import RetryPolicy
+from icecommit.core.ancestry import MAIN_BRANCH, committed_checkpoints
+from icecommit.maintenance import apply_rollback, plan_rollback
+from icecommit.state import CheckpointStore
+from icecommit.state.database import state_engine, state_uri
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+ROOT = Path(__file__).resolve().parents[1]
+FAST = RetryPolicy(max_attempts=5, max_seconds=30, min_wait_s=0.001, max_wait_s=0.01)
+
+
+def _commit(committer: ic.GlobalCommitter, checkpoint_id: int) -> None:
+    rows = events(checkpoint_id * 100, checkpoint_id * 100 + 5)
+    committer.prepare(checkpoint_id, [write_arrow(committer.load_table(), rows, job_id=committer.job_id,
+                                                  checkpoint_id=checkpoint_id)])  # fmt: skip
+    committer.commit(checkpoint_id)
+
+
+def test_a_rollback_of_a_branch_moves_that_branch_only(sqlite_catalog: SqlCatalog) -> None:
+    catalog = sqlite_catalog
+    ic.create_table(catalog, "ns.t", EVENTS_SCHEMA)
+    main = ic.GlobalCommitter(catalog, "ns.t", job_id="m", retry_policy=FAST)
+    _commit(main, 1)
+    loaded = main.load_table()
+    loaded.manage_snapshots().create_branch(loaded.current_snapshot().snapshot_id, "audit").commit()  # type: ignore[union-attr]
+    audit = ic.GlobalCommitter(catalog, "ns.t", job_id="a", branch="audit", retry_policy=FAST)
+    for checkpoint_id in (1, 2, 3):
+        _commit(audit, checkpoint_id)
+    _commit(main, 2)
+    loaded = main.load_table()  # a retention set on the branch (a commit to it drops one: pyiceberg's)
+    head = loaded.metadata.refs["audit"].snapshot_id
+    loaded.manage_snapshots().create_branch(head, "audit", max_ref_age_ms=86_400_000).commit()
+    before = main.load_table().metadata
+    main_head = before.refs[MAIN_BRANCH].snapshot_id
+
+    plan = plan_rollback(catalog, "ns.t", to_checkpoint=1, job_id="a", branch="audit")
+    assert plan.branch == "audit" and plan.hidden_checkpoints == (("a", 3), ("a", 2))
+    assert plan.current_snapshot_id == before.refs["audit"].snapshot_id
+    apply_rollback(catalog, plan)
+
+    after = main.load_table().metadata
+    assert after.refs["audit"].snapshot_id == plan.target_snapshot_id
+    assert after.refs["audit"].max_ref_age_ms == 86_400_000  # the branch's retention kept
+    assert after.refs[MAIN_BRANCH].snapshot_id == main_head  # main untouched
+    assert [c.checkpoint_id for c in committed_checkpoints(after, "audit", "a")] == [1]
+    assert [c.checkpoint_id for c in committed_checkpoints(after, MAIN_BRANCH, "m")] == [2, 1]
+    store = CheckpointStore(state_engine(state_uri(catalog)))
+    statuses = {(s.job_id, s.checkpoint_id): s.status for s in store.list("ns.t")}
+    assert statuses[("a", 2)] == statuses[("a", 3)] == "rolled-back"
+    assert statuses[("a", 1)] == statuses[("m", 1)] == statuses[("m", 2)] == "committed"
+
+
+def test_the_default_branch_is_named_in_one_place() -> None:
+    """No ``"main"`` literal in the package but the constant (the CLI's entry point is a
+    function named main, not a branch)."""
+    found = []
+    for path in sorted((ROOT / "icecommit").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"""["']main["']""", line) and "MAIN_BRANCH = " not in line:
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert found == ['icecommit/cli/__init__.py:5: __all__ = ["cli", "main"]', 'icecommit/cli/main.py:73: "main",']
