@@ -47,6 +47,7 @@ from icecommit.cli.metrics import metrics
 from icecommit.cli.output import JsonOutput, TextOutput
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.connections import log_retries_at
 from icecommit.core.errors import (
     CompletenessNotReachedError,
@@ -320,15 +321,18 @@ def tables(ctx: Context, namespace: str | None) -> None:
 @cli.command()
 @click.argument("table")
 @click.option("--job", default=None, help="Only this job.")
+@click.option("--branch", default=MAIN_BRANCH, show_default=True, help="The branch whose ancestry says committed.")
 @click.pass_obj
-def checkpoints(ctx: Context, table: str, job: str | None) -> None:
+def checkpoints(ctx: Context, table: str, job: str | None, branch: str) -> None:
     """List committed and pending checkpoints of a table.
 
     \b
     Example:
       icecommit checkpoints demo.clickstream --job clickstream-demo
     """
-    _run(ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job)))
+    _run(
+        ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job, branch=branch))
+    )
 
 
 @cli.command()
@@ -414,6 +418,7 @@ def partitions(ctx: Context, table: str, label: str | None, timeout: timedelta, 
 @click.option("--max-loss-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--max-dup-pct", type=click.FloatRange(min=0), default=0.0, show_default=True)
 @click.option("--all-windows", is_flag=True, help="Markdown: list every window, not only those with problems.")
+@click.option("--branch", default=MAIN_BRANCH, show_default=True, help="The branch whose checkpoints to prove.")
 @click.pass_obj
 def reconcile(
     ctx: Context,
@@ -427,6 +432,7 @@ def reconcile(
     max_loss_pct: float,
     max_dup_pct: float,
     all_windows: bool,
+    branch: str,
 ) -> None:
     """Prove source = written = committed = readable, or say where not.
 
@@ -450,7 +456,7 @@ def reconcile(
             start = since if isinstance(since, datetime) else None
         report = reconcile_table(
             catalog, table, job_id=job, since=start, until=until, deep=deep,
-            thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct),
+            thresholds=Thresholds(max_loss_pct=max_loss_pct, max_duplication_pct=max_dup_pct), branch=branch,
         )  # fmt: skip
         changes = changes_since(last_run(engine, table, job), report)
         record_run(engine, report)

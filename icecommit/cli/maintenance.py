@@ -15,6 +15,7 @@ from icecommit.cli.context import (
     _interactive,
     _run,
 )
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.errors import (
     NotAnAncestorError,
     TableSpecError,
@@ -40,6 +41,7 @@ from icecommit.maintenance.rollback import apply_rollback, plan_rollback
     help="Newest snapshot whose data is all at or before this (a checkpoint straddling it is left out).",
 )
 @click.option("--allow-non-ancestor", is_flag=True, help="Allow a --to-snapshot that is not an ancestor.")
+@click.option("--branch", default=MAIN_BRANCH, show_default=True, help="The branch to roll back.")
 @click.option("--dry-run", is_flag=True, help="Show what would become invisible; change nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_obj
@@ -52,6 +54,7 @@ def rollback(
     job: str | None,
     to_event_time: datetime | None,
     allow_non_ancestor: bool,
+    branch: str,
     dry_run: bool,
     yes: bool,
 ) -> None:
@@ -85,7 +88,7 @@ def rollback(
         try:
             plan = plan_rollback(
                 catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
-                job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor,
+                job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor, branch=branch,
             )  # fmt: skip
         except NotAnAncestorError as e:
             raise TableSpecError(
