@@ -10,7 +10,7 @@ import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
-from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, _ConvertToIcebergWithoutIDs, visit_pyarrow
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, visit_pyarrow
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.table import Table
@@ -38,6 +38,7 @@ from pyiceberg.types import (
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.storage import catalog_tables, keys_of
 from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError, TableSpecError, UnsafeLocationError
+from icecommit.core.pyiceberg_internals import arrow_to_iceberg_without_ids
 from icecommit.state.database import briefly
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$")
@@ -129,10 +130,10 @@ def to_iceberg_schema(schema: pa.Schema | Schema) -> Schema:
             raise SchemaMismatchError(field.name, "appears twice in the schema")
         seen.add(field.name)
         try:
-            visit_pyarrow(pa.schema([field]), _ConvertToIcebergWithoutIDs())
+            visit_pyarrow(pa.schema([field]), arrow_to_iceberg_without_ids())
         except (ValueError, TypeError, UnsupportedPyArrowTypeException) as e:
             raise SchemaMismatchError(field.name, f"type {field.type} has no Iceberg equivalent here: {e}") from e
-    converted = visit_pyarrow(schema, _ConvertToIcebergWithoutIDs())
+    converted = visit_pyarrow(schema, arrow_to_iceberg_without_ids())
     if not isinstance(converted, Schema):
         raise InvalidArgumentError("schema", type(schema).__name__, "a pyarrow schema or a pyiceberg Schema")
     return assign_fresh_schema_ids(converted)

@@ -28,12 +28,26 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
-    ManifestWriterV2,
 )
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
-from pyiceberg.table.update.snapshot import _MergeAppendFiles, _OverwriteFiles
-from pyiceberg.typedef import EMPTY_DICT
+
+from icecommit.core import pyiceberg_internals as internals
+from icecommit.core.pyiceberg_internals import (
+    added_data_files,
+    build_delete_files_partition_predicate,
+    commit_window,
+    deleted_data_files,
+    deleted_entries,
+    parent_snapshot_id,
+    process_manifests,
+    producer_io,
+    producer_operation,
+    producer_transaction,
+    transaction_table,
+    validate_data_files_exist,
+    validate_no_new_deletes_for_data_files,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.table import Transaction
@@ -49,19 +63,19 @@ def _producer(
     return cls(
         operation=operation,
         transaction=transaction,
-        io=transaction._table.io,
+        io=transaction_table(transaction).io,
         branch=branch,
         snapshot_properties=properties,
     )
 
 
 def _added_manifests(
-    producer: _MergeAppendFiles | _OverwriteFiles, data_sequence_number: int | None = None
+    producer: internals.MergeAppendFiles | internals.OverwriteFiles, data_sequence_number: int | None = None
 ) -> list[ManifestFile]:
     """The producer's added files, one manifest per partition spec id (newest spec first),
     with an explicit data sequence number where one is given (else the snapshot's)."""
     by_spec: dict[int, list[DataFile]] = defaultdict(list)
-    for data_file in producer._added_data_files:
+    for data_file in added_data_files(producer):
         by_spec[data_file.spec_id].append(data_file)
     manifests = []
     for spec_id in sorted(by_spec, reverse=True):
@@ -81,10 +95,12 @@ def _added_manifests(
 
 
 def _summary(
-    producer: _MergeAppendFiles | _OverwriteFiles, operation: Operation, snapshot_properties: dict[str, str]
+    producer: internals.MergeAppendFiles | internals.OverwriteFiles,
+    operation: Operation,
+    snapshot_properties: dict[str, str],
 ) -> Summary:
     """The snapshot summary, each added and removed file summarised under its own spec."""
-    metadata = producer._transaction.table_metadata
+    metadata = producer_transaction(producer).table_metadata
     schema = metadata.schema()
     specs = metadata.specs()
     limit = int(
@@ -93,13 +109,13 @@ def _summary(
         )
     )
     collector = SnapshotSummaryCollector(partition_summary_limit=limit)
-    for data_file in producer._added_data_files:
+    for data_file in added_data_files(producer):
         collector.add_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
     for delete_file in getattr(producer, "_added_delete_files", ()):
         collector.add_file(data_file=delete_file, partition_spec=specs[delete_file.spec_id], schema=schema)
-    for data_file in (*producer._deleted_data_files, *getattr(producer, "_removed_delete_files", ())):
+    for data_file in (*deleted_data_files(producer), *getattr(producer, "_removed_delete_files", ())):
         collector.remove_file(data_file=data_file, partition_spec=specs[data_file.spec_id], schema=schema)
-    parent_id = producer._parent_snapshot_id
+    parent_id = parent_snapshot_id(producer)
     parent = metadata.snapshot_by_id(parent_id) if parent_id is not None else None
     # pyiceberg totals only appends, overwrites and deletes; a replace's totals move the same way
     totals = update_snapshot_summaries(
@@ -113,19 +129,19 @@ def _summary(
     return Summary(operation=operation, **totals.additional_properties)
 
 
-class _DeleteManifestWriter(ManifestWriterV2):
+class _DeleteManifestWriter(internals.ManifestWriterV2):
     """A version 2 manifest of delete files (pyiceberg 0.12 writes data manifests only)."""
 
     def content(self) -> ManifestContent:
         return ManifestContent.DELETES
 
     @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
+    def key_value_metadata(self) -> dict[str, str]:
+        return {**super().key_value_metadata, "content": "deletes"}
 
 
 def _delete_manifest(
-    producer: _MergeAppendFiles | _OverwriteFiles, spec_id: int, entries: Sequence[ManifestEntry]
+    producer: internals.MergeAppendFiles | internals.OverwriteFiles, spec_id: int, entries: Sequence[ManifestEntry]
 ) -> ManifestFile:
     """One delete manifest of ``entries`` under spec ``spec_id``."""
     writer = _DeleteManifestWriter(
@@ -137,7 +153,7 @@ def _delete_manifest(
     return writer.to_manifest_file()
 
 
-class SpecPreservingAppend(_MergeAppendFiles):
+class SpecPreservingAppend(internals.MergeAppendFiles):
     """A merge append (operation ``append``) that writes one added-files manifest per
     partition spec id of the files it adds. With ``deletes`` (an upsert's position delete
     files, format version 2), a row delta (operation ``overwrite``) that also adds them, in
@@ -159,10 +175,10 @@ class SpecPreservingAppend(_MergeAppendFiles):
         producer._added_delete_files = tuple(deletes)
         return producer
 
-    def _manifests(self) -> list[ManifestFile]:
+    def snapshot_manifests(self) -> list[ManifestFile]:
         # the added data manifests first (the merge manager treats the first manifest as the
         # new one), then the parent's; delete manifests are never merged into data ones
-        return self._process_manifests(self._added_manifests() + self._delete_manifests() + self._existing_manifests())
+        return process_manifests(self, self._added_manifests() + self._delete_manifests() + self.existing_manifests())
 
     def _added_manifests(self) -> list[ManifestFile]:
         return _added_manifests(self)
@@ -177,13 +193,13 @@ class SpecPreservingAppend(_MergeAppendFiles):
             )
         return [_delete_manifest(self, spec_id, entries) for spec_id, entries in sorted(by_spec.items())]
 
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+    def snapshot_summary(self, snapshot_properties: dict[str, str]) -> Summary:
         # a row delta that only deletes is a ``delete`` snapshot (as Iceberg's RowDelta makes it)
-        only_deletes = self._added_delete_files and not self._added_data_files
-        return _summary(self, Operation.DELETE if only_deletes else self._operation, snapshot_properties)
+        only_deletes = self._added_delete_files and not added_data_files(self)
+        return _summary(self, Operation.DELETE if only_deletes else producer_operation(self), snapshot_properties)
 
 
-class RewriteFiles(_OverwriteFiles):
+class RewriteFiles(internals.OverwriteFiles):
     """A ``replace`` snapshot: the files given to :meth:`delete_data_file` leave the table,
     the files given to :meth:`append_data_file` (holding the same rows) join it, each under
     its own spec. Every file to delete must be live in the branch head, or the commit
@@ -218,11 +234,11 @@ class RewriteFiles(_OverwriteFiles):
         producer._removed_delete_files = tuple(removed_deletes)
         return producer
 
-    def _manifests(self) -> list[ManifestFile]:
-        self._build_delete_files_partition_predicate()
-        deleted_entries = self._deleted_entries()  # validates that every file to delete is live
+    def snapshot_manifests(self) -> list[ManifestFile]:
+        build_delete_files_partition_predicate(self)
+        leaving = deleted_entries(self)  # validates that every file to delete is live
         by_spec: dict[int, list[ManifestEntry]] = defaultdict(list)
-        for entry in deleted_entries:
+        for entry in leaving:
             by_spec[entry.data_file.spec_id].append(entry)
         deleted = []
         for spec_id, entries in sorted(by_spec.items()):
@@ -230,15 +246,15 @@ class RewriteFiles(_OverwriteFiles):
                 for entry in entries:
                     writer.add_entry(entry)
             deleted.append(writer.to_manifest_file())
-        return self._process_manifests(
-            _added_manifests(self, self._data_sequence_number) + deleted + self._existing_manifests()
+        return process_manifests(
+            self, _added_manifests(self, self._data_sequence_number) + deleted + self.existing_manifests()
         )
 
-    def _existing_manifests(self) -> list[ManifestFile]:
+    def existing_manifests(self) -> list[ManifestFile]:
         """The parent's manifests without the removed files: pyiceberg's for data files; a
         delete manifest that lists a removed delete file is written again without it, and
         the removed ones are listed as deleted in a delete manifest of their own."""
-        kept = super()._existing_manifests()
+        kept = super().existing_manifests()
         gone = {f.file_path for f in self._removed_delete_files}
         if not gone:
             return kept
@@ -248,7 +264,7 @@ class RewriteFiles(_OverwriteFiles):
             if manifest.content != ManifestContent.DELETES:
                 manifests.append(manifest)
                 continue
-            entries = manifest.fetch_manifest_entry(self._io, discard_deleted=True)
+            entries = manifest.fetch_manifest_entry(producer_io(self), discard_deleted=True)
             if not any(e.data_file.file_path in gone for e in entries):
                 manifests.append(manifest)
                 continue
@@ -270,24 +286,20 @@ class RewriteFiles(_OverwriteFiles):
         manifests.extend(_delete_manifest(self, spec_id, entries) for spec_id, entries in sorted(removed.items()))
         return manifests
 
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+    def snapshot_summary(self, snapshot_properties: dict[str, str]) -> Summary:
         return _summary(self, Operation.REPLACE, snapshot_properties)
 
-    def _validate_concurrency(self) -> None:
+    def validate_concurrency(self) -> None:
         """Iceberg's ``RewriteFiles`` rules when a retry finds other commits: the files it
         replaces must still be live and no delete file may have been added against them;
         data files appended meanwhile (into the same partitions too) do not conflict."""
-        from pyiceberg.table.update.validate import (
-            _validate_data_files_exist,
-            _validate_no_new_deletes_for_data_files,
-        )
-
-        window = self._commit_window
-        if window is None or window.is_empty() or window.head is None or not self._deleted_data_files:
+        window = commit_window(self)
+        leaving = deleted_data_files(self)
+        if window is None or window.is_empty() or window.head is None or not leaving:
             return
-        table = self._transaction._table
-        _validate_data_files_exist(table, window.head, self._deleted_data_files, window.base)
-        _validate_no_new_deletes_for_data_files(table, window.head, None, self._deleted_data_files, window.base)
+        table = transaction_table(producer_transaction(self))
+        validate_data_files_exist(table, window.head, leaving, window.base)
+        validate_no_new_deletes_for_data_files(table, window.head, None, leaving, window.base)
 
 
 def _as(entry: ManifestEntry, snapshot_id: int | None, status: ManifestEntryStatus) -> ManifestEntry:
@@ -316,8 +328,8 @@ class OverwriteFiles(RewriteFiles):
     ) -> OverwriteFiles:
         return _producer(cls, Operation.OVERWRITE, transaction, branch, snapshot_properties)
 
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
+    def snapshot_summary(self, snapshot_properties: dict[str, str]) -> Summary:
         return _summary(self, Operation.OVERWRITE, snapshot_properties)
 
-    def _validate_concurrency(self) -> None:
+    def validate_concurrency(self) -> None:
         return None  # an attempt runs on one branch head, checked by the committer before it

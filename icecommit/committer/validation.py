@@ -21,6 +21,7 @@ from icecommit.core.errors import (
     SchemaMismatchError,
     ValidationError,
 )
+from icecommit.core.pyiceberg_internals import field_ids
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def validate_results(
     seen_tasks: dict[int, int] = {}
     seen_paths: set[str] = set()
     spec = metadata.spec()
-    field_ids = set(metadata.schema()._lazy_id_to_field.keys())
+    known_ids = field_ids(metadata.schema())
     required_ids = _required_leaves(metadata.schema().fields)
     for result in results:
         if (result.job_id is not None and result.job_id != job_id) or result.checkpoint_id != checkpoint_id:
@@ -114,7 +115,7 @@ def validate_results(
                 actual=result.records,
             )
         for data_file in result.data_files:
-            _validate_file(data_file, spec.spec_id, len(spec.fields), field_ids, required_ids, checkpoint_id)
+            _validate_file(data_file, spec.spec_id, len(spec.fields), known_ids, required_ids, checkpoint_id)
             if data_file.path in seen_paths:
                 raise ValidationError(
                     f"data file listed twice: {data_file.path}", checkpoint_id=checkpoint_id, path=data_file.path

@@ -33,6 +33,8 @@ from pyiceberg.manifest import (
 from pyiceberg.schema import Schema, visit_with_partner
 from pyiceberg.types import IcebergType, ListType, MapType
 
+from icecommit.core.pyiceberg_internals import avro_header, int_bytes_map, int_int_map, int_list
+
 #: The projection read: entry status, snapshot id, data sequence number, and of the data
 #: file its content kind, path and record count (positions below follow this order).
 _PROJECTION: Schema = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION].select(
@@ -61,7 +63,7 @@ class _SkipMap(MapReader):
     (pyiceberg's generic skip steps through every key and value in Python)."""
 
     def skip(self, decoder: Any) -> None:
-        if self._is_int_int or self._is_int_bytes:
+        if int_int_map(self) or int_bytes_map(self):
             self.read(decoder)
         else:
             super().skip(decoder)
@@ -69,7 +71,7 @@ class _SkipMap(MapReader):
 
 class _SkipList(ListReader):
     def skip(self, decoder: Any) -> None:
-        if self._is_int_list:
+        if int_list(self):
             self.read(decoder)
         else:
             super().skip(decoder)
@@ -107,7 +109,7 @@ class _ProjectedAvroFile(AvroFile[Any]):
     def __enter__(self) -> _ProjectedAvroFile:
         with self.input_file.open() as f:
             self.decoder = new_decoder(f.read())
-        self.header = self._read_header()
+        self.header = avro_header(self)
         self.schema = self.header.get_schema()
         self.reader = visit_with_partner(self.schema, _PROJECTION, _Resolver(), _Partners())  # type: ignore[misc]
         return self

@@ -52,6 +52,7 @@ from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
 from icecommit.core.lineage import COMPACTION_ID_PROPERTY
 from icecommit.core.manifest_entries import read_entries
+from icecommit.core.pyiceberg_internals import manifest_planner
 from icecommit.maintenance.rewrite import (
     Aborted,
     remove_uncommitted,
@@ -644,7 +645,7 @@ def _planned(
     scan = table.scan(row_filter=where, snapshot_id=snapshot_id)
     snapshot = table.metadata.snapshot_by_id(snapshot_id)
     assert snapshot is not None  # the head of a branch
-    tasks = list(scan._manifest_planner.plan_files(snapshot.manifests(table.io), manifest_entry_filter=positional))
+    tasks = list(manifest_planner(scan).plan_files(snapshot.manifests(table.io), manifest_entry_filter=positional))
     spec = table.metadata.spec()
     if any(d.spec_id != spec.spec_id for d in equality) or (equality and spec.is_unpartitioned()):
         return tasks, None

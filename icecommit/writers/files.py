@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputStream
 from pyiceberg.io.pyarrow import (
-    _get_parquet_writer_kwargs,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
@@ -47,6 +46,7 @@ from icecommit.core.datafiles import (
 )
 from icecommit.core.eventtime import event_time_field_id
 from icecommit.core.overwrite import sequence_number
+from icecommit.core.pyiceberg_internals import parquet_writer_kwargs
 from icecommit.core.tableprops import whole_number
 from icecommit.writers.partitions import partition_columns, to_partition_value
 from icecommit.writers.windows import minute_counts
@@ -226,7 +226,7 @@ class TaskFileWriter:
                 TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
             )
         )
-        self._parquet_kwargs = _get_parquet_writer_kwargs(metadata.properties)
+        self._parquet_kwargs = parquet_writer_kwargs(metadata.properties)
         self._stats_plan = compute_statistics_plan(self._schema, metadata.properties)
         self._column_mapping = parquet_path_to_id_mapping(self._schema)
         self._float_fields = [

@@ -6,9 +6,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.partitioning import PartitionField, PartitionSpec, _to_partition_representation
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
+
+from icecommit.core.pyiceberg_internals import partition_representation
 
 
 def column_array(table: pa.Table, schema: Schema, field_id: int) -> pa.Array:
@@ -44,4 +46,4 @@ def to_partition_value(schema: Schema, partition_field: PartitionField, raw: Any
     if raw is None or not isinstance(partition_field.transform, IdentityTransform):
         return raw
     source_type = schema.find_field(partition_field.source_id).field_type
-    return _to_partition_representation(source_type, raw)
+    return partition_representation(source_type, raw)
