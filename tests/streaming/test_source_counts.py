@@ -119,7 +119,9 @@ sink = ic.streaming_sink("ns.t", catalog=catalog, job_id="j", preserves_rows=Tru
 stream = spark.readStream.schema("id BIGINT, part STRING, v STRING").option("maxFilesPerTrigger", 1).json(source)
 query = stream.writeStream.foreachBatch(sink).option("checkpointLocation", location).trigger(availableNow=True).start()
 query.awaitTermination()
-print("@@done", json.dumps([p.batchId for p in query.recentProgress]), flush=True)
+# pyspark 3.5 gives the reports as dicts, 4.x as objects
+batches = [p["batchId"] if isinstance(p, dict) else p.batchId for p in query.recentProgress]
+print("@@done", json.dumps(batches), flush=True)
 if sys.argv[6] == "stop":
     spark.stop()
     sys.exit(0)
