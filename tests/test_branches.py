@@ -28,14 +28,20 @@ def _commit(committer: ic.GlobalCommitter, checkpoint_id: int) -> None:
     committer.commit(checkpoint_id)
 
 
-def test_a_rollback_of_a_branch_moves_that_branch_only(sqlite_catalog: SqlCatalog) -> None:
-    catalog = sqlite_catalog
+def _branched(catalog: SqlCatalog) -> tuple[ic.GlobalCommitter, ic.GlobalCommitter]:
+    """Table ns.t with checkpoint 1 of job m on main, a branch 'audit' made there, and the
+    committers of job m on main and of job a on the branch."""
     ic.create_table(catalog, "ns.t", EVENTS_SCHEMA)
     main = ic.GlobalCommitter(catalog, "ns.t", job_id="m", retry_policy=FAST)
     _commit(main, 1)
     loaded = main.load_table()
     loaded.manage_snapshots().create_branch(loaded.current_snapshot().snapshot_id, "audit").commit()  # type: ignore[union-attr]
-    audit = ic.GlobalCommitter(catalog, "ns.t", job_id="a", branch="audit", retry_policy=FAST)
+    return main, ic.GlobalCommitter(catalog, "ns.t", job_id="a", branch="audit", retry_policy=FAST)
+
+
+def test_a_rollback_of_a_branch_moves_that_branch_only(sqlite_catalog: SqlCatalog) -> None:
+    catalog = sqlite_catalog
+    main, audit = _branched(catalog)
     for checkpoint_id in (1, 2, 3):
         _commit(audit, checkpoint_id)
     _commit(main, 2)
@@ -78,12 +84,7 @@ def test_the_command_line_rolls_back_and_lists_a_branch(tmp_path: Path) -> None:
 
     home = tmp_path / "home"
     catalog = ic.connect(uri=f"sqlite:///{home / 'catalog.db'}", warehouse=str(home), create=True)
-    ic.create_table(catalog, "ns.t", EVENTS_SCHEMA)
-    main = ic.GlobalCommitter(catalog, "ns.t", job_id="m", retry_policy=FAST)
-    _commit(main, 1)
-    loaded = main.load_table()
-    loaded.manage_snapshots().create_branch(loaded.current_snapshot().snapshot_id, "audit").commit()  # type: ignore[union-attr]
-    audit = ic.GlobalCommitter(catalog, "ns.t", job_id="a", branch="audit", retry_policy=FAST)
+    main, audit = _branched(catalog)  # type: ignore[arg-type]
     _commit(audit, 1)
     _commit(audit, 2)
     main_head = main.load_table().metadata.refs[MAIN_BRANCH].snapshot_id

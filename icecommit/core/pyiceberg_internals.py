@@ -77,8 +77,10 @@ validate_data_files_exist = _validate_data_files_exist
 validate_no_new_deletes_for_data_files = _validate_no_new_deletes_for_data_files
 
 
-class MergeAppendFiles(_MergeAppendFiles):
-    """pyiceberg's merge append (``_MergeAppendFiles``), its commit hooks under public names."""
+class _PublicHooks(_SnapshotProducer[Any]):
+    """The commit hooks pyiceberg's producers share, under public names: pyiceberg calls its
+    private hook, which calls the public method, which (unless a subclass overrides it) does
+    what pyiceberg's own hook does. Mixed in before a pyiceberg producer class."""
 
     def _manifests(self) -> list[ManifestFile]:
         return self.snapshot_manifests()
@@ -99,35 +101,18 @@ class MergeAppendFiles(_MergeAppendFiles):
 
     def existing_manifests(self) -> list[ManifestFile]:
         """The parent's manifests the new snapshot keeps (pyiceberg's ``_existing_manifests``)."""
-        return super()._existing_manifests()
+        return super()._existing_manifests()  # type: ignore[safe-super]  # the producer mixed in has it
 
 
-class OverwriteFiles(_OverwriteFiles):
+class MergeAppendFiles(_PublicHooks, _MergeAppendFiles):
+    """pyiceberg's merge append (``_MergeAppendFiles``), its commit hooks under public names."""
+
+
+class OverwriteFiles(_PublicHooks, _OverwriteFiles):
     """pyiceberg's overwrite (``_OverwriteFiles``), its commit hooks under public names."""
-
-    def _manifests(self) -> list[ManifestFile]:
-        return self.snapshot_manifests()
-
-    def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
-        return self.snapshot_summary(snapshot_properties)
-
-    def _existing_manifests(self) -> list[ManifestFile]:
-        return self.existing_manifests()
 
     def _validate_concurrency(self) -> None:
         self.validate_concurrency()
-
-    def snapshot_manifests(self) -> list[ManifestFile]:
-        """The manifests of the new snapshot (pyiceberg's ``_manifests``)."""
-        return super()._manifests()
-
-    def snapshot_summary(self, snapshot_properties: dict[str, str]) -> Summary:
-        """The new snapshot's summary (pyiceberg's ``_summary``)."""
-        return super()._summary(snapshot_properties)
-
-    def existing_manifests(self) -> list[ManifestFile]:
-        """The parent's manifests the new snapshot keeps (pyiceberg's ``_existing_manifests``)."""
-        return super()._existing_manifests()
 
     def validate_concurrency(self) -> None:
         """Checks, on a retry, what committed meanwhile (pyiceberg's ``_validate_concurrency``)."""
