@@ -101,3 +101,6 @@ def test_the_command_line_rolls_back_and_lists_a_branch(tmp_path: Path) -> None:
     assert refs[MAIN_BRANCH].snapshot_id == main_head and refs["audit"].snapshot_id != main_head
     report = invoke(home, "reconcile", "ns.t", "--branch", "audit", "--job", "a")
     assert report.returncode == 0, report.stdout + report.stderr
+    for command in ("checkpoints", "reconcile"):  # a branch the table lacks is named, not an empty list
+        unknown = invoke(home, command, "ns.t", "--branch", "nosuch")
+        assert unknown.returncode == 2 and "branch='nosuch'" in unknown.stderr and "audit" in unknown.stderr

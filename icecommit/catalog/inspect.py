@@ -200,6 +200,7 @@ def list_checkpoints(
         JobNotFoundError: ``job_id`` has no checkpoints there (names the jobs that do).
     """
     loaded = resolve_table(catalog, table)
+    ancestry.require_branch(loaded.metadata, branch)  # a typo lists nothing: say so
     name = table_name(table)
     in_ancestry = {
         (c.job_id, c.checkpoint_id): c for c in ancestry.committed_checkpoints(loaded.metadata, branch, job_id)
