@@ -35,7 +35,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from bench.upsert import SCHEMA, base_rows, change_rows
-from icecommit.core.overwrite import UPSERT
+from icecommit.core.upsert import UPSERT
 from icecommit.maintenance.policy import MaintenancePolicy, maintain
 from icecommit.writers.arrow import write_arrow
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from icecommit.catalog import connect, create_table
-from icecommit.catalog.eventtime import EventTimeVersion, scan_at_event_time, snapshot_at_event_time
+from icecommit.catalog import connect
+from icecommit.catalog.event_time_versions import EventTimeVersion, scan_at_event_time, snapshot_at_event_time
 from icecommit.committer import (
     CommitResult,
     GlobalCommitter,
@@ -14,6 +14,7 @@ from icecommit.committer import (
     RoutedCommitResult,
     publish_complete_partitions,
 )
+from icecommit.committer.table_creation import create_table
 from icecommit.core.datafiles import DataFileRecord, WriteResult
 from icecommit.core.errors import (
     CheckpointNotFoundError,

@@ -16,12 +16,13 @@ from typing import Any
 
 from pyiceberg.table import Table
 
+from icecommit.committer import modes
 from icecommit.committer.completion import PartitionCompleteness
 from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.evolution import checked_mode
 from icecommit.core.identifiers import checked_file_size, table_name
-from icecommit.core.overwrite import checked_write_mode
+from icecommit.core.write_modes import APPEND
 from icecommit.maintenance.policy import MaintenancePolicy
 
 
@@ -98,7 +99,7 @@ class WriteOptions:
         if self.schema_mode is not None:
             checked_mode(self.schema_mode)
         if self.mode is not None:
-            checked_write_mode(self.mode)
+            modes.named(self.mode)
         for argument in ("key", "order_by"):
             value = getattr(self, argument)
             if isinstance(value, str) and argument == "order_by":
@@ -148,6 +149,12 @@ class WriteOptions:
             return list(spec[table])
         found = [list(spec[v]) for v, name in routes.items() if name == table and v in spec]
         return found[0] if found else []
+
+    def mode_of(self, table: str) -> str | None:
+        """The write mode ``table`` is written under (None: the table's
+        ``icecommit.write-mode``, else append): the dead-letter table only ever gains rows,
+        whatever the write's mode."""
+        return APPEND if table == self.dead_letter else self.mode
 
     @classmethod
     def of(cls, options: WriteOptions | None = None, **keywords: Any) -> WriteOptions:

@@ -24,6 +24,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.tables import build_partition_spec, to_iceberg_schema, with_identifier_fields
+from icecommit.committer import modes
+from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
@@ -41,9 +43,8 @@ from icecommit.core.errors import (
     UnroutedRecordsError,
     nothing_staged,
 )
-from icecommit.core.evolution import ADD_COLUMNS, CREATED_BY_PROPERTY, MERGE, STRICT, checked_mode, plan_changes
+from icecommit.core.evolution import MERGE, STRICT, checked_mode, dead_letter_mode, plan_changes
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
-from icecommit.core.overwrite import APPEND, UPSERT, checked_write_mode
 from icecommit.core.tableprops import check_properties, check_table_properties
 from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
 from icecommit.options import WriteOptions
@@ -51,10 +52,10 @@ from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.write_model import WriteModelStore
 from icecommit.writers.changes import upsert_changes
 from icecommit.writers.distribution import distribution_mode, learned_ratio
-from icecommit.writers.key_lookup import SparkKeyLookup
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
 from icecommit.writers.schema import aligned_columns, iceberg_struct, quoted
 from icecommit.writers.spark import SparkWriter, TaskHook
+from icecommit.writers.spark_key_lookup import SparkKeyLookup
 
 logger = logging.getLogger(__name__)
 
@@ -221,7 +222,8 @@ class _Landing:
         for name in names:
             if name not in self.tables:
                 self.tables[name] = self._table(df, name, routes)
-                check_table_properties(self.tables[name].metadata)  # before any Spark job
+                # before any Spark job
+                check_table_properties(self.tables[name].metadata, write_modes=tuple(modes.MODES))
         if not self._reads_twice(routed):
             return self._land(given, df, target, names, routes)
         # A streaming batch this landing reads more than once (an upsert's checks and keys,
@@ -238,10 +240,7 @@ class _Landing:
         """Whether a streaming batch's rows may be read more than once by this landing."""
         if self.query_id is None:
             return False
-        return routed or any(
-            checked_write_mode(self.options.mode, t.metadata.properties) == UPSERT or self._mode(t) == MERGE
-            for t in self.tables.values()
-        )
+        return routed or any(self._stages_keys(t) or self._mode(t) == MERGE for t in self.tables.values())
 
     def _land(
         self, source: DataFrame, df: DataFrame, target: Table | str | Routes, names: list[str], routes: dict[Any, str]
@@ -287,8 +286,8 @@ class _Landing:
             if self._relax(df, written):  # required columns made optional: written again under it
                 written, skipped = write_all()
             self._prepare_all(written)
-            for name in pending:
-                self.results[name] = self.committers[name].commit(self.checkpoint_id, plan=self.plans[name])
+            committing = {name: self.committers[name] for name in pending}
+            self.results.update(commit_to_tables(committing, self.checkpoint_id, self.plans))
             for name in pending:
                 _maintain_after(self.catalog, name, self.options.maintenance, self.checkpoint_id)
             if skipped:
@@ -311,12 +310,7 @@ class _Landing:
         refused before anything is written when the rows break the key. A routed write
         upserts each such table's route on its own (its rows, its keys); the other routes'
         rows pass as they are."""
-        upserting = [
-            name
-            for name in pending
-            if name != self.options.dead_letter
-            and checked_write_mode(self.options.mode, self.tables[name].metadata.properties) == UPSERT
-        ]
+        upserting = [name for name in pending if self._stages_keys(self.tables[name])]
         # rows matched to routes as the routed writer matches them: the value as a string
         route = F.col(quoted(self.options.route_by or "")).cast("string")
         rows = []
@@ -338,6 +332,11 @@ class _Landing:
         rest = df.filter(~F.coalesce(route.isin(upserted), F.lit(False)))
         return reduce(DataFrame.unionByName, rows, rest)
 
+    def _stages_keys(self, table: Table) -> bool:
+        """Whether ``table`` is written under a mode that stages the keys its rows replace
+        (an upsert: its rows are made one per key first)."""
+        return modes.named(self.options.mode_of(table_name(table)), table.metadata.properties).stages_keys
+
     def _mode(self, table: Table) -> str:
         return checked_mode(self.options.schema_mode, table.metadata.properties)
 
@@ -345,7 +344,7 @@ class _Landing:
         """What ``create`` would make, checked before any table is made: each table's
         properties and partition spec against the DataFrame's columns."""
         schema = to_iceberg_schema(_arrow_schema(df, leave_out=self.options.route_by))
-        check_properties(self.options.table_properties or {}, schema)
+        check_properties(self.options.table_properties or {}, schema, write_modes=tuple(modes.MODES))
         for name in names:
             build_partition_spec(schema, self.options.partitions_of(name, routes), name)
         with_identifier_fields(schema, self.options.identifier_fields or self.options.key, names[0])
@@ -399,8 +398,8 @@ class _Landing:
         for name, nulls_in in tables.items():
             table, dead_letter = self.plans[name].table, name == dead_name
             mode = self._mode(table)
-            if dead_letter and mode == STRICT and CREATED_BY_PROPERTY in table.metadata.properties:
-                mode = ADD_COLUMNS
+            if dead_letter:
+                mode = dead_letter_mode(mode, table.metadata.properties)
             if mode == STRICT:
                 if route is not None:  # the routed frame was not checked as a whole: this table's columns
                     aligned_columns(df, table.schema(), name, ignore=set(df.columns))
@@ -469,9 +468,8 @@ class _Landing:
         writer = SparkWriter(
             table,
             job_id=self.job_id,
-            target_file_size=self.options.target_file_size,
+            options=self.options,
             task_hook=self.task_hook,
-            distribution=self.options.distribution,
             shuffle_ratio=_known_ratio(model, name) if packing else None,
         )
         results = writer.write(df, self.checkpoint_id)
@@ -485,12 +483,10 @@ class _Landing:
         writer = RoutedSparkWriter(
             self.tables,
             {route_key(value): table_name(target) for value, target in routes.items()},
-            route_by=self.options.route_by,
             dead_letter=dead_name,
             job_id=self.job_id,
-            target_file_size=self.options.target_file_size,
+            options=self.options,
             task_hook=self.task_hook,
-            distribution=self.options.distribution,
         )
         written = writer.write(df, self.checkpoint_id, targets=pending)
         if written.unrouted_records:
@@ -516,8 +512,7 @@ class _Landing:
                 self.committers[name].validate(self.checkpoint_id, task_results, table=fresh[name])
             for name, task_results in written.items():
                 others = [r for other, rs in written.items() if other != name for r in rs]
-                # a dead-letter table only ever gains rows, whatever the write's mode
-                mode = APPEND if name == self.options.dead_letter else self.options.mode
+                mode = self.options.mode_of(name)
                 self.plans[name] = self.committers[name].prepare_planned(
                     self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name],
                     mode=mode, keys=self.keys.get(name),

@@ -27,13 +27,13 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
-from icecommit.committer.completion import publish_complete_partitions
+from icecommit.committer.completion import publish_if_recorded
 from icecommit.committer.results import CommitResult, RoutedCommitResult
-from icecommit.core import source_counts
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
 from icecommit.core.identifiers import checked_job_id, table_name
 from icecommit.options import WriteOptions
 from icecommit.pipeline import Routes, write
+from icecommit.state import source_counts
 from icecommit.state.checkpoints import CheckpointStore
 from icecommit.state.database import shown_uri, state_engine, state_uri
 from icecommit.state.samples import SourceRange
@@ -450,9 +450,8 @@ class _SourceCounts:
             catalog = self._catalog or connect()
             clock = self._store.clock if self._store is not None else None
             for name in self._tables:
-                try:
-                    published = publish_complete_partitions(catalog, name, clock=clock)
-                except InvalidArgumentError:
+                published = publish_if_recorded(catalog, name, clock=clock)
+                if isinstance(published, str):
                     continue  # no time partition, or no policy recorded yet
                 if published:
                     logger.info("%s: published %s while the query is idle", name, [p.label for p in published])

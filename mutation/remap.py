@@ -49,6 +49,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "icecommit.state.checkpoints.xǁCheckpointStoreǁ_add_metrics": (
         "icecommit.state.samples.xǁMetricSampleStoreǁ_add_metrics",
     ),
+    "icecommit.core.lineage.x_removals_of": ("icecommit.catalog.removals.x_removals_of",),
     "icecommit.state.checkpoints.x__sqlite_rows": ("icecommit.state.samples.x__sqlite_rows",),
     "icecommit.state.checkpoints.x__copy_rows": ("icecommit.state.samples.x__copy_rows",),
     "icecommit.committer.committer.xǁGlobalCommitterǁprepare": (

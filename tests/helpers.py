@@ -142,7 +142,7 @@ def delete_positions(table: Table, positions: dict[str, list[int]], *, one_file:
     positions), or with ``one_file`` one for them all (as Spark writes one per partition),
     committed as a ``delete`` snapshot with no icecommit key (icecommit's own delete-file
     writer and producer); returns its snapshot id."""
-    from icecommit.committer.upsert import write_position_deletes
+    from icecommit.committer.delete_files import write_position_deletes
 
     files = _live_data_files(table)
     if one_file:
@@ -186,7 +186,7 @@ def _position_deletes_of_many(table: Table, files: dict[str, DataFile], position
     """One position delete file for rows of several data files (of one partition)."""
     from pyiceberg.manifest import DataFileContent
 
-    from icecommit.committer.upsert import DELETE_SCHEMA
+    from icecommit.committer.delete_files import DELETE_SCHEMA
 
     pairs = sorted((path, pos) for path, rows in positions.items() for pos in rows)
     rows = pa.table({"file_path": [p for p, _ in pairs], "pos": [n for _, n in pairs]}, schema=DELETE_SCHEMA)

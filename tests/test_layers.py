@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("icecommit.cli",)),
 ]
 #: Facades that only re-export (judged by what they re-export, not as a layer).
-FACADES = {"icecommit", "icecommit.errors"}
+FACADES = {"icecommit", "icecommit.errors", "icecommit.checks"}
 
 
 def _module_name(path: Path) -> str:
@@ -134,6 +134,16 @@ def test_at_most_eight_loose_modules_and_none_over_700_lines() -> None:
     assert len(loose) <= 8, loose
     long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 700}
     assert long == {}
+
+
+def test_no_two_modules_share_a_name_across_layers() -> None:
+    # a name says what a module is in the domain: ``from ... import overwrite`` and a
+    # traceback's file name then point at one module (``__init__``/``__main__`` are roles)
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name not in ("__init__.py", "__main__.py"):
+            by_name.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
 
 
 def test_the_committer_class_stays_under_450_lines() -> None:

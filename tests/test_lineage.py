@@ -141,7 +141,8 @@ def test_chained_icecommit_compactions_follow_each_outputs_rows_through_the_next
 
 def test_removals_are_read_from_the_branchs_snapshots_that_removed_files(sqlite_catalog: SqlCatalog) -> None:
     import icecommit as ic
-    from icecommit.core.lineage import COMPACTION_ID_PROPERTY, removals_of
+    from icecommit.catalog.removals import removals_of
+    from icecommit.core.lineage import COMPACTION_ID_PROPERTY
     from tests.helpers import EVENTS_SCHEMA, compact, events, write_arrow
 
     table = ic.create_table(sqlite_catalog, "ns.lineage", EVENTS_SCHEMA, partition_by=["event"])
@@ -181,7 +182,7 @@ def _live(table: Table) -> dict[str, int]:
 def test_a_snapshot_without_a_summary_is_not_a_removal(sqlite_catalog: SqlCatalog) -> None:
     # the v1 spec makes a snapshot's summary optional: another writer's snapshot may have none
     import icecommit as ic
-    from icecommit.core.lineage import removals_of
+    from icecommit.catalog.removals import removals_of
     from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
     table = ic.create_table(sqlite_catalog, "ns.bare", EVENTS_SCHEMA, partition_by=["event"])
@@ -210,7 +211,7 @@ def test_removals_read_every_manifest_the_snapshot_wrote_in_any_order(
     from pyiceberg.table.snapshots import Snapshot
 
     import icecommit as ic
-    from icecommit.core.lineage import removals_of
+    from icecommit.catalog.removals import removals_of
     from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
     table = ic.create_table(sqlite_catalog, "ns.java", EVENTS_SCHEMA, partition_by=["event"])

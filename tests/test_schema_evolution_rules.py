@@ -25,6 +25,7 @@ from pyiceberg.types import (
 import icecommit as ic
 from icecommit.core.evolution import (
     ADD_COLUMNS,
+    CREATED_BY_PROPERTY,
     MERGE,
     STRICT,
     AddColumn,
@@ -32,6 +33,7 @@ from icecommit.core.evolution import (
     Promote,
     checked_mode,
     checkpoint_features,
+    dead_letter_mode,
     plan_changes,
 )
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError
@@ -217,3 +219,10 @@ def test_write_options_copy_what_they_are_given_and_stay_hashable() -> None:
                                                  table_properties={"a": "b"}))  # fmt: skip
     with pytest.raises(InvalidArgumentError, match="partition_by"):
         ic.WriteOptions(partition_by={"click": None})  # type: ignore[dict-item]
+
+
+def test_a_dead_letter_table_icecommit_made_takes_new_columns_whatever_the_mode() -> None:
+    made = {CREATED_BY_PROPERTY: "checkpoint 1 of job 'j'"}
+    assert dead_letter_mode("strict", made) == "add-columns"
+    assert dead_letter_mode("merge", made) == "merge"
+    assert dead_letter_mode("strict", {}) == "strict"  # one made by hand keeps the write's mode

@@ -13,7 +13,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
-from icecommit.core.overwrite import checked_write_mode
+from icecommit.committer import modes
 from icecommit.errors import StateDatabaseNotConfiguredError
 from icecommit.state import state_uri
 
@@ -132,9 +132,9 @@ def test_a_write_option_the_keyword_then_the_options_field_then_the_table_proper
     assert ic.WriteOptions.of(options, branch="from-keyword").branch == "from-keyword"  # keyword over options
     assert ic.WriteOptions.of(options).branch == "from-options"
     upsert = {"icecommit.write-mode": "upsert"}
-    assert checked_write_mode("append", upsert) == "append"  # the option over the table property
-    assert checked_write_mode(None, upsert) == "upsert"  # the table property over the default
-    assert checked_write_mode(None, {}) == "append"  # the default
+    assert modes.named("append", upsert).name == "append"  # the option over the table property
+    assert modes.named(None, upsert).name == "upsert"  # the table property over the default
+    assert modes.named(None, {}).name == "append"  # the default
 
 
 def test_a_default_catalog_name_that_opens_nothing_says_where_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,8 +16,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.fileio import IO_IMPL, IO_IMPL_PROPERTY
 from icecommit.core.errors import CatalogUnavailableError, InvalidArgumentError
-from icecommit.core.settings import ENV_CATALOG, ENV_URI, ENV_WAREHOUSE, icecommit_home
+from icecommit.core.settings import ENV_CATALOG, ENV_URI, ENV_WAREHOUSE
 from icecommit.state.database import briefly, missing_driver, shown_uri
+from icecommit.state.home import icecommit_home
 
 logger = logging.getLogger(__name__)
 

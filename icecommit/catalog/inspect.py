@@ -193,8 +193,9 @@ def list_snapshots(catalog: Catalog, table: Table | str) -> list[SnapshotInfo]:
 def list_checkpoints(
     catalog: Catalog, table: Table | str, *, job_id: str | None = None, branch: str = MAIN_BRANCH
 ) -> list[CheckpointInfo]:
-    """Checkpoints of a table: committed ones from the ancestry, pending ones from the
-    checkpoint table, ordered by job and checkpoint id.
+    """Checkpoints of a table: committed ones from the branch's ancestry, pending ones from
+    the checkpoint table, ordered by job and checkpoint id. Those another branch holds and
+    this one does not are that branch's to list, not this one's.
 
     Raises:
         JobNotFoundError: ``job_id`` has no checkpoints there (names the jobs that do).
@@ -206,10 +207,13 @@ def list_checkpoints(
         (c.job_id, c.checkpoint_id): c for c in ancestry.committed_checkpoints(loaded.metadata, branch, job_id)
     }
     off_branch = set(ancestry.rolled_back_snapshots(loaded.metadata, [branch]).values())
+    elsewhere = ancestry.held_elsewhere(loaded.metadata, branch)
     store = CheckpointStore(state_engine(state_uri(catalog)))
     rows: dict[tuple[str, int], CheckpointInfo] = {}
     for state in store.list(name, job_id=job_id):
         key = (state.job_id, state.checkpoint_id)
+        if key in elsewhere:
+            continue
         landed = in_ancestry.get(key)
         status = ROLLED_BACK if landed is None and key in off_branch and state.committed else state.status
         rows[key] = CheckpointInfo(
@@ -249,7 +253,8 @@ def list_checkpoints(
             prepared_at=None,
             committed_at=datetime.fromtimestamp(landed.timestamp_ms / 1000, tz=timezone.utc),
         )
-    if job_id is not None and not rows:  # a typo lists nothing: say so, with the jobs there are
+    # a typo lists nothing: say so, with the jobs there are (a job on other branches only is none)
+    if job_id is not None and not rows and all(key[0] != job_id for key in elsewhere):
         jobs = {c.job_id for c in ancestry.committed_checkpoints(loaded.metadata, branch)} | set(store.jobs(name))
         raise JobNotFoundError(name, job_id, sorted(jobs))
     return [rows[k] for k in sorted(rows)]

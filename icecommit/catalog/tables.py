@@ -1,19 +1,25 @@
-"""Table creation from pyarrow or pyiceberg schemas and Iceberg transform strings."""
+"""What a table creation asks for, checked and built without changing the catalog: the
+schema from a pyarrow or pyiceberg schema, the partition spec from Iceberg transform strings,
+the properties and location, and how an existing table differs from it. The creation itself
+is an operation of the commit protocol (:mod:`icecommit.committer.table_creation`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.exceptions import ValidationError as PyIcebergValidationError
+from pyiceberg.io import load_file_io
 from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, visit_pyarrow
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
-from pyiceberg.table import Table
+from pyiceberg.table import StagedTable, Table
+from pyiceberg.table.metadata import new_table_metadata
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 from pyiceberg.transforms import (
     BucketTransform,
     DayTransform,
@@ -165,8 +171,31 @@ def spec_shape(schema: Schema, spec: PartitionSpec) -> list[tuple[str, str]]:
     return [(schema.find_column_name(f.source_id) or "?", str(f.transform)) for f in spec.fields]
 
 
-def create_table(
-    catalog: Catalog,
+@dataclass(frozen=True)
+class NewTable:
+    """A table as a creation asks for it, its arguments checked (:func:`new_table`).
+
+    Attributes:
+        name: ``namespace.table``.
+        schema: the schema, with its field ids and identifier fields.
+        spec: the partition spec over ``schema``.
+        properties: the table properties, the Parquet codec icecommit writes included.
+        location: the table location; None for the catalog's default.
+    """
+
+    name: str
+    schema: Schema
+    spec: PartitionSpec
+    properties: Mapping[str, str]
+    location: str | None
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace the table goes in (created with it when absent)."""
+        return self.name.rsplit(".", 1)[0] if "." in self.name else None
+
+
+def new_table(
     name: str,
     schema: pa.Schema | Schema,
     partition_by: Sequence[str] | None = None,
@@ -174,28 +203,15 @@ def create_table(
     properties: Mapping[str, str] | None = None,
     location: str | None = None,
     identifier_fields: Sequence[str] | None = None,
-) -> Table:
-    """Create a table, or return the existing one if it has the same schema and spec.
-
-    Args:
-        catalog: the catalog to create the table in.
-        name: ``namespace.table``; the namespace is created if absent.
-        schema: a pyarrow schema (ids are assigned) or a pyiceberg schema.
-        partition_by: Iceberg transform strings, e.g. ``["day(ts)", "event"]``.
-        properties: table properties (``write.target-file-size-bytes`` ...). The state
-            database that holds the table's checkpoints is recorded by the first prepare.
-            ``write.parquet.compression-codec`` defaults to ``zstd`` (what icecommit
-            writes), set on the table so that other engines' writers use it too.
-        location: table location; the warehouse default when absent.
-        identifier_fields: the columns that identify a row (the key of upserts); they are
-            made required, as Iceberg requires of identifier fields.
+) -> NewTable:
+    """The table ``create_table`` is asked for (see its arguments), checked without asking
+    the catalog.
 
     Raises:
-        TableSpecError: an unknown transform or column, an existing table whose schema
-            or partition spec differs from the one asked for, or a name whose location
-            would nest in or escape from another (``/``, ``\\``, ``%``, ``.``/``..`` parts).
-        UnsafeLocationError: a ``location`` that is the warehouse root or contains it, or
-            that contains, or lies inside, another table's location.
+        InvalidArgumentError: an argument of the wrong kind.
+        SchemaMismatchError: a column named twice, or of a type Iceberg cannot hold.
+        TableSpecError: an unknown transform or column, a bad identifier field, or a name
+            whose location would nest in or escape from another.
     """
     check_table_name(name)
     iceberg_schema = with_identifier_fields(to_iceberg_schema(schema), identifier_fields, name)
@@ -213,43 +229,39 @@ def create_table(
     if location is not None and (not isinstance(location, str) or not location.strip()):
         raise InvalidArgumentError("location", location, "a location URI or path (a string), or None for the default")
     spec = build_partition_spec(iceberg_schema, list(partition_by or []), name)
+    # the codec icecommit writes, recorded so that every engine writes the same
+    # (Apache Iceberg's Java writer falls back to gzip where the property is unset)
+    table_properties = {PARQUET_COMPRESSION: PARQUET_COMPRESSION_DEFAULT, **(properties or {})}
+    return NewTable(name, iceberg_schema, spec, table_properties, location)
+
+
+def difference(table: Table, asked: NewTable) -> str | None:
+    """How an existing ``table`` differs from the one ``asked`` for (schema first, then
+    partition spec; field ids aside), or None when it is the same."""
+    if schema_shape(table.schema()) != schema_shape(asked.schema):
+        return f"exists with a different schema: {table.schema()} (asked for {asked.schema})"
+    if spec_shape(table.schema(), table.spec()) != spec_shape(asked.schema, asked.spec):
+        return f"exists with a different partition spec: {table.spec()} (asked for {asked.spec})"
+    return None
+
+
+def staged_table(catalog: Catalog, asked: NewTable) -> StagedTable:
+    """The table ``asked`` for as pyiceberg stages one before the catalog has it (its
+    location empty when the catalog's default is asked for): what a creation works on
+    while the catalog has no table of that name. Nothing is written.
+
+    Raises:
+        TableSpecError: metadata pyiceberg cannot make (an unknown ``format-version``, a
+            type the format version does not have).
+    """
     try:
-        existing = catalog.load_table(name)
-    except NoSuchTableError:
-        existing = None
-    if existing is not None:
-        if schema_shape(existing.schema()) != schema_shape(iceberg_schema):
-            raise TableSpecError(
-                name,
-                f"exists with a different schema: {existing.schema()} (asked for {iceberg_schema})",
-            )
-        if spec_shape(existing.schema(), existing.spec()) != spec_shape(iceberg_schema, spec):
-            raise TableSpecError(
-                name,
-                f"exists with a different partition spec: {existing.spec()} (asked for {spec})",
-            )
-        return existing
-    if location is not None:
-        check_own_location(catalog, name, location)
-    namespace = name.rsplit(".", 1)[0] if "." in name else None
-    if namespace:
-        try:
-            catalog.create_namespace_if_not_exists(namespace)
-        except Exception:  # another process made it meanwhile (a SQL catalog's unique key says so)
-            if not catalog.namespace_exists(namespace):
-                raise
-    try:
-        return catalog.create_table(
-            name,
-            schema=iceberg_schema,
-            partition_spec=spec,
-            # the codec icecommit writes, recorded so that every engine writes the same
-            # (Apache Iceberg's Java writer falls back to gzip where the property is unset)
-            properties={PARQUET_COMPRESSION: PARQUET_COMPRESSION_DEFAULT, **(properties or {})},
-            location=location,
+        metadata = new_table_metadata(
+            asked.schema, asked.spec, UNSORTED_SORT_ORDER, asked.location or "", dict(asked.properties)
         )
-    except (ValueError, PyIcebergValidationError) as e:  # e.g. an unsupported format-version
-        raise TableSpecError(name, f"cannot be created: {briefly(e)}") from e
+    except (ValueError, PyIcebergValidationError) as e:
+        raise TableSpecError(asked.name, f"cannot be created: {briefly(e)}") from e
+    io = load_file_io(dict(catalog.properties), asked.location)
+    return StagedTable(Catalog.identifier_to_tuple(asked.name), metadata, "", io, catalog)
 
 
 def with_identifier_fields(schema: Schema, names: Sequence[str] | None, table: str) -> Schema:

@@ -17,7 +17,7 @@ from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from icecommit.catalog.connect import check_name_and_uri, connect
 from icecommit.cli.output import Output
-from icecommit.cli.progress import display_factory
+from icecommit.cli.progress_display import display_factory
 from icecommit.core import progress
 from icecommit.core.errors import (
     CheckpointRefusedError,

@@ -19,7 +19,7 @@ from typing import Any
 import click
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from icecommit.catalog.eventtime import EventTimeVersion, snapshot_at_event_time
+from icecommit.catalog.event_time_versions import EventTimeVersion, snapshot_at_event_time
 from icecommit.catalog.inspect import (
     list_checkpoints,
     list_snapshots,
@@ -55,12 +55,12 @@ from icecommit.core.errors import (
     SnapshotNotFoundError,
 )
 from icecommit.core.extras import lazily
-from icecommit.core.settings import icecommit_home
 from icecommit.core.timeparse import format_duration
 from icecommit.metrics import Thresholds, last_successful_run, record_run
 from icecommit.metrics import reconcile as reconcile_table
 from icecommit.metrics.runs import changes_since, history_points, last_run
 from icecommit.state import state_engine, state_uri
+from icecommit.state.home import icecommit_home
 
 __all__ = [
     "EXIT_ENVIRONMENT",
@@ -232,7 +232,7 @@ def demo(ctx: Context, rows: int, checkpoints: int, hours: int, reset: bool, rec
 
     def action() -> None:
         # Spark is loaded only by the command that runs it, so the catalog commands stay quick
-        run_demo = lazily("icecommit.demo.pipeline", "run_demo", "icecommit demo")
+        run_demo = lazily("icecommit.demo.job", "run_demo", "icecommit demo")
 
         catalog = ctx.catalog(create=True)
         command = " ".join(

@@ -136,6 +136,12 @@ def rollback(
 )
 @click.option("--ignore-unreadable", "ignore", multiple=True, metavar="TABLE",
               help="Delete files although this other table cannot be read (repeat for each).")  # fmt: skip
+@click.option(
+    "--branch",
+    default=None,
+    metavar="BRANCH",
+    help="Expire only this branch's snapshots that no other branch or tag holds [default: every branch].",
+)
 @click.pass_obj
 def expire(
     ctx: Context,
@@ -144,6 +150,7 @@ def expire(
     retain_last: int | None,
     dry_run: bool,
     ignore: tuple[str, ...],
+    branch: str | None,
 ) -> None:
     """Expire old snapshots and delete the files only they referenced (dry run by default).
 
@@ -151,19 +158,25 @@ def expire(
     newest --retain-last snapshots and those younger than --older-than. A branch's own
     retention (min-snapshots-to-keep, max-snapshot-age-ms on its ref) wins over both.
 
-    No snapshot is kept for a job's sake: what each job committed is in a table property
-    that expiry does not touch. Checkpoints that a rollback had taken off the branch are
-    recorded as rolled back, and their files kept, before their snapshots go.
+    With --branch, only that branch's snapshots go, those its rules leave and no other branch
+    or tag holds; every other branch keeps its whole ancestry.
+
+    No snapshot is kept for a job's sake: what each job committed to each branch is in a
+    table property that expiry does not touch. Checkpoints that a rollback had taken off the
+    branch are recorded as rolled back, and their files kept, before their snapshots go.
 
     \b
     Example:
       icecommit expire demo.clickstream --older-than 7d --retain-last 10
       icecommit expire demo.clickstream --older-than 7d --retain-last 10 --no-dry-run
+      icecommit expire demo.clickstream --branch audit --older-than 1d
     """
 
     def action() -> None:
         catalog = ctx.catalog()
-        plan = plan_expire(catalog, table, older_than=older_than, retain_last=retain_last, ignore_unreadable=ignore)
+        plan = plan_expire(
+            catalog, table, older_than=older_than, retain_last=retain_last, ignore_unreadable=ignore, branch=branch
+        )
         ctx.output.expire(plan if dry_run else apply_expire(catalog, plan))
 
     _run(ctx, action)

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from icecommit.catalog.eventtime import EventTimeVersion
+from icecommit.catalog.event_time_versions import EventTimeVersion
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo, TableInfo
 from icecommit.committer.results import CommitResult
 from icecommit.core.timeparse import format_duration
@@ -441,7 +441,8 @@ class TextOutput:
     def expire(self, plan: ExpirePlan) -> None:
         verb = "expired" if plan.applied else "would expire (dry run)"
         self.console.print(
-            f"{plan.table}: {verb} {len(plan.expired_snapshot_ids)} snapshot(s); "
+            f"{plan.table}{f' (branch {plan.branch})' if plan.branch is not None else ''}: "
+            f"{verb} {len(plan.expired_snapshot_ids)} snapshot(s); "
             f"{plan.deleted_files if plan.applied else len(plan.files_to_delete)} file(s) "
             f"{'deleted' if plan.applied else 'to delete'}",
             highlight=False,

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.io import FileIO, InputFile, OutputFile
-from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table, TableProperties
 
 from icecommit.catalog.fileio import MetadataWriteError
+from icecommit.committer.delete_files import write_row_deletes
 from icecommit.committer.producer import OverwriteFiles, SpecPreservingAppend
+from icecommit.committer.table_changes import TableChanges
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.conflicts import AttemptNotSentError, is_commit_conflict
@@ -102,46 +102,40 @@ def single_attempt_table(table: Table, catalog: Catalog | SendingCatalog, branch
     return Table(table.name(), metadata, table.metadata_location, RetainingFileIO(table.io), catalog)  # type: ignore[arg-type]
 
 
-def append_once(
-    catalog: Catalog,
-    table: Table,
-    data_files: Sequence[DataFile],
-    *,
-    summary: dict[str, str],
-    properties: dict[str, str],
-    branch: str,
-    job_id: str,
-    checkpoint_id: int,
-    replacing: Sequence[DataFile] | None = None,
-    deletes: Sequence[DataFile] = (),
+def commit_changes(
+    catalog: Catalog, table: Table, changes: TableChanges, *, job_id: str, checkpoint_id: int
 ) -> tuple[int, Table]:
-    """One commit attempt of a checkpoint: a single compare-and-swap that appends its files
-    (each under its own partition spec) with ``summary`` and sets ``properties`` in the same
-    catalog commit; no retries inside pyiceberg, no deletes. With ``replacing`` (a partition
-    overwrite, even of nothing), one ``overwrite`` snapshot that also removes those files;
-    with ``deletes`` (an upsert's position delete files), one that also adds them.
+    """One commit attempt of a checkpoint: a single compare-and-swap that makes ``changes``
+    one snapshot of their branch (each added file under its own partition spec) and sets
+    their properties in the same catalog commit; no retries inside pyiceberg, no deletes.
+    A replacing change is one ``overwrite`` snapshot that also removes its files; rows
+    deleted by position are written first, as delete files the snapshot adds.
 
     Returns the snapshot id the checkpoint landed as and the table as the commit left it.
 
     Raises:
         AttemptNotSentError: the attempt failed before it reached the catalog (retryable).
-        Anything the catalog raised otherwise: a conflict, or an outcome not known.
+        Anything the catalog raised otherwise: a conflict, or an outcome not known; and
+        what storage raised while the delete files were written (nothing was sent).
     """
+    branch = changes.branch
+    deletes = write_row_deletes(table, changes.row_deletes, job_id=job_id, checkpoint_id=checkpoint_id)
     sending = SendingCatalog(catalog)
     single = single_attempt_table(table, sending, branch)
+    summary = dict(changes.summary)
     try:
         with single.transaction() as tx:
-            if properties:
-                tx.set_properties(properties)
-            if replacing is None:
+            if changes.properties:
+                tx.set_properties(dict(changes.properties))
+            if not changes.replaces:
                 with SpecPreservingAppend.of(tx, branch=branch, snapshot_properties=summary, deletes=deletes) as add:
-                    for data_file in data_files:
+                    for data_file in changes.added:
                         add.append_data_file(data_file)
             else:
                 with OverwriteFiles.of(tx, branch=branch, snapshot_properties=summary) as overwrite:
-                    for data_file in replacing:
+                    for data_file in changes.removed:
                         overwrite.delete_data_file(data_file)
-                    for data_file in data_files:
+                    for data_file in changes.added:
                         overwrite.append_data_file(data_file)
     except Exception as e:
         if not sending.sent and not is_commit_conflict(e):

@@ -24,23 +24,21 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from icecommit.catalog.loading import load_table
-from icecommit.committer import fate, protocol
-from icecommit.committer.append import (
+from icecommit.committer import fate, modes, protocol
+from icecommit.committer.checkpoint_commit import (
+    CommitCheckpoint,
     FaultHook,
     checkpoint_summary,
     claim_table,
-    replan_with,
-    snapshot_that_added,
 )
+from icecommit.committer.checkpoint_samples import source_samples
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
 from icecommit.committer.observed import observed, observed_recovery, observed_refusal
-from icecommit.committer.operations import checkpoint_operation
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state, result_from_summary
 from icecommit.committer.retry import RetryPolicy
-from icecommit.committer.samples import source_samples
 from icecommit.committer.staging import (
     read_staged,
     replays_lost,
@@ -51,6 +49,7 @@ from icecommit.committer.staging import (
     waits_behind,
 )
 from icecommit.committer.validation import refuse_reused_checkpoint, validate_results
+from icecommit.committer.validators import snapshot_that_added
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.datafiles import WriteResult
@@ -62,7 +61,6 @@ from icecommit.core.errors import (
 )
 from icecommit.core.identifiers import checked_checkpoint_id, checked_job_id, table_name
 from icecommit.core.key_lookup import KeyLookup
-from icecommit.core.overwrite import checked_write_mode
 from icecommit.core.tableprops import check_table_properties
 from icecommit.state.checkpoints import PREPARED, ROLLED_BACK, CheckpointState, CheckpointStore
 from icecommit.state.database import state_engine, state_errors, state_uri
@@ -98,7 +96,7 @@ class GlobalCommitter:
             id the job committed under another query is refused
             (:class:`~icecommit.errors.StreamingQueryMismatchError`).
         key_lookup: where an upsert's keys are looked up in the data files (default: here;
-            ``ic.write`` passes :class:`~icecommit.writers.key_lookup.SparkKeyLookup`).
+            ``ic.write`` passes :class:`~icecommit.writers.spark_key_lookup.SparkKeyLookup`).
     """
 
     def __init__(
@@ -119,7 +117,7 @@ class GlobalCommitter:
         checked_job_id(job_id)
         self._key_lookup = key_lookup
         if not isinstance(branch, str) or not branch:
-            raise InvalidArgumentError("branch", branch, "the name of a branch of the table (default main)")
+            raise InvalidArgumentError("branch", branch, f"the name of a branch of the table (default {MAIN_BRANCH})")
         self._query_id = query_id
         self._catalog = catalog
         self._table_name = table_name(table)
@@ -184,15 +182,9 @@ class GlobalCommitter:
             records_state(self._table_name, table.metadata.properties, self._store.engine)
         ancestry.require_branch(table.metadata, self.branch)
         return plan_checkpoint(
-            checkpoint_id,
-            state,
-            table,
-            job_id=self.job_id,
-            branch=self.branch,
-            staged_paths=lambda s: staged_paths(s, table),
-            recommit=recommit,
-            query_id=query_id,
-        )
+            checkpoint_id, state, table, job_id=self.job_id, branch=self.branch,
+            staged_paths=lambda s: staged_paths(s, table), recommit=recommit, query_id=query_id,
+        )  # fmt: skip
 
     @observed_refusal
     def refuse(self, checkpoint_id: int, decision: Decision | CheckpointPlan) -> None:
@@ -217,7 +209,7 @@ class GlobalCommitter:
             SchemaMismatchError, ValidationError: as :meth:`prepare`.
         """
         metadata = (table if table is not None else self.load_table()).metadata
-        check_table_properties(metadata)
+        check_table_properties(metadata, write_modes=tuple(modes.MODES))
         with state_errors(self._store, "nothing was validated"):
             records_state(self._table_name, metadata.properties, self._store.engine)  # before any table is prepared
         validate_results(
@@ -271,15 +263,17 @@ class GlobalCommitter:
         (None: load it)."""
         checked_checkpoint_id(checkpoint_id)
         loaded = table if table is not None else self.load_table()
-        check_table_properties(loaded.metadata)  # a property it cannot use fails here, before anything
-        mode = checked_write_mode(mode, loaded.metadata.properties)
+        check_table_properties(
+            loaded.metadata, write_modes=tuple(modes.MODES)
+        )  # a property it cannot use fails here, before anything
+        write_mode = modes.named(mode, loaded.metadata.properties)
         table = claim_table(loaded, self._store, self._retry_policy, load=self.load_table, sleep=self._sleep)
         validated = validate_results(results, metadata=table.metadata, job_id=self.job_id,
                                      checkpoint_id=checkpoint_id, table_name=self._table_name)  # fmt: skip
         if plan is None or plan.checkpoint_id != checkpoint_id or not plan.is_current(table, self.branch):
             plan = self.plan(checkpoint_id, table=table)
         if plan.state is not None and not (lost := replays_lost(plan, validated.digest)):  # lost: prepared again
-            same_files_or_error(plan.state, validated.digest, len(validated.data_files), mode)
+            same_files_or_error(plan.state, validated.digest, len(validated.data_files), write_mode)
             return dataclasses.replace(plan, staged=None)  # a plan reused: its files are checked again
         self.refuse(checkpoint_id, plan)
         if plan.action is Action.ALREADY_IN:
@@ -296,11 +290,11 @@ class GlobalCommitter:
             query_id=self._query_id,
             fault=self._fault,
             replacing=plan.state if plan.state is not None and lost else None,
-            mode=mode,
+            mode=write_mode,
             keys=keys,
         )
         if not inserted:  # another process prepared it meanwhile
-            same_files_or_error(state, validated.digest, len(validated.data_files), mode)
+            same_files_or_error(state, validated.digest, len(validated.data_files), write_mode)
             return self.plan(checkpoint_id, table=table)
         self._fault("after-prepare", checkpoint_id)
         if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
@@ -492,7 +486,9 @@ class GlobalCommitter:
         plan = dataclasses.replace(plan, staged=plan.staged_for(state))  # only this row's, found just now
         data_files = list(plan.staged) if plan.staged is not None else read_staged(state, plan.table)
         if plan.action is Action.ALREADY_IN:  # one that landed is recorded as it is
-            snapshot_id = plan.decision.snapshot_id or snapshot_that_added(plan.table, data_files, self.branch)
+            snapshot_id = plan.decision.snapshot_id or snapshot_that_added(
+                plan.table, [f.file_path for f in data_files], self.branch
+            )
             outcome = protocol.Outcome(snapshot_id, None, found_before=True, recovered=False, sent=0, retries=0)
         else:
             outcome = self._append(plan, state, data_files, base or plan.table)
@@ -501,12 +497,10 @@ class GlobalCommitter:
     def _append(
         self, plan: CheckpointPlan, state: CheckpointState, data_files: list[DataFile], base: Table
     ) -> protocol.Outcome:
-        """The checkpoint's append through the commit protocol."""
-        operation = checkpoint_operation(  # the append, or the upsert or overwrite its features ask for
-            state, self._catalog, plan, data_files, job_id=self.job_id, table_name=self._table_name,
-            branch=self.branch, summary=checkpoint_summary(state, self._completion.store, self._recovered_by),
-            store=self._store, replan=replan_with(plan, job_id=self.job_id, branch=self.branch, staged=data_files),
-            fault=self._fault, key_lookup=self._key_lookup,
+        """The checkpoint's commit through the commit protocol, planned by its mode's planner."""
+        operation = CommitCheckpoint.of(
+            self._catalog, plan, state, data_files, branch=self.branch, store=self._store, fault=self._fault,
+            summary=checkpoint_summary(state, self._completion.store, self._recovered_by), key_lookup=self._key_lookup,
         )  # fmt: skip
         policy = self._retry_policy or RetryPolicy.from_properties(plan.table.metadata.properties)
         try:

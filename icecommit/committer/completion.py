@@ -203,17 +203,28 @@ def publish_complete_partitions(
         InvalidArgumentError: the table has no time partition, or no committer has recorded
             a completeness policy for it yet.
     """
+    published = publish_if_recorded(catalog, table, clock=clock)
+    if isinstance(published, str):
+        raise InvalidArgumentError("table", table_name(table), published)
+    return published
+
+
+def publish_if_recorded(
+    catalog: Catalog, table: Table | str, *, clock: Callable[[], datetime] | None = None
+) -> list[PartitionStatus] | str:
+    """:func:`publish_complete_partitions`, for a caller to whom a table with nothing to
+    publish yet is no error (the streaming listener while the query is idle): where the
+    table has no time partition, or no committer has recorded a completeness policy for it
+    yet, returns what the table would have to be instead, and publishes nothing."""
     loaded = resolve_table(catalog, table)
     name = table_name(table)
     field = time_partition(loaded.metadata)
     if field is None:
-        raise InvalidArgumentError("table", name, "a table partitioned by a time transform of its event-time column")
+        return "a table partitioned by a time transform of its event-time column"
     store = PartitionStatusStore(state_engine(state_uri(catalog)), clock=clock or utc_now)
     policy = store.policy(name)
     if policy is None:
-        raise InvalidArgumentError(
-            "table", name, "a table whose committers have recorded a completeness policy (none has committed yet)"
-        )
+        return "a table whose committers have recorded a completeness policy (none has committed yet)"
     writers, lateness, idle = policy
     published = store.publish(
         name, field, writers=writers, lateness=lateness, idle_timeout=idle, completed_by="publish"

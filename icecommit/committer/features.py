@@ -10,26 +10,29 @@ as they always did.
 
 from __future__ import annotations
 
+from icecommit.committer import modes
 from icecommit.core.errors import CheckpointFeatureError
 from icecommit.core.evolution import FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE
-from icecommit.core.overwrite import FEATURE_OVERWRITE_PARTITIONS
-from icecommit.core.upsert import FEATURE_UPSERT
 from icecommit.state.checkpoints import CheckpointState
 
-#: The features this version commits: a checkpoint that changed the table's schema or
-#: created the table before its tasks wrote (its files carry the new field ids), one that
-#: overwrites the partitions it touches, and an upsert (a row delta by key).
-SUPPORTED: frozenset[str] = frozenset(
-    {FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE, FEATURE_OVERWRITE_PARTITIONS, FEATURE_UPSERT}
-)
+#: The features this version commits beside its write modes': a checkpoint that changed
+#: the table's schema or created the table before its tasks wrote (its files carry the new
+#: field ids).
+TABLE_FEATURES: frozenset[str] = frozenset({FEATURE_SCHEMA_CHANGE, FEATURE_TABLE_CREATE})
 
 
-def require_supported(state: CheckpointState, supported: frozenset[str] = SUPPORTED) -> None:
-    """Raise when ``state`` needs a feature outside ``supported``.
+def supported() -> frozenset[str]:
+    """Every feature this version commits: the table's, and each registered write mode's
+    (one that overwrites the partitions it touches, an upsert, ...)."""
+    return TABLE_FEATURES | modes.features()
+
+
+def require_supported(state: CheckpointState, known: frozenset[str] | None = None) -> None:
+    """Raise when ``state`` needs a feature outside ``known`` (None: :func:`supported`).
 
     Raises:
         CheckpointFeatureError: names the features this version does not know.
     """
-    unknown = sorted(set(state.features) - supported)
+    unknown = sorted(set(state.features) - (known if known is not None else supported()))
     if unknown:
         raise CheckpointFeatureError(state.job_id, state.checkpoint_id, state.table_name, unknown)

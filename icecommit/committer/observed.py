@@ -14,11 +14,11 @@ from typing import Any, TypeVar
 from icecommit.committer.results import CommitResult
 from icecommit.core import telemetry
 from icecommit.core.errors import (
-    FAMILIES,
     CheckpointRefusedError,
     CommitConflictError,
     CommitStateUnknownError,
     InvalidInputError,
+    family_of,
 )
 
 T = TypeVar("T")
@@ -28,10 +28,9 @@ _COUNTED = "_icecommit_counted"  # set on an error once its checkpoint was count
 
 def outcome_of(error: BaseException) -> str:
     """What a call that raised ``error`` ended in, as the metrics name it, by the error's
-    first family (``DataFileMissingError`` is an environment failure before it is invalid
-    input): ``refused``, ``conflict``, ``unknown`` or ``failed``."""
-    family = _first_family(error)
-    if family in (CheckpointRefusedError, InvalidInputError):
+    family (an environment failure such as ``DataFileMissingError`` is ``failed``):
+    ``refused``, ``conflict``, ``unknown`` or ``failed``."""
+    if family_of(error) in (CheckpointRefusedError, InvalidInputError):
         return "refused"
     if isinstance(error, CommitStateUnknownError):
         return "unknown"
@@ -40,16 +39,12 @@ def outcome_of(error: BaseException) -> str:
     return "failed"
 
 
-def _first_family(error: BaseException) -> type | None:
-    return next((base for base in type(error).__mro__ if base in FAMILIES), None)
-
-
 def _refused_in_state(committer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], error: BaseException) -> None:
     """Count a refusal in the state (for ``icecommit metrics``) when the committer's decision
     refused the checkpoint (the ``CheckpointRefusedError`` family); never bad input, which
     leaves the state as it was."""
     checkpoint_id = args[0] if args else kwargs.get("checkpoint_id")
-    if _first_family(error) is CheckpointRefusedError and isinstance(checkpoint_id, int):
+    if family_of(error) is CheckpointRefusedError and isinstance(checkpoint_id, int):
         committer.store.record_refusal(committer.job_id, committer.table_name, checkpoint_id, type(error).__name__)
 
 

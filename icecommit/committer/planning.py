@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from icecommit.catalog.removals import removals_of
+from icecommit.committer.validators import live_files
 from icecommit.core import ancestry
 from icecommit.core.decision import Action, Decision, StateView, TableView, decide
 from icecommit.core.errors import CheckpointOutOfOrderError, CheckpointRolledBackError, StreamingQueryMismatchError
-from icecommit.core.lineage import path_key, removals_of, trace_fates
+from icecommit.core.lineage import path_key, trace_fates
 from icecommit.state.checkpoints import COMMITTED, PREPARED, ROLLED_BACK, CheckpointState
 
 #: Seconds within which files a prepare found on storage are not looked up again by the
@@ -166,8 +168,8 @@ def changed_since(plan: CheckpointPlan, table: Table, *, job_id: str, branch: st
         for s in table.metadata.snapshots
         if s.snapshot_id not in planned and ancestry.checkpoint_of(s) == key
     ]
-    recorded = ancestry.recorded_highest_checkpoints(table.metadata.properties).get(job_id)
-    planned_mark = ancestry.recorded_highest_checkpoints(plan.table.metadata.properties).get(job_id)
+    recorded = ancestry.recorded_highest_checkpoints(table.metadata.properties, branch=branch).get(job_id)
+    planned_mark = ancestry.recorded_highest_checkpoints(plan.table.metadata.properties, branch=branch).get(job_id)
     # the job's mark says something about this checkpoint only once it reaches it (the job's
     # earlier checkpoints, committed meanwhile, move it below)
     mark_moved = recorded != planned_mark and recorded is not None and recorded >= plan.checkpoint_id
@@ -203,14 +205,9 @@ def all_live(table: Table, paths: Sequence[str], branch: str) -> bool:
     overwrite, a delete: the checkpoint was in the table and something after it changed its
     rows). Paths are compared by storage key, whatever their spelling. False when some file
     left the table with no retained snapshot to say why (a rollback, then expiry)."""
-    current = ancestry.branch_head(table.metadata, branch)
-    if current is None:
+    if ancestry.branch_head(table.metadata, branch) is None:
         return False
-    live = {
-        path_key(entry.data_file.file_path): entry.data_file.record_count
-        for manifest in current.manifests(table.io)
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-    }
+    live = {path_key(found.data_file.file_path): found.data_file.record_count for found in live_files(table, branch)}
     wanted = [(path_key(p), 1) for p in paths]
     if all(path in live for path, _ in wanted):
         return True

@@ -32,6 +32,7 @@ from pyiceberg.manifest import (
 from pyiceberg.table import TableProperties
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 
+from icecommit.committer.validators import Validation, require_rewritable
 from icecommit.core import pyiceberg_internals as internals
 from icecommit.core.pyiceberg_internals import (
     added_data_files,
@@ -45,8 +46,6 @@ from icecommit.core.pyiceberg_internals import (
     producer_operation,
     producer_transaction,
     transaction_table,
-    validate_data_files_exist,
-    validate_no_new_deletes_for_data_files,
 )
 
 if TYPE_CHECKING:
@@ -215,6 +214,8 @@ class RewriteFiles(internals.OverwriteFiles):
 
     Use as ``with RewriteFiles.of(tx, ...) as rewrite:``."""
 
+    #: what a retry must find unchanged since the snapshot the rewrite read (Iceberg's rules)
+    validations: frozenset[Validation] = frozenset({Validation.DATA_REMOVED, Validation.DELETES_ADDED})
     _data_sequence_number: int | None = None
     _removed_delete_files: tuple[DataFile, ...] = ()
 
@@ -298,8 +299,7 @@ class RewriteFiles(internals.OverwriteFiles):
         if window is None or window.is_empty() or window.head is None or not leaving:
             return
         table = transaction_table(producer_transaction(self))
-        validate_data_files_exist(table, window.head, leaving, window.base)
-        validate_no_new_deletes_for_data_files(table, window.head, None, leaving, window.base)
+        require_rewritable(table, window.head, window.base, leaving, self.validations)
 
 
 def _as(entry: ManifestEntry, snapshot_id: int | None, status: ManifestEntryStatus) -> ManifestEntry:

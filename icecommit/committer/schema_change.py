@@ -1,6 +1,6 @@
-"""A checkpoint's schema change and a table's creation: operations of the one commit protocol,
+"""A checkpoint's schema change and its table's creation: operations of the one commit protocol,
 made before any task writes and recorded in the table with the checkpoint that made them
-(:mod:`icecommit.core.evolution`).
+(:mod:`icecommit.core.evolution`; the creation is :mod:`.table_creation`'s).
 
 The schema change is metadata only. Its compare-and-swap requires the table's current
 schema id (pyiceberg's ``AssertCurrentSchemaId``), so the catalog assigns the new field ids
@@ -9,8 +9,8 @@ keeping what the other job already added when the types agree (nothing is sent w
 nothing is left to add), and refusing when they do not. The tasks then write with the
 resulting schema's field ids. A replay finds the columns there and changes nothing.
 
-A creation is idempotent: a creator that finds the table made by another (or by its own
-attempt whose answer was lost) takes it and goes on under its schema mode.
+A checkpoint's creation takes a table made by another creator (or by its own attempt whose
+answer was lost) whatever its columns, and goes on under its schema mode.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 from pyiceberg.types import StructType
 
 from icecommit.catalog.loading import load_table
-from icecommit.catalog.tables import create_table, to_iceberg_schema
+from icecommit.catalog.tables import new_table, to_iceberg_schema
 from icecommit.committer import protocol
 from icecommit.committer.retry import RetryPolicy
-from icecommit.core.errors import SchemaMismatchError, TableNotFoundError, TableSpecError
+from icecommit.committer.table_creation import create
+from icecommit.core.errors import SchemaMismatchError, TableNotFoundError
 from icecommit.core.evolution import (
     CREATED_BY_PROPERTY,
     SCHEMA_CHANGE_PREFIX,
@@ -204,24 +204,16 @@ def create_for_checkpoint(
     """The table ``name``, created from ``schema`` (every column optional but the
     identifier fields) when it does not exist, recording ``job_id:checkpoint_id`` as its
     creator; a table another creator (or an earlier attempt of this one) made is taken as
-    it is."""
+    it is, whatever its columns: the write's schema mode then evolves or refuses them."""
     try:
         return load_table(catalog, name)
     except TableNotFoundError:
         pass
     keys = set(identifier_fields or ())
     columns = pa.schema([f.with_nullable(f.name not in keys) for f in schema])
-    try:
-        table = create_table(
-            catalog, name, columns, partition_by=list(partition_by or []), identifier_fields=identifier_fields,
-            properties={**properties, CREATED_BY_PROPERTY: f"{job_id}:{checkpoint_id}"},
-        )  # fmt: skip
-    except (TableAlreadyExistsError, NamespaceAlreadyExistsError, TableSpecError) as e:
-        # another creator won (with other columns, create_table's "exists with a different
-        # schema"): its table, evolved or refused by the caller under the write's mode
-        try:
-            return load_table(catalog, name)
-        except TableNotFoundError:
-            raise e from None
-    logger.info("checkpoint %d of job %s created table %s", checkpoint_id, job_id, name)
-    return table
+    created_by = {CREATED_BY_PROPERTY: f"{job_id}:{checkpoint_id}"}
+    partitions = list(partition_by or [])
+    asked = new_table(
+        name, columns, partitions, identifier_fields=identifier_fields, properties={**properties, **created_by}
+    )
+    return create(catalog, asked, existing="any", creator=f"checkpoint {checkpoint_id} of job {job_id!r}")

@@ -13,9 +13,12 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from icecommit.catalog.data_file_keys import key_rows
+from icecommit.committer import modes
+from icecommit.committer.checkpoint_samples import capped_watermark, max_of, prepare_samples, routed_watermark
 from icecommit.committer.completion import CompletionPublisher
+from icecommit.committer.modes import WriteMode
 from icecommit.committer.planning import CheckpointPlan
-from icecommit.committer.samples import capped_watermark, max_of, prepare_samples, routed_watermark
 from icecommit.committer.validation import CheckpointFiles, require_files_present, size_mismatches
 from icecommit.core import telemetry
 from icecommit.core.completeness import micros
@@ -32,10 +35,10 @@ from icecommit.core.errors import (
     ValidationError,
 )
 from icecommit.core.evolution import checkpoint_features, schema_changed_by
-from icecommit.core.key_lookup import key_rows
-from icecommit.core.overwrite import APPEND, FEATURE_OVERWRITE_PARTITIONS, OVERWRITE_PARTITIONS, UPSERT, sequence_number
+from icecommit.core.overwrite import sequence_number
 from icecommit.core.tableprops import future_skew
-from icecommit.core.upsert import DELETED_FLAG, FEATURE_UPSERT, key_columns, received_rows, with_received_rows
+from icecommit.core.upsert import DELETED_FLAG, key_columns, received_rows, with_received_rows
+from icecommit.core.write_modes import APPEND
 from icecommit.state.checkpoints import PREPARED, CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.manifests import (
@@ -48,10 +51,6 @@ from icecommit.state.manifests import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-#: The feature each write mode other than append records.
-_MODE_FEATURES = {OVERWRITE_PARTITIONS: FEATURE_OVERWRITE_PARTITIONS, UPSERT: FEATURE_UPSERT}
 
 
 def read_staged(state: CheckpointState, table: Table) -> list[DataFile]:
@@ -105,7 +104,7 @@ def stage_checkpoint(
     query_id: str | None,
     fault: Callable[[str, int], None],
     replacing: CheckpointState | None = None,
-    mode: str = APPEND,
+    mode: WriteMode | None = None,
     keys: pa.Table | None = None,
 ) -> tuple[CheckpointState, bool]:
     """Stage a validated checkpoint durably: its files present on storage, its staged
@@ -113,8 +112,9 @@ def stage_checkpoint(
     records per time partition) inserted in one transaction. Returns (row, inserted); not
     inserted means another process prepared it first.
 
-    ``mode``: the write mode, recorded as the checkpoint's feature; an ``upsert``'s
-    ``keys`` (every key its rows replace or delete) are staged beside its manifest.
+    ``mode``: the write mode (None: append), recorded as the checkpoint's feature; the
+    ``keys`` of a mode that stages them (an upsert's: every key its rows replace or delete)
+    are staged beside its manifest.
 
     ``replacing``: the prepared row of the same checkpoint whose staged files were lost
     (:func:`lost_files`); it is replaced instead (a compare-and-set on that row: not
@@ -126,23 +126,26 @@ def stage_checkpoint(
         StateDatabaseError: the row could not be recorded; prepare again.
     """
     checkpoint_id = validated.checkpoint_id
-    if mode != APPEND and table.metadata.format_version < 2:
+    mode = mode or modes.MODES[APPEND]
+    version = table.metadata.format_version
+    if version < mode.min_format_version:
         raise InvalidArgumentError(
-            "mode", mode, f"append: {table_name} is an Iceberg format version 1 table, which has no sequence "
-            "numbers to tell what an overwrite did not see, and no delete files (upgrade it to version 2)",
+            "mode", mode.name, f"append: {table_name} is an Iceberg format version {version} table, which has no "
+            f"sequence numbers to tell what an overwrite did not see, and no delete files (upgrade it to version "
+            f"{mode.min_format_version})",
         )  # fmt: skip
-    if mode == UPSERT and table.metadata.format_version > 2:
+    if mode.max_format_version is not None and version > mode.max_format_version:
+        others = " or ".join(m for m in modes.MODES if m != mode.name and _writes(modes.MODES[m], version))
         raise InvalidArgumentError(
-            "mode", mode, f"append or overwrite-partitions: {table_name} is an Iceberg format version "
-            f"{table.metadata.format_version} table, where row deletes are deletion vectors, which icecommit does not "
-            "write yet (upserts need a version 2 table)",
+            "mode", mode.name, f"{others}: {table_name} is an Iceberg format version {version} table, where "
+            f"{mode.newer_format}",
         )  # fmt: skip
-    staged_keys = checked_keys(keys, table, table_name) if mode == UPSERT else None
+    staged_keys = checked_keys(keys, table, table_name) if mode.stages_keys else None
     unknown = [r for r in results if r.data_files and r.base_sequence_number is None]
-    if mode == OVERWRITE_PARTITIONS and unknown:  # what its writers saw decides what it may replace
+    if mode.needs_writers_table and unknown:  # what its writers saw decides what it may replace
         raise ValidationError(
             f"task {unknown[0].task_id}'s result does not say which table its writer was given (a writer of an older "
-            "icecommit): an overwrite cannot tell what it did not see; write the checkpoint again",
+            f"icecommit): {mode.name!r} cannot tell what it did not see; write the checkpoint again",
             checkpoint_id=checkpoint_id,
         )
     require_files_present(validated.data_files, table.io, checkpoint_id)
@@ -191,7 +194,7 @@ def stage_checkpoint(
         partitions=CompletionPublisher.partition_records(table.metadata, validated.data_files),
         # the schema change or creation the checkpoint made before its tasks wrote, and its mode
         features=checkpoint_features(table.metadata.properties, job_id, checkpoint_id)
-        + ((_MODE_FEATURES[mode],) if mode in _MODE_FEATURES else ()),
+        + ((mode.feature,) if mode.feature is not None else ()),
         schema_id=schema_changed_by(table.metadata.properties, job_id, checkpoint_id),
         base_sequence_number=base_sequence_number(results, table),
         keys_path=keys_path,
@@ -224,18 +227,21 @@ def stage_checkpoint(
     return state, inserted
 
 
-def same_files_or_error(existing: CheckpointState, digest: str, files: int, mode: str = APPEND) -> CheckpointState:
-    """``existing`` when it staged the same files under the same mode (a repeated prepare
-    is a no-op).
+def same_files_or_error(
+    existing: CheckpointState, digest: str, files: int, mode: WriteMode | None = None
+) -> CheckpointState:
+    """``existing`` when it staged the same files under the same mode (None: append; a
+    repeated prepare is a no-op).
 
     Raises:
         CheckpointReusedError: the checkpoint id already holds other files.
         InvalidArgumentError: it was prepared under another write mode (a replay keeps it).
     """
-    recorded = next((m for m, f in _MODE_FEATURES.items() if f in existing.features), APPEND)
-    if existing.files_digest == digest and recorded != mode:
+    recorded = modes.of_state(existing).name
+    asked = mode.name if mode is not None else APPEND
+    if existing.files_digest == digest and recorded != asked:
         raise InvalidArgumentError(
-            "mode", mode, f"{recorded!r}: checkpoint {existing.checkpoint_id} of job {existing.job_id} was prepared "
+            "mode", asked, f"{recorded!r}: checkpoint {existing.checkpoint_id} of job {existing.job_id} was prepared "
             f"as {recorded!r} (a replay commits it as it was prepared)",
         )  # fmt: skip
     if existing.files_digest == digest:
@@ -361,4 +367,11 @@ def flagged_deletes(table: Table, keys: pa.Table, paths: Sequence[str]) -> pa.Ta
     kept = indexed.join(written, keys=names, join_type="left semi").column("__i")
     return every.append_column(
         DELETED_FLAG, pc.invert(pc.is_in(indexed.column("__i"), value_set=kept.combine_chunks()))
+    )
+
+
+def _writes(mode: WriteMode, version: int) -> bool:
+    """Whether ``mode`` writes to a table of format ``version``."""
+    return mode.min_format_version <= version and (
+        mode.max_format_version is None or version <= mode.max_format_version
     )

@@ -12,6 +12,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.types import NestedField, StructType
 
+from icecommit.committer.validators import files_added_by
 from icecommit.core import ancestry
 from icecommit.core.datafiles import DataFileRecord, WriteResult
 from icecommit.core.errors import (
@@ -219,13 +220,7 @@ def refuse_reused_checkpoint(
     landed = ancestry.find_checkpoint(table.metadata, job_id, checkpoint_id, branch)
     if landed is None:
         return
-    added = {
-        entry.data_file.file_path
-        for manifest in landed.manifests(table.io)
-        for entry in manifest.fetch_manifest_entry(table.io)
-        if entry.snapshot_id == landed.snapshot_id
-    }
-    if added != paths:
+    if files_added_by(table, landed) != paths:
         raise CheckpointReusedError(
             job_id, checkpoint_id, table_name, status="committed", snapshot_id=landed.snapshot_id
         )

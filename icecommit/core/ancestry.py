@@ -7,9 +7,10 @@ response the branch's ancestry tells whether a checkpoint landed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from urllib.parse import quote
 
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Snapshot
@@ -32,11 +33,16 @@ LATE_RECORDS = "icecommit.late-records"
 FUTURE_RECORDS = "icecommit.future-records"
 QUERY_ID = "icecommit.query-id"
 #: Table property prefix: ``icecommit.job.<job id>.checkpoint`` holds the job's highest
-#: committed checkpoint id. It is set in the same catalog commit as every append, so it
-#: is exact whenever the append is, and no snapshot expiry (icecommit's or another
-#: engine's) removes it.
+#: checkpoint id committed to the main branch. It is set in the same catalog commit as
+#: every append, so it is exact whenever the append is, and no snapshot expiry
+#: (icecommit's or another engine's) removes it.
 JOB_PROPERTY_PREFIX = "icecommit.job."
 JOB_PROPERTY_SUFFIX = ".checkpoint"
+#: Table property prefix of the marks of every other branch:
+#: ``icecommit.branch.<branch, encoded>.job.<job id>.checkpoint``. The branch is
+#: percent-encoded, dots too (``v1.2`` is ``v1%2E2``), so it holds no dot and ends at the
+#: first one: no two (branch, job) pairs share a name, and none is main's name of a job.
+BRANCH_PROPERTY_PREFIX = "icecommit.branch."
 
 
 #: The branch every operation, look-up and report works on unless given another.
@@ -81,20 +87,32 @@ def snapshot_summary(
     return summary
 
 
-def job_checkpoint_property(job_id: str) -> str:
-    """The table property holding ``job_id``'s highest committed checkpoint id."""
-    return f"{JOB_PROPERTY_PREFIX}{job_id}{JOB_PROPERTY_SUFFIX}"
+def job_checkpoint_property(job_id: str, *, branch: str = MAIN_BRANCH) -> str:
+    """The table property holding ``job_id``'s highest checkpoint id committed to
+    ``branch`` (main's is ``icecommit.job.<job id>.checkpoint``, as before branches had
+    their own; see :data:`BRANCH_PROPERTY_PREFIX` for the others')."""
+    return f"{_job_property_prefix(branch)}{job_id}{JOB_PROPERTY_SUFFIX}"
 
 
-def recorded_highest_checkpoints(properties: dict[str, str]) -> dict[str, int]:
-    """Every job's highest committed checkpoint id, from the table's properties."""
+def recorded_highest_checkpoints(properties: Mapping[str, str], *, branch: str = MAIN_BRANCH) -> dict[str, int]:
+    """Every job's highest checkpoint id committed to ``branch``, from the table's
+    properties (job id -> checkpoint id; another branch's marks are not among them)."""
+    prefix = _job_property_prefix(branch)
     found = {}
     for key, value in properties.items():
-        if key.startswith(JOB_PROPERTY_PREFIX) and key.endswith(JOB_PROPERTY_SUFFIX):
-            job = key[len(JOB_PROPERTY_PREFIX) : -len(JOB_PROPERTY_SUFFIX)]
+        if key.startswith(prefix) and key.endswith(JOB_PROPERTY_SUFFIX):
+            job = key[len(prefix) : -len(JOB_PROPERTY_SUFFIX)]
             if job and value.lstrip("-").isdigit():
                 found[job] = int(value)
     return found
+
+
+def _job_property_prefix(branch: str) -> str:
+    if branch == MAIN_BRANCH:
+        return JOB_PROPERTY_PREFIX
+    # quote leaves letters, digits and "_.-~" as they are and encodes "%" itself: with the
+    # dot encoded as well, the encoding is one-to-one and dot-free
+    return f"{BRANCH_PROPERTY_PREFIX}{quote(branch, safe='').replace('.', '%2E')}.job."
 
 
 @dataclass(frozen=True)
@@ -176,13 +194,15 @@ def last_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str 
 
 
 def highest_committed_checkpoint(metadata: TableMetadata, job_id: str, branch: str = MAIN_BRANCH) -> int | None:
-    """The job's highest committed checkpoint id: the table property, or, for checkpoints
-    committed before the property existed, the ancestry; the larger of the two."""
-    return _highest(metadata, job_id, branch_ancestry(metadata, branch))
+    """The job's highest checkpoint id committed to ``branch``: the branch's table property
+    (:func:`job_checkpoint_property`), or, for checkpoints committed before the property
+    existed, the branch's ancestry; the larger of the two. Another branch's mark is never
+    read: main's may count checkpoints committed after a branch was made from it."""
+    return _highest(metadata, job_id, branch, branch_ancestry(metadata, branch))
 
 
-def _highest(metadata: TableMetadata, job_id: str, lineage: Iterable[Snapshot]) -> int | None:
-    recorded = metadata.properties.get(job_checkpoint_property(job_id))
+def _highest(metadata: TableMetadata, job_id: str, branch: str, lineage: Iterable[Snapshot]) -> int | None:
+    recorded = metadata.properties.get(job_checkpoint_property(job_id, branch=branch))
     # icecommit writes a non-negative whole number; anything else (another tool's edit) is ignored
     candidates = [int(recorded)] if recorded is not None and recorded.isascii() and recorded.isdigit() else []
     in_ancestry = next((key[1] for s in lineage if (key := checkpoint_of(s)) is not None and key[0] == job_id), None)
@@ -231,6 +251,25 @@ def rolled_back_snapshots(
     }
 
 
+def held_elsewhere(
+    metadata: TableMetadata, branch: str = MAIN_BRANCH, *, lineage: Sequence[Snapshot] | None = None
+) -> frozenset[tuple[str, int]]:
+    """The (job, checkpoint) pairs that another branch's ancestry holds and ``branch``'s
+    does not: that branch's to list and reconcile, neither lost nor rolled back on this one.
+
+    ``lineage``: the snapshots of ``branch``'s lineage, when the caller has walked it.
+    """
+    walked = lineage if lineage is not None else list(branch_ancestry(metadata, branch))
+    here = {key for s in walked if (key := checkpoint_of(s)) is not None}
+    return frozenset(
+        key
+        for name, ref in metadata.refs.items()
+        if name != branch and str(ref.snapshot_ref_type) == "branch"
+        for s in branch_ancestry(metadata, name)
+        if (key := checkpoint_of(s)) is not None and key not in here
+    )
+
+
 def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch: str = MAIN_BRANCH) -> TableView:
     """What the table shows about one (job, checkpoint), for :func:`icecommit.core.decision.decide`
     (one walk of the branch's lineage)."""
@@ -244,7 +283,7 @@ def table_view(metadata: TableMetadata, job_id: str, checkpoint_id: int, branch:
     return TableView(
         landed_snapshot_id=landed.snapshot_id if landed is not None else None,
         off_branch_snapshot_id=off_branch,
-        highest_committed=_highest(metadata, job_id, lineage),
+        highest_committed=_highest(metadata, job_id, branch, lineage),
         lineage_complete=_complete(lineage),
     )
 
@@ -260,7 +299,7 @@ def require_branch(metadata: TableMetadata, branch: object) -> str:
     branches = sorted(name for name, ref in metadata.refs.items() if str(ref.snapshot_ref_type) == "branch")
     if isinstance(branch, str) and (branch == MAIN_BRANCH or branch in branches):
         return branch
-    accepted = f"a branch of the table ({', '.join(branches) or 'main, made by the first commit'})"
+    accepted = f"a branch of the table ({', '.join(branches) or MAIN_BRANCH + ', made by the first commit'})"
     if isinstance(branch, str) and branch:
         accepted += "; create a new branch first (ManageSnapshots.create_branch)"
     raise InvalidArgumentError("branch", branch, accepted)
@@ -273,7 +312,7 @@ def newest_without_data_after(
     ancestors') has no event time after ``when``: what ``rollback --to-event-time`` rolls
     back to. A checkpoint that straddles ``when`` is left out entirely (and every later
     one), so the result is not "all data up to when": for that, see
-    :func:`icecommit.catalog.eventtime.snapshot_at_event_time`. A snapshot that does not
+    :func:`icecommit.catalog.event_time_versions.snapshot_at_event_time`. A snapshot that does not
     record its event time (another tool's) ends the walk.
 
     Raises:

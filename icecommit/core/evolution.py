@@ -59,6 +59,13 @@ FEATURE_SCHEMA_CHANGE = "schema-change"
 FEATURE_TABLE_CREATE = "table-create"
 
 
+def dead_letter_mode(mode: str, properties: Mapping[str, str]) -> str:
+    """The schema mode of a routed write's dead-letter table under the write's ``mode``: one
+    icecommit made from the source's columns takes the source's new columns whatever the
+    mode (``strict`` becomes ``add-columns``); one made by hand keeps the write's mode."""
+    return ADD_COLUMNS if mode == STRICT and CREATED_BY_PROPERTY in properties else mode
+
+
 def checked_mode(mode: str | None, properties: Mapping[str, str] | None = None) -> str:
     """The mode a write uses: ``mode``, else the table's ``icecommit.schema-mode``, else strict.
 

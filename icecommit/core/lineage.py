@@ -12,8 +12,8 @@ module follows each of a checkpoint's files through the retained snapshots of th
 that removed it, and says how many of its rows are readable, removed (and by which
 snapshot), or untraceable (the snapshot that removed them was expired since).
 
-:func:`trace_fates` is pure over :class:`Removal` records; :func:`removals_of` reads them
-from the table's retained snapshots.
+:func:`trace_fates` is pure over :class:`Removal` records;
+:func:`icecommit.catalog.removals.removals_of` reads them from the table's retained snapshots.
 """
 
 from __future__ import annotations
@@ -24,13 +24,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TypeVar
 
-from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
-from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 
 from icecommit.core import ancestry
-from icecommit.core.ancestry import MAIN_BRANCH
-from icecommit.core.overwrite import OVERWRITE_PARTITIONS, WRITE_MODE_PROPERTY
 from icecommit.core.paths import UnsupportedPathError, storage_key
 
 K = TypeVar("K")
@@ -276,36 +272,6 @@ class FateTracer:
         return fate
 
 
-def removals_of(table: Table, branch: str = MAIN_BRANCH) -> list[Removal]:
-    """Every retained snapshot of the branch that removed data files, oldest first, with
-    the files it removed and added (read from the manifests it wrote)."""
-    metadata = table.metadata
-    found = []
-    for snapshot in reversed(list(ancestry.branch_ancestry(metadata, branch))):
-        operation = snapshot.summary.operation.value if snapshot.summary is not None else ""
-        if operation not in ("replace", "overwrite", "delete"):
-            continue
-        removed: list[tuple[str, int]] = []
-        added: list[tuple[str, int]] = []
-        for manifest in snapshot.manifests(table.io):
-            if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot.snapshot_id:
-                continue
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
-                if entry.snapshot_id != snapshot.snapshot_id:
-                    continue
-                item = (path_key(entry.data_file.file_path), entry.data_file.record_count)
-                if entry.status == ManifestEntryStatus.DELETED:
-                    removed.append(item)
-                elif entry.status == ManifestEntryStatus.ADDED:
-                    added.append(item)
-        if snapshot.summary is not None and snapshot.summary.get(WRITE_MODE_PROPERTY) == OVERWRITE_PARTITIONS:
-            added = []  # a partition overwrite's rows are new: none of the removed rows is carried over
-        if removed:
-            compaction = snapshot.summary.get(COMPACTION_ID_PROPERTY) if snapshot.summary is not None else None
-            found.append(Removal(snapshot.snapshot_id, operation, tuple(removed), tuple(added), compaction))
-    return found
-
-
 #: Up to this many cells, :func:`rounded_table` rounds every column under one maximum flow.
 EXACT_CELLS = 20_000
 
@@ -486,7 +452,6 @@ __all__ = [
     "deleting_snapshot",
     "landed_compactions",
     "path_key",
-    "removals_of",
     "rounded",
     "rounded_table",
     "trace_fates",

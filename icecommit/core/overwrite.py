@@ -1,14 +1,9 @@
-"""Write modes, and the rules of a partition overwrite (pure, on Iceberg metadata).
+"""The rules of a partition overwrite (pure, on Iceberg metadata).
 
-Modes (``mode=``, or the table property ``icecommit.write-mode``):
-
-- ``append``: the checkpoint's rows join the table (the default);
-- ``upsert``: each row replaces the live rows of its key, or is inserted (see
-  :mod:`icecommit.core.upsert`);
-- ``overwrite-partitions``: the checkpoint's rows replace every partition they touch, under
-  the table's current partition spec, in one ``overwrite`` snapshot; partitions they do not
-  touch are untouched, an unpartitioned table is replaced whole, and an empty checkpoint
-  replaces nothing.
+``mode="overwrite-partitions"``: the checkpoint's rows replace every partition they touch,
+under the table's current partition spec, in one ``overwrite`` snapshot; partitions they
+do not touch are untouched, an unpartitioned table is replaced whole, and an empty
+checkpoint replaces nothing.
 
 Which partition of the current spec a data file belongs to: its own partition tuple when
 it was written under the current spec; otherwise, field by field, the value of the field of
@@ -47,12 +42,7 @@ from pyiceberg.transforms import (
 )
 from pyiceberg.types import PrimitiveType
 
-from icecommit.core.choices import chosen
-
-APPEND, OVERWRITE_PARTITIONS, UPSERT = "append", "overwrite-partitions", "upsert"
-WRITE_MODES = (APPEND, OVERWRITE_PARTITIONS, UPSERT)
-#: The table property that sets the default mode of writes into the table.
-WRITE_MODE_PROPERTY = "icecommit.write-mode"
+OVERWRITE_PARTITIONS = "overwrite-partitions"
 #: The summary key of an overwrite snapshot (beside ``icecommit.write-mode``): how many
 #: partitions of the current spec it replaced.
 REPLACED_PARTITIONS = "icecommit.replaced-partitions"
@@ -66,15 +56,6 @@ _ORDERED = (IdentityTransform, YearTransform, MonthTransform, DayTransform, Hour
 def sequence_number(metadata: TableMetadata) -> int:
     """The table's last sequence number (0 for a format version 1 table, which has none)."""
     return int(getattr(metadata, "last_sequence_number", 0) or 0)
-
-
-def checked_write_mode(mode: str | None, properties: Mapping[str, str] | None = None) -> str:
-    """The mode a write uses: ``mode``, else the table's ``icecommit.write-mode``, else append.
-
-    Raises:
-        InvalidArgumentError: a mode (argument or property) this version does not have.
-    """
-    return chosen("mode", mode, WRITE_MODES, prop=WRITE_MODE_PROPERTY, properties=properties, default=APPEND)
 
 
 Values = tuple[Any, ...]
@@ -192,14 +173,9 @@ def partition_label(spec: PartitionSpec, schema: Schema, values: Values) -> str:
 
 
 __all__ = [
-    "APPEND",
     "FEATURE_OVERWRITE_PARTITIONS",
     "OVERWRITE_PARTITIONS",
     "REPLACED_PARTITIONS",
-    "UPSERT",
-    "WRITE_MODES",
-    "WRITE_MODE_PROPERTY",
-    "checked_write_mode",
     "may_hold",
     "partition_label",
     "partition_under",

@@ -4,7 +4,7 @@ raised before any Spark job, file or state row."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from pyiceberg.schema import Schema
@@ -15,8 +15,8 @@ from pyiceberg.types import TimestampType, TimestamptzType
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.eventtime import EVENT_TIME_PROPERTY
 from icecommit.core.evolution import checked_mode
-from icecommit.core.overwrite import checked_write_mode
 from icecommit.core.timeparse import parse_duration
+from icecommit.core.write_modes import checked_write_mode
 
 LATENESS_PROPERTY = "icecommit.partition-lateness"
 #: Rows further ahead of the committing clock than this do not move the watermark.
@@ -120,16 +120,17 @@ def partition_marker(properties: dict[str, str]) -> bool:
     return value.strip().lower() == "true"
 
 
-def check_table_properties(metadata: TableMetadata) -> None:
-    """Check every property icecommit reads from this table.
+def check_table_properties(metadata: TableMetadata, *, write_modes: Sequence[str]) -> None:
+    """Check every property icecommit reads from this table (``write_modes``: the names
+    ``icecommit.write-mode`` may take).
 
     Raises:
         InvalidArgumentError: the first property whose value cannot be used.
     """
-    check_properties(metadata.properties, metadata.schema())
+    check_properties(metadata.properties, metadata.schema(), write_modes=write_modes)
 
 
-def check_properties(given: Mapping[str, str], schema: Schema) -> None:
+def check_properties(given: Mapping[str, str], schema: Schema, *, write_modes: Sequence[str]) -> None:
     """Check every property icecommit reads, for a table of ``schema`` (before a table is
     created with them, too).
 
@@ -144,7 +145,7 @@ def check_properties(given: Mapping[str, str], schema: Schema) -> None:
     partition_marker(properties)
     distribution_property(properties)
     checked_mode(None, properties)
-    checked_write_mode(None, properties)
+    checked_write_mode(None, properties, write_modes)
     column = properties.get(EVENT_TIME_PROPERTY)
     if column is not None:
         try:

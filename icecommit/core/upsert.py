@@ -22,6 +22,8 @@ from pyiceberg.types import DoubleType, FloatType, PrimitiveType, UUIDType
 
 from icecommit.core.errors import InvalidArgumentError, SchemaMismatchError
 
+#: The mode (``mode="upsert"``).
+UPSERT = "upsert"
 #: The feature a prepared checkpoint records when its commit deletes by key.
 FEATURE_UPSERT = "upsert"
 #: Change types of a change column: these replace their key's row (create, read/snapshot,
@@ -107,6 +109,7 @@ __all__ = [
     "INSERTED_KEYS",
     "RECEIVED_ROWS",
     "UPDATED_KEYS",
+    "UPSERT",
     "UPSERT_TYPES",
     "key_columns",
     "received_rows",

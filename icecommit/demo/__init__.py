@@ -1,4 +1,4 @@
-"""The demo pipeline: a synthetic clickstream landed through Spark (``icecommit.demo.pipeline``)."""
+"""The demo pipeline: a synthetic clickstream landed through Spark (``icecommit.demo.job``)."""
 
 from icecommit.demo.report import DEMO_JOB, DEMO_TABLE, DemoReport
 

@@ -41,17 +41,17 @@ from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, Manif
 from pyiceberg.table import FileScanTask, Table
 
 from icecommit.catalog.loading import load_table
+from icecommit.catalog.manifest_entries import read_entries
+from icecommit.catalog.position_deletes import targets
 from icecommit.committer import protocol
 from icecommit.committer.planning import head_of
 from icecommit.committer.producer import RewriteFiles
 from icecommit.committer.retry import RetryPolicy
 from icecommit.core import progress
 from icecommit.core.ancestry import MAIN_BRANCH, branch_ancestry, require_branch
-from icecommit.core.deletes import targets
 from icecommit.core.errors import CommitStateUnknownError, InvalidArgumentError
 from icecommit.core.identifiers import checked_count, checked_file_size, table_name
 from icecommit.core.lineage import COMPACTION_ID_PROPERTY
-from icecommit.core.manifest_entries import read_entries
 from icecommit.core.pyiceberg_internals import manifest_planner
 from icecommit.maintenance.rewrite import (
     Aborted,
@@ -376,11 +376,10 @@ def _rewrite(
 ) -> CommitGroup:
     table = load_table(catalog, plan.table)
     inputs = {path for p in group.partitions for path in p.files}
-    try:
-        live = _live_group(table, plan, group, inputs)
-    except Aborted as e:
-        logger.warning("compaction of %s: group aborted before writing: %s", plan.table, e)
-        return replace(group, status="aborted", reason=str(e))
+    live = _live_group(table, plan, group, inputs)
+    if isinstance(live, str):
+        logger.warning("compaction of %s: group aborted before writing: %s", plan.table, live)
+        return replace(group, status="aborted", reason=live)
     partitions = [[live.tasks[path] for path in p.files] for p in group.partitions]
     on_step("rewrite", group)
     if spark is not None:
@@ -497,6 +496,8 @@ class _ReplaceGroup(protocol.Operation):
         if number > 0 and (landed := _landed(table, self.plan.branch, self.group_id)) is not None:
             return protocol.Found(landed)
         live = _live_group(table, self.plan, self.group, self.inputs)
+        if isinstance(live, str):
+            raise Aborted(live)
         changed = sorted(path for path, deletes in live.applied.items() if deletes != self.applied[path])
         if changed:
             raise Aborted(
@@ -584,22 +585,19 @@ class _LiveGroup:
     droppable: tuple[DataFile, ...]
 
 
-def _live_group(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> _LiveGroup:
-    """The group's inputs as the branch has them now.
-
-    Raises:
-        Aborted: an input file is no longer live, or equality delete files were added to
-            one of its partitions since the plan.
-    """
+def _live_group(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: set[str]) -> _LiveGroup | str:
+    """The group's inputs as the branch has them now, or why the group can no longer be
+    committed: its branch is gone, an input file is no longer live, or equality delete
+    files were added to one of its partitions since the plan."""
     head = table.refs().get(plan.branch)
     if head is None:
-        raise Aborted(f"branch {plan.branch} is gone")
+        return f"branch {plan.branch} is gone"
     partitions = {p.partition for p in group.partitions}
     found: dict[str, FileScanTask] = {}
     live: set[str] = set()
     tasks, equality = _planned(table, head.snapshot_id, AlwaysTrue())
     if equality is None or equality & partitions:
-        raise Aborted("equality delete files (another engine's) were added to its partitions since the plan")
+        return "equality delete files (another engine's) were added to its partitions since the plan"
     for task in tasks:
         live.add(task.file.file_path)
         if _partition(task.file) not in partitions or task.file.spec_id != table.metadata.default_spec_id:
@@ -608,9 +606,7 @@ def _live_group(table: Table, plan: CompactionPlan, group: CommitGroup, inputs: 
             found[task.file.file_path] = task
     missing = sorted(inputs - set(found))
     if missing:
-        raise Aborted(
-            f"{len(missing)} input file(s) are no longer live (expired, rolled back or rewritten), e.g. {missing[0]}"
-        )
+        return f"{len(missing)} input file(s) are no longer live (expired, rolled back or rewritten), e.g. {missing[0]}"
     deletes = {d.file_path: d for task in found.values() for d in task.delete_files}
     added_by = _added_by(table, head.snapshot_id) if deletes else {}
     read: dict[str, dict[str, int]] = {}

@@ -30,7 +30,7 @@ from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry, progress
 from icecommit.core.ancestry import MAIN_BRANCH
-from icecommit.core.errors import InvalidArgumentError, TableSpecError, UnreadableTablesError
+from icecommit.core.errors import InvalidArgumentError, PlanChangedError, TableSpecError, UnreadableTablesError
 from icecommit.core.identifiers import checked_count, checked_duration, table_name
 from icecommit.state.compactions import CompactionStore, resolve_landed_groups
 from icecommit.state.identity import table_state
@@ -75,7 +75,8 @@ class ExpirePlan:
     """Snapshots to expire, the ones kept on purpose, and the files only they referenced."""
 
     table: str
-    #: The main branch's head when planned (None: no snapshot yet).
+    #: The head of the branch expired (main's where every branch is) when planned (None: no
+    #: snapshot yet).
     current_snapshot_id: int | None
     expired_snapshot_ids: tuple[int, ...]
     #: (job, checkpoint) of expiring snapshots that a rollback had already taken off the
@@ -95,6 +96,8 @@ class ExpirePlan:
     unreadable_tables: dict[str, str] = field(default_factory=dict)
     #: unreadable tables the caller named in ``ignore_unreadable`` (the plan went on without them)
     ignored_tables: tuple[str, ...] = ()
+    #: the one branch whose snapshots the plan expires (None: every branch's, and those on none)
+    branch: str | None = None
 
 
 def plan_expire(
@@ -105,6 +108,7 @@ def plan_expire(
     retain_last: int | None = None,
     now: datetime | None = None,
     ignore_unreadable: Sequence[str] = (),
+    branch: str | None = None,
 ) -> ExpirePlan:
     """Which snapshots expire and which files go with them; changes nothing.
 
@@ -118,13 +122,18 @@ def plan_expire(
     (``unreadable_tables``), and applying a plan that deletes files refuses while one is
     left (``ignore_unreadable`` names those to go on without). Unlike Iceberg, no branch or tag is ever removed (its
     ``max-ref-age-ms`` is not applied). No snapshot is kept for a job's sake: the committer
-    finds what a job committed in the table property every commit sets
-    (``icecommit.job.<job>.checkpoint``), which expiry does not touch, so a retired job pins
-    nothing.
+    finds what a job committed to a branch in the table property every commit sets (one per
+    branch and job, :func:`icecommit.core.ancestry.job_checkpoint_property`), which expiry
+    does not touch, so a retired job pins nothing, on main or on any other branch.
+
+    ``branch``: expire only that branch's snapshots that its rules leave and that no other
+    branch or tag holds (its ancestors shared with main stay while main has them); snapshots
+    on no branch are left alone. None (the default) expires every branch's, as Iceberg does.
 
     Raises:
-        InvalidArgumentError: ``older_than`` is not a duration of zero or more, or
-            ``retain_last`` is not a whole number of at least 1.
+        InvalidArgumentError: ``older_than`` is not a duration of zero or more,
+            ``retain_last`` is not a whole number of at least 1, or ``branch`` is not a
+            branch of the table (a tag, or a name it lacks).
         TableSpecError: a ``history.expire.*`` property of the table is not a whole number
             in range (named, with its value), or the table's ``gc.enabled`` is not
             ``true`` (as Iceberg, which refuses then); nothing is planned.
@@ -138,6 +147,8 @@ def plan_expire(
     if older_than is not None:
         age_limit(now, older_than)  # refuses a bad age before anything else is read
     metadata = loaded.metadata
+    if branch is not None:
+        ancestry.require_branch(metadata, branch)
     default = _default_rule(name, metadata, older_than, retain_last)
     retention = _retention(metadata, default)
     now_ms = int(now.timestamp() * 1000)
@@ -159,6 +170,13 @@ def plan_expire(
         # on a branch: its rules decided; on none (a rollback took it off): the default age
         and (s.snapshot_id in on_branch or s.timestamp_ms < default_cutoff_ms)
     ]
+    if branch is not None:  # what that branch alone still holds: every other lineage is kept whole
+        held_elsewhere = {
+            s.snapshot_id for ref in branches if ref != branch for s in ancestry.branch_ancestry(metadata, ref)
+        }
+        own = {s.snapshot_id for s in ancestry.branch_ancestry(metadata, branch)} - held_elsewhere
+        expired = [s for s in expired if s.snapshot_id in own]
+        retention = tuple(rule for rule in retention if rule.branch == branch)
     # a checkpoint is taken off by a rollback only when no branch holds it: one committed to
     # another branch than main is on that branch's ancestry, not rolled back
     off = ancestry.rolled_back_snapshots(metadata, lineage=every_lineage)
@@ -176,7 +194,7 @@ def plan_expire(
         for path in union_of_snapshots(loaded, expired)
         if (stored := keys_of([path], name).pop()) not in still_needed and stored.is_under(root)
     )
-    head = loaded.metadata.refs.get(MAIN_BRANCH)
+    head = loaded.metadata.refs.get(branch or MAIN_BRANCH)
     ignored = set(ignore_unreadable)
     return ExpirePlan(
         table=name,
@@ -188,6 +206,7 @@ def plan_expire(
         refs=_ref_heads(metadata),
         unreadable_tables={n: why for n, why in others.unreadable.items() if n not in ignored},
         ignored_tables=tuple(sorted(n for n in others.unreadable if n in ignored)),
+        branch=branch,
     )
 
 
@@ -307,10 +326,8 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     expiry; if that commit fails, nothing is deleted.
 
     Raises:
-        TableSpecError: a branch or tag moved since the plan was made; nothing was expired
-            or deleted.
-        PlanChangedError: another commit landed during the expiry's own (also a
-            TableSpecError); nothing was expired or deleted: plan again.
+        PlanChangedError: a branch or tag moved since the plan was made, or another commit
+            landed during the expiry's own; nothing was expired or deleted: plan again.
         StateDatabaseError: the table's state database cannot be reached or is not the
             one opened; nothing was expired.
         UnreadableTablesError: the plan deletes files and other tables of the catalog could
@@ -322,7 +339,7 @@ def apply_expire(catalog: Catalog, plan: ExpirePlan) -> ExpirePlan:
     loaded = load_table(catalog, plan.table)
     store = table_state(catalog, loaded)
     if _ref_heads(loaded.metadata) != plan.refs:  # main's head among them
-        raise TableSpecError(plan.table, "changed since the expiry was planned; plan again")
+        raise PlanChangedError(plan.table, "expiry", since="a branch or tag moved")
     present = {s.snapshot_id for s in loaded.metadata.snapshots}
     ids = [i for i in plan.expired_snapshot_ids if i in present]
     removed = {  # (job, checkpoint) -> the expiring snapshot that holds it

@@ -27,8 +27,8 @@ from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 
+from icecommit.catalog.position_deletes import deleted_positions
 from icecommit.core.datafiles import DataFileRecord
-from icecommit.core.deletes import deleted_positions
 from icecommit.core.lineage import deleted_by, deleting_snapshot, path_key
 from icecommit.writers.arrow import fitted, write_with
 from icecommit.writers.files import TaskFileWriter
@@ -94,6 +94,10 @@ def rewrite_partition(
             snapshot that added it (the lineage says which snapshot removed the rows left
             out; where several delete one row, the oldest).
 
+    Returns:
+        The files and the lineage; or, where it read another number of rows than it
+        wrote, only why (its files removed).
+
     Raises:
         Aborted: a file holds another number of rows than its metadata and its delete
             files say (nothing is left behind).
@@ -140,22 +144,25 @@ def rewrite_partition(
     # large_string): each batch is cast to the table's types before they are written together
     written = write_with(writer, fitted(batches(), metadata.schema(), metadata.location))
     outputs = written.data_files
-    try:
-        lineage = tuple(_rewritten(read, [(f.path, f.record_count) for f in outputs]))
-    except Aborted:  # its files are written: nothing else will remove them
+    lineage = _rewritten(read, [(f.path, f.record_count) for f in outputs])
+    if isinstance(lineage, str):  # its files are written: nothing else will remove them
         remove_uncommitted(io, [f.path for f in outputs])
-        raise
+        return Written(error=lineage)
     return Written(outputs, lineage + tuple(dropped))
 
 
-def _rewritten(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str, int]]:
+def _rewritten(
+    inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, int]]
+) -> tuple[tuple[str, str, int], ...] | str:
     """Rows of consecutive inputs written to consecutive outputs: (input, output, rows) for
-    every pair that shares rows (path keys)."""
+    every pair that shares rows (path keys); or, where the rows read and written do not add
+    up, why the group is not committed."""
     if sum(n for _, n in inputs) != sum(n for _, n in outputs):
-        raise Aborted(
+        return (
             f"the rewrite read {sum(n for _, n in inputs)} rows and wrote {sum(n for _, n in outputs)}; "
             "the group is not committed"
         )
+    runs: list[tuple[str, str, int]] = []
     outs = iter(outputs)
     out_path, out_left = "", 0
     for in_path, in_left in inputs:
@@ -164,9 +171,10 @@ def _rewritten(inputs: Sequence[tuple[str, int]], outputs: Sequence[tuple[str, i
                 out_path, out_left = next(outs)
                 continue
             take = min(in_left, out_left)
-            yield path_key(in_path), path_key(out_path), take
+            runs.append((path_key(in_path), path_key(out_path), take))
             in_left -= take
             out_left -= take
+    return tuple(runs)
 
 
 def rewrite_locally(
@@ -194,12 +202,15 @@ def _rewrite_unit(
 ) -> Written:
     """One partition rewritten, or why it could not be (its own files already removed)."""
     try:
-        return rewrite_partition(
+        written = rewrite_partition(
             metadata, io, tasks, target_size=target, task_id=unit, attempt=attempt, added_by=added_by
         )
     except Exception as e:  # reported, so that the group is aborted
         logger.warning("compaction: rewriting partition %d failed: %r", unit, e)
         return Written(error=str(e) if isinstance(e, Aborted) else f"{type(e).__name__}: {e}")
+    if written.error is not None:  # logged as an Aborted raised by the rewrite is
+        logger.warning("compaction: rewriting partition %d failed: Aborted(%r)", unit, written.error)
+    return written
 
 
 def rewrite_with_spark(

@@ -17,22 +17,22 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecommit.catalog.loading import load_table
+from icecommit.catalog.manifest_entries import read_entries
+from icecommit.catalog.position_deletes import targets
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
-from icecommit.core.deletes import targets
 from icecommit.core.errors import (
     CatalogUnavailableError,
     InvalidArgumentError,
     NotAnAncestorError,
+    PlanChangedError,
     SnapshotNotFoundError,
     StateDatabaseUnavailableError,
-    TableSpecError,
 )
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_checkpoint_id, checked_instant, table_name
-from icecommit.core.manifest_entries import read_entries
 from icecommit.state.checkpoints import COMMITTED, CheckpointState
 from icecommit.state.identity import table_state
 
@@ -316,16 +316,15 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
     rollback (and ``expire`` records before it removes them).
 
     Raises:
-        TableSpecError: the table changed since the plan was made; nothing was rolled back.
-        PlanChangedError: another commit landed between that check and the rollback's own
-            (also a TableSpecError); nothing was rolled back: plan again.
+        PlanChangedError: the branch moved since the plan was made, or another commit landed
+            between that check and the rollback's own; nothing was rolled back: plan again.
         CommitStateUnknownError: the catalog's answer was lost and the table does not show
             the rollback.
     """
     loaded = load_table(catalog, plan.table)
     current = ancestry.branch_head(loaded.metadata, plan.branch)
     if (current.snapshot_id if current else None) != plan.current_snapshot_id:
-        raise TableSpecError(plan.table, "changed since the rollback was planned; plan again")
+        raise PlanChangedError(plan.table, "rollback", since="its branch moved")
     store = table_state(catalog, loaded)  # where the rollback is recorded, checked before it is made
     protocol.run(_Rollback(plan), base=loaded, load=lambda: load_table(catalog, plan.table), policy=protocol.ONCE)
     # what an earlier rollback killed between its swap and this step (or another tool's

@@ -28,15 +28,16 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from icecommit.catalog.loading import load_table
-from icecommit.core import ancestry, progress, source_counts, telemetry
+from icecommit.catalog.manifest_entries import read_entries
+from icecommit.catalog.position_deletes import referenced_rows
+from icecommit.catalog.removals import removals_of
+from icecommit.core import ancestry, progress, telemetry
 from icecommit.core.ancestry import MAIN_BRANCH
-from icecommit.core.deletes import referenced_rows
 from icecommit.core.errors import InvalidRangeError, JobNotFoundError
 from icecommit.core.eventtime import event_time_column
 from icecommit.core.identifiers import checked_instant, table_name
-from icecommit.core.lineage import Fate, FateTracer, path_key, removals_of
-from icecommit.core.manifest_entries import read_entries
-from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS, UPSERT, WRITE_MODE_PROPERTY
+from icecommit.core.lineage import Fate, FateTracer, path_key
+from icecommit.core.overwrite import OVERWRITE_PARTITIONS, REPLACED_PARTITIONS
 from icecommit.core.paths import StorageKey, UnsupportedPathError, storage_key
 from icecommit.core.upsert import (
     CHECKPOINT_KEYS,
@@ -46,13 +47,16 @@ from icecommit.core.upsert import (
     INSERTED_KEYS,
     RECEIVED_ROWS,
     UPDATED_KEYS,
+    UPSERT,
 )
+from icecommit.core.write_modes import WRITE_MODE_PROPERTY
 from icecommit.metrics.judge import Facts, Key, LiveDeleteFile, LiveFile, Overwrite, Window, judge
 from icecommit.metrics.render import summary_counts
 from icecommit.metrics.report_model import (
     ReconciliationReport,
     Thresholds,
 )
+from icecommit.state import source_counts
 from icecommit.state.checkpoints import CheckpointState
 from icecommit.state.compactions import CompactionStore, Lineage
 from icecommit.state.identity import table_state
@@ -140,12 +144,12 @@ def _metric_counts(
     return task_counts, declared, committed, ignored, query_input, routed
 
 
-def _live_files(table: Table, from_sequence: int = 0) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
-    """The current snapshot's live data files and row-level delete files, from the
+def _live_files(table: Table, branch: str, from_sequence: int = 0) -> tuple[list[LiveFile], list[LiveDeleteFile]]:
+    """The live data files and row-level delete files of the branch's head, from the
     manifests written at or after data sequence number ``from_sequence`` (a file's entry
     is only ever in manifests written by the snapshot that added it or later ones, so
     every file added at that sequence number or later is among them; 0 reads them all)."""
-    snapshot = table.current_snapshot()
+    snapshot = ancestry.branch_head(table.metadata, branch)
     if snapshot is None:
         return [], []
     files = []
@@ -342,6 +346,9 @@ def reconcile(
     # the range, and whatever the range what still needs a person (stuck, abandoned and
     # not acknowledged)
     states = store.in_range(name, job_id=job_id, since=_utc(since) if since else None, until=_utc(until))
+    lineage = list(ancestry.branch_ancestry(loaded.metadata, branch))
+    elsewhere = ancestry.held_elsewhere(loaded.metadata, branch, lineage=lineage)
+    states = [s for s in states if (s.job_id, s.checkpoint_id) not in elsewhere]
     keys = {(s.job_id, s.checkpoint_id) for s in states}
     task_counts, declared, committed, ignored, query_input, routed = _metric_counts(engine, name, keys)
     routed_input = {
@@ -360,14 +367,15 @@ def reconcile(
     for state in states:
         if state.committed and state.snapshot_id is not None:
             snapshot_keys.setdefault(state.snapshot_id, (state.job_id, state.checkpoint_id))
-    lineage = list(ancestry.branch_ancestry(loaded.metadata, branch))
     in_ancestry = Counter(
         checkpoint_by_snapshot[snapshot.snapshot_id]
         for snapshot in lineage
         if snapshot.snapshot_id in checkpoint_by_snapshot
     )
     # a range reads only the manifests that can hold its checkpoints' files
-    live, deletes = _live_files(loaded, _first_sequence(loaded.metadata, snapshot_keys) if since is not None else 0)
+    live, deletes = _live_files(
+        loaded, branch, _first_sequence(loaded.metadata, snapshot_keys) if since is not None else 0
+    )
     event_time = event_time_column(loaded.metadata)
     missing = _missing(sorted({f.path for f in live} | {d.path for d in deletes}), loaded.io)
     rolled_back = set(ancestry.rolled_back_snapshots(loaded.metadata, lineage=lineage).values())

@@ -36,7 +36,8 @@ from icecommit.core.errors import (
     StateDatabaseUnavailableError,
     StateSchemaError,
 )
-from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY, icecommit_home
+from icecommit.core.settings import ENV_METRICS_URI, ENV_STATE_URI, STATE_URI_PROPERTY
+from icecommit.state.home import icecommit_home
 from icecommit.state.models import SCHEMA_VERSION, Base, SchemaVersionRow, StateIdentityRow
 
 logger = logging.getLogger(__name__)

@@ -48,7 +48,7 @@ from icecommit.core.eventtime import event_time_field_id
 from icecommit.core.overwrite import sequence_number
 from icecommit.core.pyiceberg_internals import parquet_writer_kwargs
 from icecommit.core.tableprops import whole_number
-from icecommit.writers.partitions import partition_columns, to_partition_value
+from icecommit.writers.partition_values import partition_columns, to_partition_value
 from icecommit.writers.windows import minute_counts
 
 logger = logging.getLogger(__name__)

@@ -36,6 +36,7 @@ from icecommit.writers.distribution import (
 from icecommit.writers.files import target_file_size
 from icecommit.writers.schema import aligned_columns, quoted
 from icecommit.writers.spark import ShippedTable, TaskHook, current_attempt
+from icecommit.writers.writer_options import WriterOptions
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +85,9 @@ class RoutedSparkWriter:
         job_id / target_file_size / task_hook: as for :class:`SparkWriter`.
         distribution: as for :class:`SparkWriter`, over (table, partition) pairs; None
             takes the tables' ``write.distribution-mode`` when they agree, else ``hash``.
+        options: the write's options (``icecommit.WriteOptions``): its ``route_by``,
+            ``dead_letter``, ``target_file_size`` and ``distribution`` where the keywords
+            leave them unset.
     """
 
     def __init__(
@@ -91,13 +95,21 @@ class RoutedSparkWriter:
         tables: Mapping[str, Table],
         routes: Mapping[str, str],
         *,
-        route_by: str,
+        route_by: str | None = None,
         dead_letter: str | None = None,
         job_id: str | None = None,
         target_file_size: int | None = None,
         task_hook: TaskHook | None = None,
         distribution: str | None = None,
+        options: WriterOptions | None = None,
     ) -> None:
+        if options is not None:  # the keywords win where given
+            route_by = route_by or options.route_by
+            dead_letter = dead_letter or options.dead_letter
+            target_file_size = target_file_size if target_file_size is not None else options.target_file_size
+            distribution = distribution or options.distribution
+        if route_by is None:
+            raise InvalidArgumentError("route_by", None, "the column whose value names each row's table")
         unknown = sorted({name for name in routes.values() if name not in tables})
         if dead_letter is not None and dead_letter not in tables:
             unknown.append(dead_letter)

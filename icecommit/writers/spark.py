@@ -38,6 +38,7 @@ from icecommit.writers.distribution import (
 )
 from icecommit.writers.files import TaskFileWriter, target_file_size
 from icecommit.writers.schema import align_to_schema, iceberg_struct
+from icecommit.writers.writer_options import WriterOptions
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ class SparkWriter:
             are refused at prepare (``ic.write`` makes it optional and writes again).
         evolve: commits the schema change (``icecommit.committer.SchemaEvolver(catalog)``);
             needs ``job_id``. Without it, a write that needs a change is refused.
+        options: the write's options (``icecommit.WriteOptions``): its ``target_file_size``
+            and ``distribution`` where the keywords above leave them unset (its schema mode
+            is the caller's: ``ic.write`` evolves the table before the tasks write).
     """
 
     def __init__(
@@ -141,7 +145,11 @@ class SparkWriter:
         shuffle_ratio: float | None = None,
         schema_mode: str | None = None,
         evolve: SchemaEvolution | None = None,
+        options: WriterOptions | None = None,
     ) -> None:
+        if options is not None:
+            target_file_size = target_file_size if target_file_size is not None else options.target_file_size
+            distribution = distribution or options.distribution
         self._table = table
         self._schema_mode = checked_mode(schema_mode, table.metadata.properties)
         self._evolve = evolve

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 import icecommit as ic
-from icecommit.cli.progress import EVERY_ENV, Bar, PlainLines, every
+from icecommit.cli.progress_display import EVERY_ENV, Bar, PlainLines, every
 from icecommit.core import progress
 from tests.cli.runner import invoke
 from tests.fakes import small_checkpoints

@@ -30,8 +30,8 @@ from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.catalog.tables import create_table
 from icecommit.committer import GlobalCommitter, RetryPolicy
+from icecommit.committer.table_creation import create_table
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 ROWS = 40

@@ -16,7 +16,7 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-from icecommit.committer.features import SUPPORTED
+from icecommit.committer.features import supported
 from icecommit.core.errors import EnvironmentFailureError, family_of
 from icecommit.errors import CheckpointFeatureError
 from icecommit.state import CheckpointStore, state_engine
@@ -81,7 +81,7 @@ def test_an_append_records_no_feature(catalog: SqlCatalog) -> None:
     committer, name = _prepared(catalog, 1)
     state = committer.store.get("j", name, 1)
     assert state is not None and state.features == ()
-    assert frozenset({"schema-change", "table-create", "overwrite-partitions", "upsert"}) == SUPPORTED
+    assert frozenset({"schema-change", "table-create", "overwrite-partitions", "upsert"}) == supported()
 
 
 @pytest.mark.parametrize("features", ["row-delta", "partition-overwrite,row-delta"])

@@ -18,6 +18,7 @@ from icecommit.committer import RetryPolicy, committed_checkpoints
 from icecommit.core import ancestry
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
+from icecommit.errors import CheckpointReusedError, DataFileMissingError
 from icecommit.state.database import state_identity
 from icecommit.state.identity import STATE_ID_PROPERTY, state_properties
 from tests.fakes import ScriptedCatalog, concurrent_append
@@ -106,7 +107,7 @@ def test_prepare_twice_with_same_files_is_a_no_op_and_with_other_files_an_error(
     first = committer.prepare(1, results)
     assert committer.prepare(1, results) == first
     other = [write_arrow(table, events(0, 100), job_id="ingest", checkpoint_id=1)]
-    with pytest.raises(ic.ValidationError, match="already prepared with different data files"):
+    with pytest.raises(CheckpointReusedError, match="already prepared with different data files"):
         committer.prepare(1, other)
     committer.commit(1)
     assert _rows(catalog, table).num_rows == 100
@@ -170,12 +171,12 @@ def _tampered(result: WriteResult, **changes: Any) -> WriteResult:
         (lambda r: _tampered(r, checkpoint_id=2), ic.ValidationError, "checkpoint 2, expected"),
         (
             lambda r: _tampered(r, data_files=(dataclasses.replace(r.data_files[0], file_size_in_bytes=3),)),
-            ic.ValidationError,
+            DataFileMissingError,
             "has .* bytes on storage, 3 recorded",
         ),
         (
             lambda r: _tampered(r, data_files=(dataclasses.replace(r.data_files[0], path=r.data_files[0].path + "x"),)),
-            ic.ValidationError,
+            DataFileMissingError,
             "is missing from storage",
         ),
         (
@@ -491,8 +492,8 @@ def test_the_job_and_its_last_checkpoint_are_read_from_the_branch_asked_for(cata
     assert last_committed_checkpoint(metadata, "a") == 2 and last_committed_checkpoint(metadata, "a", "audit") == 1
     assert last_committed_checkpoint(metadata, "b") is None
     assert last_committed_checkpoint(metadata, "3") is None  # a job id is never matched against checkpoint ids
-    # the property (set with every append on main) says 2 on every branch; the ancestry alone says 1 on audit
-    assert highest_committed_checkpoint(metadata, "a") == 2 == highest_committed_checkpoint(metadata, "a", "audit")
+    # each branch reads its own mark: main's property says 2; audit has none, and its ancestry says 1
+    assert (highest_committed_checkpoint(metadata, "a"), highest_committed_checkpoint(metadata, "a", "audit")) == (2, 1)
     bare = metadata.model_copy(update={"properties": {}})
     assert highest_committed_checkpoint(bare, "a") == 2 and highest_committed_checkpoint(bare, "a", "audit") == 1
     assert find_checkpoint(metadata, "a", 2) is not None and find_checkpoint(metadata, "a", 2, "audit") is None

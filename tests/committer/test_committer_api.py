@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 import icecommit as ic
-import icecommit.committer.append as append_module
+import icecommit.committer.checkpoint_commit as append_module
 import icecommit.committer.committer as committer_module
 import icecommit.committer.fate as fate_module
 from icecommit.committer import PartitionCompleteness, RetryPolicy
@@ -352,7 +352,7 @@ def test_an_out_of_order_checkpoint_on_a_branch_names_that_branchs_highest(catal
     name = _name(catalog)
     audit = _on_branch(catalog, name, "B", (1, 3))
     with catalog.load_table(name).transaction() as edit:
-        edit.set_properties({ancestry.job_checkpoint_property("B"): "three"})
+        edit.set_properties({ancestry.job_checkpoint_property("B", branch="audit"): "three"})
     decision = audit.decide(2)
     assert decision.action is Action.OUT_OF_ORDER
     with pytest.raises(CheckpointOutOfOrderError) as raised:
@@ -379,7 +379,7 @@ def test_the_last_committed_checkpoint_is_read_from_the_committers_branch(catalo
     assert audit.last_committed_checkpoint() == 2
     # another tool overwrote the high-water mark property: the branch's own history still tells
     with catalog.load_table(name).transaction() as edit:
-        edit.set_properties({ancestry.job_checkpoint_property("B"): "two"})
+        edit.set_properties({ancestry.job_checkpoint_property("B", branch="audit"): "two"})
     assert audit.last_committed_checkpoint() == 2
     assert ic.GlobalCommitter(catalog, name, job_id="B").last_committed_checkpoint() is None  # not on main
     metadata = catalog.load_table(name).metadata

@@ -17,7 +17,7 @@ from pyiceberg.transforms import DayTransform, HourTransform
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
-from icecommit.committer.features import SUPPORTED, require_supported
+from icecommit.committer.features import require_supported, supported
 from icecommit.core import ancestry
 from icecommit.errors import (
     CheckpointFeatureError,
@@ -289,7 +289,7 @@ def test_modes_are_checked_and_older_code_refuses_an_overwrite(catalog: SqlCatal
     state = committer.store.get("j", name, 2)
     assert state is not None and state.features == (OVERWRITE,)
     with pytest.raises(CheckpointFeatureError, match=OVERWRITE):
-        require_supported(state, SUPPORTED - {OVERWRITE})
+        require_supported(state, supported() - {OVERWRITE})
     with pytest.raises(InvalidArgumentError, match="mode='replace' is not valid: expected one of append, overwrite"):
         ic.WriteOptions(mode="replace")
     with pytest.raises(InvalidArgumentError, match="mode"):

@@ -1,5 +1,5 @@
-"""Each refusal of the committer is its own error class (a ValidationError, so existing
-handlers still catch it) carrying its facts as attributes; and each leaves the table, its
+"""Each refusal of the committer is its own error class, of the one family that says what
+the caller does next, carrying its facts as attributes; and each leaves the table, its
 files and the state as they were. validate_results refuses what cannot be committed with
 the facts as attributes (the checkpoint, both sides of a count, the file, what was given
 and what is accepted), and knows which columns every data file must have."""
@@ -19,8 +19,10 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType, Stru
 import icecommit as ic
 from icecommit.committer.validation import _required_leaves, files_digest, validate_results
 from icecommit.errors import (
+    CheckpointRefusedError,
     CheckpointReusedError,
     DataFileMissingError,
+    EnvironmentFailureError,
     InvalidArgumentError,
     StagedManifestError,
 )
@@ -64,7 +66,7 @@ def test_other_files_under_a_used_checkpoint_id(catalog: SqlCatalog, tmp_path: P
     # neither staged a manifest of its own: the row is compared before anything is written
     assert sorted(metadata.glob("icecommit-staged-*")) == staged
     e = prepared.value
-    assert isinstance(e, ic.ValidationError)
+    assert isinstance(e, CheckpointRefusedError)
     staged, offered = len(first[0].data_files), sum(len(r.data_files) for r in second)
     assert (e.job_id, e.checkpoint_id, e.table, e.status) == ("A", 1, name, "prepared")
     assert (e.expected, e.actual) == (staged, offered) and staged < offered
@@ -136,7 +138,7 @@ def test_a_staged_manifest_that_cannot_be_read_names_itself_and_how_to_abandon(
         with pytest.raises(StagedManifestError) as raised:
             attempt(1)
         e = raised.value
-        assert isinstance(e, ic.ValidationError)
+        assert isinstance(e, EnvironmentFailureError)
         assert (e.job_id, e.checkpoint_id, e.table, e.path) == ("A", 1, name, state.manifest_path)
         if damage == "corrupt":  # names the decoder's own error
             assert f"{state.manifest_path} cannot be read ({type(e.__cause__).__name__}: " in str(e), str(e)

@@ -14,7 +14,8 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.core.key_lookup import Match, look_up_here
+from icecommit.catalog.data_file_keys import look_up_here
+from icecommit.core.key_lookup import Match
 from tests.helpers import write_arrow
 
 T0 = dt.datetime(2026, 3, 1, tzinfo=dt.timezone.utc)

@@ -19,7 +19,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit.committer import committed_checkpoints
-from icecommit.committer.features import SUPPORTED, require_supported
+from icecommit.committer.features import require_supported, supported
 from icecommit.errors import (
     CheckpointFeatureError,
     EqualityDeletesError,
@@ -163,7 +163,7 @@ def test_bad_keys_are_refused_before_anything_is_staged(catalog: SqlCatalog) -> 
     state = committer.store.get("j", name, 1)
     assert state is not None
     with pytest.raises(CheckpointFeatureError, match=UPSERT):
-        require_supported(state, SUPPORTED - {UPSERT})
+        require_supported(state, supported() - {UPSERT})
 
 
 def test_a_lost_response_and_a_replay_apply_the_upsert_once(scripted_catalog: ScriptedCatalog) -> None:

@@ -13,7 +13,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from sqlalchemy import create_engine, inspect, text
 
 import icecommit as ic
-from icecommit.errors import CheckpointCommittedError, InvalidArgumentError
+from icecommit.errors import CheckpointCommittedError, DataFileMissingError, InvalidArgumentError
 from icecommit.maintenance import find_orphans
 from icecommit.state import CheckpointStore, read_staged_manifest, state_engine, state_uri
 from icecommit.state.database import dispose_state_engines
@@ -49,7 +49,7 @@ def test_a_stuck_checkpoint_is_abandoned_and_the_job_goes_on(catalog: SqlCatalog
     committer = _prepared(catalog, 1)
     _lose_staged_files(committer, 1)
     for _ in range(2):  # every recovery fails the same way: the job is stuck
-        with pytest.raises(ic.ValidationError):
+        with pytest.raises(DataFileMissingError):
             committer.recover()
 
     state = committer.abandon(1, reason="staged files lost in the storage incident", by="oncall")

@@ -18,7 +18,7 @@ from pyiceberg.table import Table
 
 import icecommit as ic
 from icecommit.committer import RetryPolicy
-from icecommit.errors import InvalidArgumentError
+from icecommit.errors import InvalidArgumentError, PlanChangedError
 from icecommit.maintenance import apply_expire, apply_rollback, find_orphans, plan_expire, plan_rollback
 from icecommit.maintenance.expire import BranchRetention
 from tests.cli.runner import invoke
@@ -169,7 +169,7 @@ def test_apply_refuses_a_plan_when_any_branch_or_tag_changed(catalog: SqlCatalog
         manage.remove_branch("audit").create_branch(second, "audit").commit()
     else:
         manage.remove_branch("audit").commit()
-    with pytest.raises(ic.TableSpecError, match="changed since the expiry was planned"):
+    with pytest.raises(PlanChangedError, match=r"changed since the expiry was planned \(a branch or tag moved\)"):
         apply_expire(catalog, plan)
     assert {s.snapshot_id for s in _table(catalog).metadata.snapshots} == {first, second, third}
 
@@ -291,7 +291,7 @@ def test_an_expiry_whose_commit_loses_to_another_is_refused_and_deletes_nothing(
     plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1, now=_later(1))
     assert plan.files_to_delete
     _another_commit_lands_first(catalog, monkeypatch)
-    with pytest.raises(ic.TableSpecError, match=r"changed since the expiry was planned \(another commit landed"):
+    with pytest.raises(PlanChangedError, match=r"changed since the expiry was planned \(another commit landed"):
         apply_expire(catalog, plan)
     assert [s.snapshot_id for s in _table(catalog).metadata.snapshots] == ids
     assert all(Path(p.removeprefix("file:")).exists() for p in plan.files_to_delete)
@@ -303,7 +303,7 @@ def test_a_rollback_whose_commit_loses_to_another_is_refused(
     first, _, third = _land(catalog, 3)
     plan = plan_rollback(catalog, f"{catalog.name}.events", to_snapshot=first)
     _another_commit_lands_first(catalog, monkeypatch)
-    with pytest.raises(ic.TableSpecError, match=r"changed since the rollback was planned \(another commit landed"):
+    with pytest.raises(PlanChangedError, match=r"changed since the rollback was planned \(another commit landed"):
         apply_rollback(catalog, plan)
     assert _table(catalog).current_snapshot().snapshot_id == third  # type: ignore[union-attr]
     committer = ic.GlobalCommitter(catalog, f"{catalog.name}.events", job_id="job")

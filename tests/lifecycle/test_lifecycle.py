@@ -17,7 +17,7 @@ import icecommit as ic
 from icecommit.committer import RetryPolicy
 from icecommit.committer.staging import read_staged
 from icecommit.core import ancestry
-from icecommit.errors import CheckpointOutOfOrderError
+from icecommit.errors import CheckpointOutOfOrderError, CheckpointRefusedError, PlanChangedError
 from icecommit.maintenance import apply_expire, apply_rollback, plan_expire, plan_rollback
 from icecommit.maintenance.compaction import compact
 from tests.fakes import Crash, crash_at
@@ -218,7 +218,7 @@ def test_checkpoint_ids_grow_and_out_of_order_is_refused_before_anything_is_stag
         stream.prepare(0, results)
     error = refused.value
     assert (error.job_id, error.checkpoint_id, error.highest_committed) == ("events-ingest", 0, 7)
-    assert isinstance(error, ic.ValidationError)
+    assert isinstance(error, CheckpointRefusedError)
     assert stream.store.get("events-ingest", stream.table_name, 0) is None
     with pytest.raises(CheckpointOutOfOrderError):
         stream.commit(0)
@@ -373,7 +373,7 @@ def test_expire_refuses_a_plan_whose_branch_moved(catalog: SqlCatalog) -> None:
     plan = plan_expire(catalog, f"{catalog.name}.events", older_than=timedelta(0), retain_last=1)
     assert sorted(plan.rolled_back_checkpoints) == [("A", 2), ("A", 3)]
     catalog.load_table(f"{catalog.name}.events").manage_snapshots().set_current_snapshot(last.snapshot_id).commit()
-    with pytest.raises(ic.TableSpecError, match="changed since"):
+    with pytest.raises(PlanChangedError, match="changed since"):
         apply_expire(catalog, plan)
     assert [committer.store.get("A", committer.table_name, c).status for c in (2, 3)] == ["committed"] * 2  # type: ignore[union-attr]
     assert _ids(catalog) == _expected(("A", 1), ("A", 2), ("A", 3))

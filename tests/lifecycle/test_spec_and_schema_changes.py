@@ -18,9 +18,9 @@ from pyiceberg.transforms import HourTransform, IdentityTransform
 from pyiceberg.types import IntegerType, LongType
 
 import icecommit as ic
-from icecommit.committer.append import require_readable
+from icecommit.committer.checkpoint_commit import require_readable
 from icecommit.committer.staging import read_staged
-from icecommit.errors import PartitionSpecChangedError, SchemaChangedError
+from icecommit.errors import EnvironmentFailureError, PartitionSpecChangedError, SchemaChangedError
 from icecommit.maintenance import apply_rollback, plan_rollback
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -151,7 +151,7 @@ def test_files_of_a_spec_the_table_no_longer_has_are_refused_by_name_and_the_job
     with pytest.raises(PartitionSpecChangedError) as raised:
         committer.commit(1)
     e = raised.value
-    assert isinstance(e, ic.ValidationError)
+    assert isinstance(e, EnvironmentFailureError)
     assert (e.job_id, e.checkpoint_id, e.prepared_spec_id, e.current_spec_id) == ("A", 1, 0, 1)
     assert "no longer has" in str(e) and "abandon(1, reason=...)" in str(e)
     assert catalog.load_table(name).metadata_location == before
@@ -228,7 +228,7 @@ def test_a_required_column_added_after_prepare_is_refused_by_name_and_the_job_go
     with pytest.raises(SchemaChangedError) as raised:
         committer.commit(1)
     e = raised.value
-    assert isinstance(e, ic.ValidationError)
+    assert isinstance(e, EnvironmentFailureError)
     assert (e.job_id, e.checkpoint_id, e.column) == ("A", 1, "tenant")
     assert "abandon(1, reason=...)" in str(e)
     assert catalog.load_table(name).metadata_location == before

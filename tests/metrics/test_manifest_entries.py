@@ -19,7 +19,7 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import Table
 
 import icecommit as ic
-from icecommit.core.manifest_entries import read_entries
+from icecommit.catalog.manifest_entries import read_entries
 from icecommit.state import CheckpointStore, state_engine, state_uri
 from tests.helpers import DAY0, EVENTS_SCHEMA, compact, delete_positions, events, write_arrow
 

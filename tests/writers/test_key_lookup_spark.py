@@ -15,13 +15,13 @@ from pyiceberg.typedef import Record
 from pyspark.sql import SparkSession
 
 import icecommit as ic
-import icecommit.writers.key_lookup
-from icecommit.committer.upsert import resolve_positions
-from icecommit.core.key_lookup import look_up_here
-from icecommit.core.overwrite import UPSERT
+import icecommit.writers.spark_key_lookup
+from icecommit.catalog.data_file_keys import look_up_here
+from icecommit.committer.modes.upserting import resolve_positions
 from icecommit.core.tableprops import CLUSTER_LOOKUP_PROPERTY
+from icecommit.core.upsert import UPSERT
 from icecommit.errors import InvalidArgumentError, ValidationError
-from icecommit.writers.key_lookup import SparkKeyLookup
+from icecommit.writers.spark_key_lookup import SparkKeyLookup
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 pytestmark = pytest.mark.spark
@@ -101,7 +101,7 @@ def test_ic_write_upserts_through_spark_tasks_past_the_tables_threshold(
     def not_here(*args: Any) -> Any:
         raise AssertionError("the keys were looked up on the driver")
 
-    monkeypatch.setattr(icecommit.writers.key_lookup, "look_up_here", not_here)
+    monkeypatch.setattr(icecommit.writers.spark_key_lookup, "look_up_here", not_here)
     changes = spark.createDataFrame([(5, "u"), (50, "u"), (200, "c"), (7, "d")], "id long, op string")
     frame = changes.selectExpr("id", "CAST(NULL AS TIMESTAMP) AS ts", "'changed' AS event", "1.0D AS score", "op")
     result = ic.write(frame, name, catalog=sqlite_catalog, job_id="cdc", checkpoint_id=1, mode="upsert",

@@ -15,9 +15,11 @@ which say what the caller does next:
 - :class:`EnvironmentFailureError`: the catalog, the state database or storage failed or
   holds something icecommit cannot use; an operator acts.
 
-Some classes moved family in this release: their old base (:class:`ValidationError`,
-:class:`TableSpecError`) stays a second base for one release, so existing ``except``
-clauses keep catching them; :func:`family_of` gives the one family that counts.
+Every error belongs to exactly one family, so an ``except`` clause written for one family
+never catches another's error (``except InvalidInputError`` catches no environment
+failure); :func:`family_of` names it. The only other bases are Python's and pyiceberg's
+errors that mean the same to a caller: :class:`InvalidArgumentError` is a ``ValueError``,
+:class:`TableNotFoundError` a pyiceberg ``NoSuchTableError``.
 """
 
 from icecommit.core.errors.base import (

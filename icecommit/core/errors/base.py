@@ -27,8 +27,8 @@ class EnvironmentFailureError(IcecommitError):
     cannot use (a lost file, a changed table, another state database); an operator acts."""
 
 
-#: The families, in the order :func:`family_of` tries them (a class that keeps an old base
-#: as its second base belongs to the family of its first).
+#: The families. Every other icecommit error derives from exactly one of them, so an
+#: ``except`` clause for one family never catches another's error.
 FAMILIES: tuple[type[IcecommitError], ...] = (
     CommitOutcomeError,
     EnvironmentFailureError,

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from icecommit.core.errors.base import EnvironmentFailureError
-from icecommit.core.errors.input import ValidationError
 
 
-class DataFileMissingError(EnvironmentFailureError, ValidationError):
+class DataFileMissingError(EnvironmentFailureError):
     """A data file of a checkpoint is absent from storage or not the size recorded for it
     (at prepare, or at commit: a staged file lost since). Nothing was committed.
 
@@ -16,6 +15,7 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
     (commits are in order), and its error names the lost one.
 
     Attributes:
+        checkpoint_id: the checkpoint that holds the file.
         path: the first bad file; expected / actual: its recorded size and its size on
             storage (None when absent); bad / total: how many of the checkpoint's files.
         table / job_id: where known.
@@ -38,6 +38,10 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         staged: bool = False,
         waiting: int | None = None,
     ) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.path = path
+        self.expected = expected
+        self.actual = actual
         self.bad = bad
         self.total = total
         self.table = table
@@ -63,22 +67,16 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         if waiting is not None:
             job = f" of job {job_id!r}" if job_id else ""
             behind = f"checkpoint {waiting} waits behind checkpoint {checkpoint_id}{job}, which cannot commit: "
-        super().__init__(
-            f"{behind}data file {path} {what} ({bad} of {total} files bad); {forward}",
-            checkpoint_id=checkpoint_id,
-            expected=expected,
-            actual=actual,
-            path=path,
-        )
+        reason = f"{behind}data file {path} {what} ({bad} of {total} files bad); {forward}"
+        super().__init__(f"checkpoint {checkpoint_id}: {reason}")
 
     def behind(self, waiting: int) -> DataFileMissingError:
         """The same error, raised for ``waiting``, a later checkpoint that cannot commit before it."""
-        assert self.path is not None and self.checkpoint_id is not None
         return DataFileMissingError(
             self.path,
             checkpoint_id=self.checkpoint_id,
-            expected=self.expected,  # type: ignore[arg-type]
-            actual=self.actual,  # type: ignore[arg-type]
+            expected=self.expected,
+            actual=self.actual,
             bad=self.bad,
             total=self.total,
             table=self.table,
@@ -88,7 +86,7 @@ class DataFileMissingError(EnvironmentFailureError, ValidationError):
         )
 
 
-class PartitionSpecChangedError(EnvironmentFailureError, ValidationError):
+class PartitionSpecChangedError(EnvironmentFailureError):
     """A checkpoint prepared under a partition spec that the table no longer has (another
     engine's maintenance removed it as unused). Files of an older spec that the table still
     has commit under it; these cannot, because their partition values have no spec to be
@@ -103,21 +101,20 @@ class PartitionSpecChangedError(EnvironmentFailureError, ValidationError):
         self, job_id: str, checkpoint_id: int, table: str, prepared_spec_id: int, current_spec_id: int
     ) -> None:
         self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
         self.table = table
         self.prepared_spec_id = prepared_spec_id
         self.current_spec_id = current_spec_id
-        super().__init__(
+        reason = (
             f"job {job_id} in table {table}: prepared under partition spec {prepared_spec_id}, which the table "
             f"no longer has (its spec is now {current_spec_id}); its files cannot be committed. Give it up with "
             f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
-            "checkpoint id",
-            checkpoint_id=checkpoint_id,
-            expected=current_spec_id,
-            actual=prepared_spec_id,
+            "checkpoint id"
         )
+        super().__init__(f"checkpoint {checkpoint_id}: {reason}")
 
 
-class SchemaChangedError(EnvironmentFailureError, ValidationError):
+class SchemaChangedError(EnvironmentFailureError):
     """The table's schema changed after a checkpoint was prepared in a way its files cannot
     follow: a required column was added that they lack, so every read of them would fail.
     Nothing was committed; abandon the checkpoint and write its rows again.
@@ -128,20 +125,19 @@ class SchemaChangedError(EnvironmentFailureError, ValidationError):
 
     def __init__(self, job_id: str, checkpoint_id: int, table: str, column: str) -> None:
         self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
         self.table = table
         self.column = column
-        super().__init__(
+        reason = (
             f"job {job_id} in table {table}: required column {column!r} was added after the checkpoint was prepared, "
             f"and its files do not have it (they would be unreadable). Give it up with "
             f"GlobalCommitter(...).abandon({checkpoint_id}, reason=...) and write its rows again under a new "
-            "checkpoint id",
-            checkpoint_id=checkpoint_id,
-            expected=column,
-            actual=None,
+            "checkpoint id"
         )
+        super().__init__(f"checkpoint {checkpoint_id}: {reason}")
 
 
-class StagedManifestError(EnvironmentFailureError, ValidationError):
+class StagedManifestError(EnvironmentFailureError):
     """A prepared checkpoint's staged manifest cannot be read (missing or corrupt), so the
     checkpoint cannot commit; abandoning it lets the job go on.
 
@@ -151,14 +147,15 @@ class StagedManifestError(EnvironmentFailureError, ValidationError):
 
     def __init__(self, job_id: str, checkpoint_id: int, table: str, path: str, problem: str) -> None:
         self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
         self.table = table
-        super().__init__(
+        self.path = path
+        reason = (
             f"job {job_id} in table {table}: staged manifest {path} {problem}; the checkpoint cannot commit. "
             f"If its data is lost, give it up with GlobalCommitter(...).abandon({checkpoint_id}, reason=...) "
-            "so the job can go on",
-            checkpoint_id=checkpoint_id,
-            path=path,
+            "so the job can go on"
         )
+        super().__init__(f"checkpoint {checkpoint_id}: {reason}")
 
 
 class UnsafeLocationError(EnvironmentFailureError):

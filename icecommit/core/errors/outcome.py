@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from icecommit.core.errors.base import CommitOutcomeError
-from icecommit.core.errors.input import TableSpecError
 
 
 class CommitConflictError(CommitOutcomeError):
@@ -68,23 +67,26 @@ class CommitStateUnknownError(CommitOutcomeError):
         super().__init__(f"{self.operation}: commit outcome unknown ({cause!r}); {remedy}")
 
 
-class PlanChangedError(CommitConflictError, TableSpecError):
-    """A planned change (a rollback, an expiry) lost its catalog commit to another commit
-    made after it was planned; nothing of it landed. Plan again: the plan may no longer
-    hold, so it is never re-applied as it was.
+class PlanChangedError(CommitConflictError):
+    """The table changed after a change (a rollback, an expiry) was planned: found before
+    its commit, or by its commit losing to another; nothing of it landed. Plan again: the
+    plan may no longer hold, so it is never re-applied as it was.
 
     Attributes:
         table / operation: the table and the change (``rollback``, ``expiry``).
+        since: what changed (by default, another commit landed during the change's own).
     """
 
-    def __init__(self, table: str, operation: str) -> None:
+    def __init__(self, table: str, operation: str, *, since: str = "another commit landed meanwhile") -> None:
         self.table = table
         self.checkpoint_id = None
         self.attempts = 1
         self.elapsed_s = 0.0
         self.operation = operation
-        self.reason = f"changed since the {operation} was planned (another commit landed meanwhile); plan again"
-        Exception.__init__(self, f"table {table}: {self.reason}")
+        self.since = since
+        CommitOutcomeError.__init__(
+            self, f"table {table}: changed since the {operation} was planned ({since}); plan again"
+        )
 
 
 class OverwriteConflictError(CommitConflictError):

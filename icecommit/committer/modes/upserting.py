@@ -1,134 +1,127 @@
-"""A checkpoint's upsert: the checkpoint's append, made a row delta that also deletes, by
-position, the live rows of every key it writes or deletes (the rules are
+"""``upsert``: the checkpoint's data files join the table and the live rows of every key it
+writes or deletes are deleted by position, in one snapshot (the rules are
 :mod:`icecommit.core.upsert`'s).
 
-It is the append operation of the commit protocol with one more step before each attempt:
-on the branch head the attempt runs on, the checkpoint's staged keys are resolved to the
-positions of the live rows that hold them (reading only the data files whose key column
-bounds can hold one, and leaving out positions earlier delete files removed), and one
-position delete file per data file is written (rows sorted by position, the data file's
-path as the manifest spells it). The compare-and-swap requires that head, so the rows
-deleted are exactly the live rows of those keys when the snapshot lands: a concurrent
-append, compaction, rollback or upsert makes the attempt lose its compare-and-swap, and
-the next attempt resolves the keys again on the table as it is then. Its key check,
-lost-response search and lifecycle are the append's.
+On the head an attempt runs on, the checkpoint's staged keys are resolved to the positions
+of the live rows that hold them (reading only the data files whose key column bounds or
+partition can hold one, and leaving out positions earlier delete files removed). The
+compare-and-swap requires that head, so the rows deleted are exactly the live rows of
+those keys when the snapshot lands: a concurrent append, compaction, rollback or upsert
+makes the attempt lose its compare-and-swap, and the next attempt resolves the keys again
+on the table as it is then. It needs no conflict validator for that reason.
 """
 
 from __future__ import annotations
 
 import logging
-import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
-from pyiceberg.conversions import from_bytes, to_bytes
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent
+from pyiceberg.conversions import from_bytes
+from pyiceberg.manifest import DataFile, DataFileContent
 from pyiceberg.table import Table
 from pyiceberg.transforms import BucketTransform, TruncateTransform
-from pyiceberg.types import LongType, PrimitiveType, StringType
+from pyiceberg.types import PrimitiveType
 
-from icecommit.committer import protocol
-from icecommit.committer.append import AppendCheckpoint
+from icecommit.catalog.data_file_keys import look_up_here
+from icecommit.catalog.position_deletes import positions_by_path
+from icecommit.committer.modes.planner import CheckpointBase, Planner
+from icecommit.committer.table_changes import RowDeletes, TableChanges
+from icecommit.committer.validators import live_files
 from icecommit.core import ancestry
-from icecommit.core.deletes import positions_by_path, single_target
+from icecommit.core.deletes import single_target
 from icecommit.core.errors import EqualityDeletesError, StagedManifestError, ValidationError
-from icecommit.core.key_lookup import KeyLookup, look_up_here
-from icecommit.core.overwrite import UPSERT, WRITE_MODE_PROPERTY
+from icecommit.core.key_lookup import KeyLookup
 from icecommit.core.upsert import (
     CHECKPOINT_KEYS,
     DELETE_CHANGES,
-    DELETE_FILE_PATH_ID,
-    DELETE_POS_ID,
     DELETED_FLAG,
     DELETED_KEYS,
     DELETED_ROWS,
     INSERTED_KEYS,
     RECEIVED_ROWS,
     UPDATED_KEYS,
+    UPSERT,
     received_rows,
 )
+from icecommit.core.write_modes import WRITE_MODE_PROPERTY
 from icecommit.state.manifests import read_staged_keys
 
 logger = logging.getLogger(__name__)
 
-_FIELD_ID = b"PARQUET:field_id"
-#: The Arrow schema of a position delete file (Iceberg's reserved field ids).
-DELETE_SCHEMA = pa.schema(
-    [
-        pa.field("file_path", pa.string(), nullable=False, metadata={_FIELD_ID: str(DELETE_FILE_PATH_ID)}),
-        pa.field("pos", pa.int64(), nullable=False, metadata={_FIELD_ID: str(DELETE_POS_ID)}),
-    ]
-)
 
+class UpsertPlanner(Planner):
+    """Plans an upsert whose keys were staged at ``keys_path`` (see the module); its keys
+    are looked up by ``lookup`` (in this process, or Spark tasks)."""
 
-class UpsertCheckpoint(AppendCheckpoint):
-    """Committing one prepared upsert checkpoint as one snapshot (see the module)."""
-
-    def __init__(
-        self, *args: Any, keys_path: str, base_sequence_number: int | None, key_lookup: KeyLookup, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self._lookup = key_lookup
+    def __init__(self, keys_path: str, lookup: KeyLookup = look_up_here) -> None:
         self._keys_path = keys_path
-        self._base = base_sequence_number or 0
-        self._keys: pa.Table | None = None
+        self._lookup = lookup
+        self._keys: pa.Table | None = None  # the staged keys, read once (they never change)
 
-    def check(self, table: Table, number: int) -> protocol.Found | None:
-        found = super().check(table, number)
-        if found is not None:
-            return found
-        highest = self.plan.view.highest_committed
-        if self.plan.recommit and highest is not None and highest > self.checkpoint:
+    def plan(self, head: Table, base: CheckpointBase) -> TableChanges:
+        """Raises:
+        ValidationError: committing it now could put older rows of its keys over newer
+            ones (a rolled-back upsert a later checkpoint followed; another job's take-over
+            of an upsert after that job wrote).
+        StagedManifestError: its staged keys are gone.
+        EqualityDeletesError: the head holds equality delete files.
+        """
+        highest = base.highest_committed
+        if base.recommit and highest is not None and highest > base.checkpoint_id:
             raise ValidationError(
-                f"checkpoint {self.checkpoint} of job {self.job_id!r} is an upsert, and checkpoint {highest} of the "
-                "job landed after the rollback removed it: committing it again would put older rows of its keys over "
-                "newer ones, so nothing was committed; replay its changes from the source as a new checkpoint",
-                checkpoint_id=self.checkpoint,
+                f"checkpoint {base.checkpoint_id} of job {base.job_id!r} is an upsert, and checkpoint {highest} of "
+                "the job landed after the rollback removed it: committing it again would put older rows of its keys "
+                "over newer ones, so nothing was committed; replay its changes from the source as a new checkpoint",
+                checkpoint_id=base.checkpoint_id,
             )
-        taker = self.summary.get(ancestry.RECOVERED_BY)
+        taker = base.summary.get(ancestry.RECOVERED_BY)
         if taker is not None:  # another job's take-over: never over rows that job wrote since
-            self._refuse_after(table, taker)
+            _refuse_after(head, base, taker)
+        keys = self._staged_keys(head, base)
+        hits = resolve_positions(
+            head, keys, branch=base.branch, job_id=base.job_id, checkpoint_id=base.checkpoint_id,
+            table_name=base.table_name, lookup=self._lookup,
+        )  # fmt: skip
+        deletes = tuple(RowDeletes(data_file, tuple(sorted(positions))) for data_file, positions, _ in hits)
+        return base.changes(
+            row_deletes=deletes,
+            summary={
+                WRITE_MODE_PROPERTY: UPSERT,
+                DELETED_ROWS: str(sum(len(d.positions) for d in deletes)),
+                **change_counts(keys, [found for _, _, found in hits]),
+                **received_counts(keys),
+            },
+        )
+
+    def _staged_keys(self, head: Table, base: CheckpointBase) -> pa.Table:
         if self._keys is None:
             try:
-                self._keys = read_staged_keys(table.io, self._keys_path)
+                self._keys = read_staged_keys(head.io, self._keys_path)
             except FileNotFoundError as e:
                 raise StagedManifestError(
-                    self.job_id, self.checkpoint, self.table_name, self._keys_path, "(its staged keys) is missing"
+                    base.job_id, base.checkpoint_id, base.table_name, self._keys_path, "(its staged keys) is missing"
                 ) from e
-        hits = resolve_positions(
-            table, self._keys, branch=self.branch, job_id=self.job_id, checkpoint_id=self.checkpoint,
-            table_name=self.table_name, lookup=self._lookup,
-        )  # fmt: skip
-        self.deletes = tuple(
-            write_position_deletes(table, data_file, positions, job_id=self.job_id, checkpoint_id=self.checkpoint)
-            for data_file, positions, _ in hits
-        )
-        self.summary = {
-            **self.summary,
-            WRITE_MODE_PROPERTY: UPSERT,
-            DELETED_ROWS: str(sum(len(positions) for _, positions, _ in hits)),
-            **change_counts(self._keys, [found for _, _, found in hits]),
-            **received_counts(self._keys),
-        }
-        return None
+        return self._keys
 
-    def _refuse_after(self, table: Table, taker: str) -> None:
-        for snapshot in ancestry.branch_ancestry(table.metadata, self.branch):
-            if snapshot.sequence_number is None or snapshot.sequence_number <= self._base:
-                return
-            found = ancestry.checkpoint_of(snapshot)
-            if found is not None and found[0] == taker:
-                raise ValidationError(
-                    f"checkpoint {self.checkpoint} of job {self.job_id!r} is an upsert its writers computed before "
-                    f"checkpoint {found[1]} of job {taker!r} landed (snapshot {snapshot.snapshot_id}): taking it over "
-                    "now could put older rows of its keys over newer ones, so nothing was committed; abandon it "
-                    "and replay its changes from the source",
-                    checkpoint_id=self.checkpoint,
-                )
+
+def _refuse_after(head: Table, base: CheckpointBase, taker: str) -> None:
+    """Refuse a take-over when job ``taker`` committed after the upsert's writers' table."""
+    for snapshot in ancestry.branch_ancestry(head.metadata, base.branch):
+        if snapshot.sequence_number is None or snapshot.sequence_number <= base.sequence_number:
+            return
+        found = ancestry.checkpoint_of(snapshot)
+        if found is not None and found[0] == taker:
+            raise ValidationError(
+                f"checkpoint {base.checkpoint_id} of job {base.job_id!r} is an upsert its writers computed before "
+                f"checkpoint {found[1]} of job {taker!r} landed (snapshot {snapshot.snapshot_id}): taking it over "
+                "now could put older rows of its keys over newer ones, so nothing was committed; abandon it "
+                "and replay its changes from the source",
+                checkpoint_id=base.checkpoint_id,
+            )
 
 
 def resolve_positions(
@@ -149,23 +142,21 @@ def resolve_positions(
     Raises:
         EqualityDeletesError: the head holds equality delete files.
     """
-    head = ancestry.branch_head(table.metadata, branch)
-    if head is None or len(keys) == 0:
+    if ancestry.branch_head(table.metadata, branch) is None or len(keys) == 0:
         return []
     schema = table.schema()
     names = [c for c in keys.column_names if c != DELETED_FLAG]
     fields = [schema.find_field(name) for name in names]
     data_files: list[DataFile] = []
     position_deletes: list[DataFile] = []
-    for manifest in head.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            found = entry.data_file
-            if manifest.content == ManifestContent.DATA:
-                data_files.append(found)
-            elif found.content == DataFileContent.EQUALITY_DELETES:
-                raise EqualityDeletesError(job_id, checkpoint_id, table_name, found.file_path)
-            else:
-                position_deletes.append(found)
+    for live in live_files(table, branch):
+        found = live.data_file
+        if not live.is_delete:
+            data_files.append(found)
+        elif found.content == DataFileContent.EQUALITY_DELETES:
+            raise EqualityDeletesError(job_id, checkpoint_id, table_name, found.file_path)
+        else:
+            position_deletes.append(found)
     ranges = [_key_range(field, keys.column(name)) for field, name in zip(fields, names, strict=True)]
     buckets = _partition_values(table, keys, {field.field_id: name for field, name in zip(fields, names, strict=True)})
     candidates = [f for f in data_files if _may_hold(f, ranges) and _partition_may_hold(f, buckets)]
@@ -281,41 +272,4 @@ def _deleted_positions(table: Table, deletes: Sequence[DataFile], paths: set[str
     return removed
 
 
-def write_position_deletes(
-    table: Table, data_file: DataFile, positions: Sequence[int], *, job_id: str, checkpoint_id: int
-) -> DataFile:
-    """One position delete file for ``data_file`` (its path as the manifest spells it; rows
-    sorted by position), in the table's data location, under the data file's spec and
-    partition."""
-    job = "".join(c if c.isalnum() or c in "-_" else "_" for c in job_id)[:64] or "job"
-    name = f"{job}-{checkpoint_id:08d}-deletes-{uuid.uuid4().hex}.parquet"
-    location = table.location_provider().new_data_location(name)
-    path = data_file.file_path
-    ordered = sorted(positions)
-    rows = pa.table({"file_path": [path] * len(ordered), "pos": ordered}, schema=DELETE_SCHEMA)
-    with table.io.new_output(location).create(overwrite=False) as stream:
-        pq.write_table(rows, stream)
-    delete = DataFile.from_args(
-        _table_format_version=table.metadata.format_version,
-        content=DataFileContent.POSITION_DELETES,
-        file_path=location,
-        file_format=FileFormat.PARQUET,
-        partition=data_file.partition,
-        record_count=len(positions),
-        file_size_in_bytes=len(table.io.new_input(location)),
-        value_counts={DELETE_FILE_PATH_ID: len(positions), DELETE_POS_ID: len(positions)},
-        null_value_counts={DELETE_FILE_PATH_ID: 0, DELETE_POS_ID: 0},
-        lower_bounds={
-            DELETE_FILE_PATH_ID: to_bytes(StringType(), path),
-            DELETE_POS_ID: to_bytes(LongType(), min(positions)),
-        },
-        upper_bounds={
-            DELETE_FILE_PATH_ID: to_bytes(StringType(), path),
-            DELETE_POS_ID: to_bytes(LongType(), max(positions)),
-        },
-    )
-    delete.spec_id = data_file.spec_id
-    return delete
-
-
-__all__ = ["UpsertCheckpoint", "change_counts", "resolve_positions", "write_position_deletes"]
+__all__ = ["UpsertPlanner", "change_counts", "received_counts", "resolve_positions"]

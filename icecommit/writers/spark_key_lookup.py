@@ -26,8 +26,9 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadataUtil
 
+from icecommit.catalog.data_file_keys import look_up_here, match_files
 from icecommit.core.errors import ValidationError
-from icecommit.core.key_lookup import Match, look_up_here, match_files
+from icecommit.core.key_lookup import Match
 from icecommit.core.tableprops import CLUSTER_LOOKUP_PROPERTY, DEFAULT_CLUSTER_LOOKUP_BYTES, whole_number
 from icecommit.writers.spark import ShippedTable
 

@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 
 from icecommit.catalog.inspect import list_snapshots, partition_status
-from icecommit.catalog.tables import create_table
 from icecommit.committer.results import CommitResult
+from icecommit.committer.table_creation import create_table
 from icecommit.core.errors import CheckpointRolledBackError, InvalidArgumentError
 from icecommit.core.eventtime import EVENT_TIME_PROPERTY
 from icecommit.core.tableprops import LATENESS_PROPERTY

@@ -1,8 +1,9 @@
-"""The operations of the commit protocol that the committer makes: a checkpoint's append,
-and the table's claim of its state database."""
+"""The operations of the commit protocol that the committer makes: a checkpoint's commit
+(any write mode), and the table's claim of its state database."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
@@ -12,11 +13,15 @@ from pyiceberg.table import Table
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 from sqlalchemy import Engine
 
-from icecommit.committer import protocol
-from icecommit.committer.attempt import append_once
+from icecommit.catalog.data_file_keys import look_up_here
+from icecommit.committer import modes, protocol
+from icecommit.committer.attempt import commit_changes
+from icecommit.committer.modes import CheckpointBase, Planner
 from icecommit.committer.planning import CheckpointPlan, changed_since, plan_checkpoint
 from icecommit.committer.retry import RetryPolicy
+from icecommit.committer.table_changes import TableChanges
 from icecommit.committer.validation import size_mismatches
+from icecommit.committer.validators import snapshot_that_added
 from icecommit.core import ancestry
 from icecommit.core.conflicts import AttemptNotSentError
 from icecommit.core.decision import Action
@@ -27,6 +32,7 @@ from icecommit.core.errors import (
     SchemaChangedError,
 )
 from icecommit.core.identifiers import table_name
+from icecommit.core.key_lookup import KeyLookup
 from icecommit.state.checkpoints import CheckpointState, CheckpointStore
 from icecommit.state.database import state_errors
 from icecommit.state.identity import STATE_ID_PROPERTY, records_state, state_properties
@@ -38,9 +44,10 @@ logger = logging.getLogger(__name__)
 FaultHook = Callable[[str, int], None]
 
 
-class AppendCheckpoint(protocol.Operation):
-    """Committing one prepared checkpoint as one snapshot that appends its data files and
-    carries the (job, checkpoint) key in its summary.
+class CommitCheckpoint(protocol.Operation):
+    """Committing one prepared checkpoint as one snapshot that carries the (job, checkpoint)
+    key in its summary, whatever its write mode: what every mode shares is here, what
+    differs is the mode's planner (:mod:`icecommit.committer.modes`).
 
     Attempt 0 runs on the planned table (the plan decided to commit). An attempt on any
     other table (a retry's, or a base that the caller's earlier checkpoints left) first
@@ -49,42 +56,65 @@ class AppendCheckpoint(protocol.Operation):
     branch: it landed, an earlier attempt's answer was lost; off it: it landed and a
     rollback removed it, refused) and the job's high-water mark; where those cannot tell, it
     plans again on the table as it is. Then the validators run on that table: the files'
-    partition specs, the current schema's required columns, the files' sizes on storage.
+    partition specs, the current schema's required columns, the files' sizes on storage;
+    and the mode's planner plans the attempt's :class:`TableChanges` on it, with the
+    job's high-water mark set in the same catalog commit.
     """
 
     kind = "checkpoint"
     resolve_unsent = True
-    #: the files a partition overwrite removes in the same snapshot (None: a plain append)
-    replacing: list[DataFile] | None = None
-    #: the position delete files an upsert adds in the same snapshot
-    deletes: tuple[DataFile, ...] = ()
 
     def __init__(
         self,
         catalog: Catalog,
         plan: CheckpointPlan,
-        data_files: Sequence[DataFile],
+        base: CheckpointBase,
+        planner: Planner,
         *,
-        job_id: str,
-        table_name: str,
-        branch: str,
-        summary: dict[str, str],
         store: CheckpointStore,
         replan: Callable[[Table], CheckpointPlan],
         fault: FaultHook,
     ) -> None:
         self._catalog = catalog
         self.plan = plan
-        self.data_files = list(data_files)
-        self.job_id = job_id
-        self.table_name = table_name
-        self.checkpoint = plan.checkpoint_id
-        self.checkpoint_id = plan.checkpoint_id
-        self.branch = branch
-        self.summary = summary
+        self.base = base
+        self.planner = planner
+        self.job_id = base.job_id
+        self.table_name = base.table_name
+        self.checkpoint = self.checkpoint_id = base.checkpoint_id
+        self.branch = base.branch
+        self.data_files = list(base.data_files)
         self._store = store
         self._replan = replan
         self._fault = fault
+        #: what the last attempt's planner planned (on the table that attempt runs on)
+        self.changes: TableChanges | None = None
+
+    @classmethod
+    def of(
+        cls,
+        catalog: Catalog,
+        plan: CheckpointPlan,
+        state: CheckpointState,
+        data_files: Sequence[DataFile],
+        *,
+        branch: str,
+        summary: dict[str, str],
+        store: CheckpointStore,
+        key_lookup: KeyLookup | None,
+        fault: FaultHook,
+    ) -> CommitCheckpoint:
+        """The operation that commits prepared checkpoint ``state`` on ``branch`` under the
+        mode it was prepared with (its keys, for an upsert, looked up by ``key_lookup``:
+        None, in this process)."""
+        base = CheckpointBase(
+            job_id=state.job_id, checkpoint_id=state.checkpoint_id, table_name=state.table_name, branch=branch,
+            data_files=tuple(data_files), summary=summary, sequence_number=state.base_sequence_number or 0,
+            recommit=plan.recommit, highest_committed=plan.view.highest_committed,
+        )  # fmt: skip
+        planner = modes.of_state(state).planner(state, key_lookup or look_up_here)
+        replan = replan_with(plan, job_id=state.job_id, branch=branch, staged=data_files)
+        return cls(catalog, plan, base, planner, store=store, replan=replan, fault=fault)
 
     @property
     def label(self) -> str:
@@ -107,6 +137,8 @@ class AppendCheckpoint(protocol.Operation):
         if number > 0 or self.plan.staged is None:  # the first attempt after this process's prepare found them
             self._require_present(table)
         self._fault("before-commit-attempt", self.checkpoint)
+        changes = self.planner.plan(table, self.base)
+        self.changes = dataclasses.replace(changes, properties={**changes.properties, **self._properties_with(table)})
         return None
 
     def _landed_since_plan(self, table: Table) -> protocol.Found | None:
@@ -120,24 +152,21 @@ class AppendCheckpoint(protocol.Operation):
         fresh = self._replan(table)
         if fresh.action is Action.ALREADY_IN:
             return protocol.Found(
-                fresh.decision.snapshot_id or snapshot_that_added(table, self.data_files, self.branch)
+                fresh.decision.snapshot_id
+                or snapshot_that_added(table, [f.file_path for f in self.data_files], self.branch)
             )
         if fresh.action not in (Action.COMMIT, Action.RECOMMIT):
             raise CheckpointRolledBackError(self.job_id, self.checkpoint, fresh.decision.snapshot_id, self.table_name)
         return None
 
     def apply(self, table: Table) -> protocol.Applied:
-        snapshot_id, after = append_once(
+        assert self.changes is not None  # check() planned them on this table
+        snapshot_id, after = commit_changes(
             table.catalog,  # the protocol's view of the catalog: it tells whether the attempt was sent
             table,
-            self.data_files,
-            summary=self.summary,
-            properties=self._properties_with(table),
-            branch=self.branch,
+            self.changes,
             job_id=self.job_id,
             checkpoint_id=self.checkpoint,
-            replacing=self.replacing,
-            deletes=self.deletes,
         )
         # the table as the commit left it, on the committer's own catalog (a base for the next commit)
         return protocol.Applied(
@@ -156,12 +185,12 @@ class AppendCheckpoint(protocol.Operation):
         high-water mark when the checkpoint raises it, and the state database's identity on
         a table prepared before tables recorded it."""
         properties = {}
-        recorded = ancestry.recorded_highest_checkpoints(table.metadata.properties).get(self.job_id)
-        highest = self.plan.view.highest_committed
+        recorded = ancestry.recorded_highest_checkpoints(table.metadata.properties, branch=self.branch).get(self.job_id)
+        highest = self.base.highest_committed
         if recorded is not None and (highest is None or recorded > highest):
             highest = recorded
         if highest is None or self.checkpoint > highest:
-            properties[ancestry.job_checkpoint_property(self.job_id)] = str(self.checkpoint)
+            properties[ancestry.job_checkpoint_property(self.job_id, branch=self.branch)] = str(self.checkpoint)
         if STATE_ID_PROPERTY not in table.metadata.properties:
             properties.update(state_properties(self._store.engine))
         return properties
@@ -270,21 +299,6 @@ def replan_with(
         )
 
     return replan
-
-
-def snapshot_that_added(table: Table, data_files: Sequence[DataFile], branch: str) -> int | None:
-    """The snapshot that added a checkpoint's files, read from the branch head's manifests
-    (their entries keep it after the snapshot itself was expired); None when no live
-    entry holds one of the files."""
-    paths = {f.file_path for f in data_files}
-    current = ancestry.branch_head(table.metadata, branch)
-    if current is None:
-        return None
-    for manifest in current.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.data_file.file_path in paths and entry.snapshot_id is not None:
-                return entry.snapshot_id
-    return None
 
 
 def require_known_spec(
