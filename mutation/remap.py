@@ -10,6 +10,7 @@ any survivor among them as a gap to explain.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable
 
@@ -19,13 +20,13 @@ from mutation.run import ROOT, changed_lines, load_equivalent, write_equivalent
 MOVED: dict[str, tuple[str, ...]] = {
     "icecommit.committer.committer.x__files_decide": ("icecommit.committer.planning.x__files_decide",),
     "icecommit.committer.committer.x__all_live": ("icecommit.committer.planning.x_all_live",),
-    "icecommit.committer.committer.x__field_ids": ("icecommit.committer.append.x__field_ids",),
+    "icecommit.committer.committer.x__field_ids": ("icecommit.committer.checkpoint_commit.x__field_ids",),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_record_landed_recommit": (
         "icecommit.committer.recording.xǁCheckpointRecorderǁlanded_recommit",
     ),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_staged_paths": ("icecommit.committer.staging.x_staged_paths",),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_snapshot_that_added": (
-        "icecommit.committer.append.x_snapshot_that_added",
+        "icecommit.committer.validators.x_snapshot_that_added",
     ),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_decide": (
         "icecommit.committer.planning.x_plan_checkpoint",
@@ -34,10 +35,10 @@ MOVED: dict[str, tuple[str, ...]] = {
     "icecommit.committer.committer.xǁGlobalCommitterǁabandon": ("icecommit.committer.fate.x_abandon",),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_claim": (
         "icecommit.committer.committer.xǁGlobalCommitterǁ_claim",
-        "icecommit.committer.append.x_claim_table",
+        "icecommit.committer.checkpoint_commit.x_claim_table",
     ),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_properties_with": (
-        "icecommit.committer.append.xǁAppendCheckpointǁ_properties_with",
+        "icecommit.committer.checkpoint_commit.xǁCommitCheckpointǁ_properties_with",
     ),
     "icecommit.committer.committer.xǁGlobalCommitterǁ_commit_prepared": (
         "icecommit.committer.committer.xǁGlobalCommitterǁ_commit_prepared",
@@ -52,6 +53,23 @@ MOVED: dict[str, tuple[str, ...]] = {
     "icecommit.core.lineage.x_removals_of": ("icecommit.catalog.removals.x_removals_of",),
     "icecommit.state.checkpoints.x__sqlite_rows": ("icecommit.state.samples.x__sqlite_rows",),
     "icecommit.state.checkpoints.x__copy_rows": ("icecommit.state.samples.x__copy_rows",),
+    # append.py became checkpoint_commit.py (CommitCheckpoint replaced AppendCheckpoint);
+    # snapshot_that_added went to the shared validators
+    "icecommit.committer.append.x__field_ids": ("icecommit.committer.checkpoint_commit.x__field_ids",),
+    "icecommit.committer.append.x_snapshot_that_added": (
+        "icecommit.committer.validators.x_snapshot_that_added",
+        "icecommit.committer.validators.x_live_files",
+    ),
+    # the manifest walks became the shared validators' live_files
+    "icecommit.committer.planning.x_all_live": ("icecommit.committer.validators.x_live_files",),
+    "icecommit.committer.append.xǁAppendCheckpointǁ_landed_since_plan": (
+        "icecommit.committer.checkpoint_commit.xǁCommitCheckpointǁ_landed_since_plan",
+    ),
+    "icecommit.committer.append.xǁAppendCheckpointǁ_properties_with": (
+        "icecommit.committer.checkpoint_commit.xǁCommitCheckpointǁ_properties_with",
+    ),
+    "icecommit.committer.append.xǁClaimTableǁcheck": ("icecommit.committer.checkpoint_commit.xǁClaimTableǁcheck",),
+    "icecommit.committer.append.xǁClaimTableǁfind": ("icecommit.committer.checkpoint_commit.xǁClaimTableǁfind",),
     "icecommit.committer.committer.xǁGlobalCommitterǁprepare": (
         "icecommit.committer.committer.xǁGlobalCommitterǁprepare_planned",
         "icecommit.committer.staging.x_stage_checkpoint",
@@ -64,23 +82,33 @@ def function_of(mutant: str) -> str:
     return mutant.rsplit("__mutmut_", 1)[0]
 
 
+@functools.cache
+def source_of_mutants() -> dict[str, str]:
+    """Every mutant in the last run's mutants/ (mutmut's .meta files), with its source file."""
+    mutants = ROOT / "mutants"
+    return {
+        name: meta.relative_to(mutants).as_posix().removesuffix(".meta")
+        for meta in sorted(mutants.rglob("*.meta"))
+        for name in json.loads(meta.read_text()).get("exit_code_by_key", {})
+    }
+
+
 def mutants_of(functions: Iterable[str]) -> list[str]:
-    """Every mutant of ``functions`` in the last run's mutants/ (mutmut's .meta files)."""
+    """Every mutant of ``functions`` in the last run's mutants/."""
     wanted = set(functions)
-    found = []
-    for meta in (ROOT / "mutants").rglob("*.meta"):
-        for name in json.loads(meta.read_text()).get("exit_code_by_key", {}):
-            if function_of(name) in wanted:
-                found.append(name)
-    return found
+    return [name for name in source_of_mutants() if function_of(name) in wanted]
 
 
 def main() -> None:
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
+    @functools.cache
     def change_of(name: str) -> str | None:
+        path = source_of_mutants().get(name)
+        if path is None:  # gone from the code
+            return None
         try:
-            return changed_lines(get_diff_for_mutant(name))
+            return changed_lines(get_diff_for_mutant(name, path=path))
         except Exception:  # gone from the code
             return None
 

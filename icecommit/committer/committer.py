@@ -186,7 +186,6 @@ class GlobalCommitter:
             staged_paths=lambda s: staged_paths(s, table), recommit=recommit, query_id=query_id,
         )  # fmt: skip
 
-    @observed_refusal
     def refuse(self, checkpoint_id: int, decision: Decision | CheckpointPlan) -> None:
         """Raise the error of a decision that refuses the checkpoint (rolled back, out of
         order, another streaming query's batch); nothing for any other decision."""
@@ -199,7 +198,6 @@ class GlobalCommitter:
 
     # -- phase 1 -----------------------------------------------------------------------
 
-    @observed_refusal
     def validate(self, checkpoint_id: int, results: Sequence[WriteResult], *, table: Table | None = None) -> None:
         """Run prepare's validation alone (nothing staged, nothing recorded), on ``table``
         (None: load it). Lets a caller that commits one checkpoint into several tables
@@ -246,7 +244,6 @@ class GlobalCommitter:
         assert prepared.state is not None  # a prepared plan always has its row
         return prepared.state
 
-    @observed_refusal
     def prepare_planned(
         self,
         checkpoint_id: int,
@@ -303,7 +300,6 @@ class GlobalCommitter:
 
     # -- phase 2 -----------------------------------------------------------------------
 
-    @observed
     def commit(self, checkpoint_id: int, *, plan: CheckpointPlan | None = None) -> CommitResult:
         """Commit every prepared checkpoint of this job up to ``checkpoint_id``, in order.
 
@@ -360,7 +356,6 @@ class GlobalCommitter:
             return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
         raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
 
-    @observed
     def recommit(self, checkpoint_id: int) -> CommitResult:
         """Commit again a checkpoint that a rollback removed from the branch.
 
@@ -388,7 +383,6 @@ class GlobalCommitter:
         logger.warning("re-committing checkpoint %d of job %s after a rollback", checkpoint_id, self.job_id)
         return self._commit_prepared(state, plan=plan)
 
-    @observed_recovery
     def recover(self) -> list[CommitResult]:
         """Commit, in order, every checkpoint of this job that was prepared and not committed.
 
@@ -522,3 +516,13 @@ class GlobalCommitter:
             recommit=plan.recommit,
             publish=lambda: self._completion.publish(self._latest or plan.table),
         )
+
+
+# Observed here rather than with decorators: mutmut (the mutation tests) leaves every
+# decorated function unmutated. Same wrappers, applied once, when the module is imported.
+GlobalCommitter.refuse = observed_refusal(GlobalCommitter.refuse)  # type: ignore[method-assign]
+GlobalCommitter.validate = observed_refusal(GlobalCommitter.validate)  # type: ignore[method-assign]
+GlobalCommitter.prepare_planned = observed_refusal(GlobalCommitter.prepare_planned)  # type: ignore[method-assign]
+GlobalCommitter.commit = observed(GlobalCommitter.commit)  # type: ignore[method-assign]
+GlobalCommitter.recommit = observed(GlobalCommitter.recommit)  # type: ignore[method-assign]
+GlobalCommitter.recover = observed_recovery(GlobalCommitter.recover)  # type: ignore[method-assign]

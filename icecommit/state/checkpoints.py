@@ -180,14 +180,14 @@ class CheckpointStore(MetricSampleStore):
         """The clock rows are stamped with."""
         return self._clock
 
-    @retried
     def get(self, job_id: str, table_name: str, checkpoint_id: int) -> CheckpointState | None:
         """The row of one checkpoint, or None."""
         with Session(self._engine) as session:
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one_or_none()
             return _to_state(row) if row is not None else None
 
-    @retried
+    get = retried(get)
+
     def records_in_all_tables(self, job_id: str, checkpoint_id: int) -> dict[str, int]:
         """Rows one checkpoint of a job wrote, per table (a routed batch writes several)."""
         query = select(CheckpointRow.table_name, CheckpointRow.records).where(
@@ -196,7 +196,8 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return {name: int(records or 0) for name, records in session.execute(query)}
 
-    @retried
+    records_in_all_tables = retried(records_in_all_tables)
+
     def in_range(
         self, table_name: str, *, job_id: str | None = None, since: datetime | None = None, until: datetime
     ) -> list[CheckpointState]:
@@ -219,21 +220,24 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return [_to_state(r) for r in session.execute(query).scalars()]
 
-    @retried
+    in_range = retried(in_range)
+
     def has_job(self, table_name: str, job_id: str) -> bool:
         """Whether ``job_id`` has any checkpoint of the table."""
         query = select(CheckpointRow.id).where(CheckpointRow.table_name == table_name, CheckpointRow.job_id == job_id)
         with Session(self._engine) as session:
             return session.execute(query.limit(1)).first() is not None
 
-    @retried
+    has_job = retried(has_job)
+
     def jobs(self, table_name: str) -> list[str]:
         """The jobs with checkpoints of the table, sorted."""
         query = select(CheckpointRow.job_id).where(CheckpointRow.table_name == table_name).distinct()
         with Session(self._engine) as session:
             return sorted(session.execute(query).scalars())
 
-    @retried
+    jobs = retried(jobs)
+
     def list(
         self,
         table_name: str,
@@ -254,7 +258,8 @@ class CheckpointStore(MetricSampleStore):
         with Session(self._engine) as session:
             return [_to_state(r) for r in session.execute(query).scalars()]
 
-    @retried
+    list = retried(list)
+
     def insert_prepared(
         self,
         *,
@@ -343,7 +348,8 @@ class CheckpointStore(MetricSampleStore):
                 raise
             return existing, False
 
-    @retried
+    insert_prepared = retried(insert_prepared)
+
     def replace_prepared(
         self,
         replaced: CheckpointState,
@@ -422,7 +428,8 @@ class CheckpointStore(MetricSampleStore):
             session.flush()
             return _to_state(row)
 
-    @retried
+    replace_prepared = retried(replace_prepared)
+
     def mark_rolled_back(
         self,
         table_name: str,
@@ -451,7 +458,8 @@ class CheckpointStore(MetricSampleStore):
                 changed += 1
         return changed
 
-    @retried
+    mark_rolled_back = retried(mark_rolled_back)
+
     def _set_if(
         self, job_id: str, table_name: str, checkpoint_id: int, statuses: tuple[str, ...], **values: object
     ) -> bool:
@@ -476,6 +484,8 @@ class CheckpointStore(MetricSampleStore):
                 getattr(row, k) == v for k, v in values.items() if not isinstance(v, datetime)
             )
 
+    _set_if = retried(_set_if)
+
     def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
         """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
         status, so it cannot overwrite a commit recorded meanwhile. Returns whether it did."""
@@ -484,7 +494,6 @@ class CheckpointStore(MetricSampleStore):
             status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock(),
         )  # fmt: skip
 
-    @retried
     def reopen_abandoned(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Undo an abandon that lost a race with a commit (the table holds the checkpoint)."""
         with Session(self._engine) as session, session.begin():
@@ -494,6 +503,8 @@ class CheckpointStore(MetricSampleStore):
                 row.abandon_reason = row.abandoned_by = None
                 row.abandoned_at = None
 
+    reopen_abandoned = retried(reopen_abandoned)
+
     def acknowledge(self, job_id: str, table_name: str, checkpoint_id: int, *, by: str) -> bool:
         """Record that someone acknowledged an abandoned checkpoint (reports then show it as
         information). Returns False when it is not abandoned."""
@@ -501,7 +512,6 @@ class CheckpointStore(MetricSampleStore):
             job_id, table_name, checkpoint_id, (ABANDONED,), acknowledged_by=by, acknowledged_at=self._clock()
         )
 
-    @retried
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)
         pairs back on the branch: committed again. Returns how many rows changed."""
@@ -513,6 +523,8 @@ class CheckpointStore(MetricSampleStore):
                     row.status = COMMITTED
                     changed += 1
         return changed
+
+    mark_restored = retried(mark_restored)
 
     def record_replay(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Count a commit call that found the checkpoint already committed (a replay: skipped).
@@ -545,21 +557,22 @@ class CheckpointStore(MetricSampleStore):
             if counted.rowcount == 0:  # type: ignore[attr-defined]
                 session.add(RefusalRow(table_name=table_name, job_id=job_id, kind=kind, count=1, **values))
 
-    @tried_once
     def record_unknown_outcome(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Count a commit attempt whose outcome was unknown."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             row.unknown_outcomes = (row.unknown_outcomes or 0) + 1
 
-    @retried
+    record_unknown_outcome = tried_once(record_unknown_outcome)
+
     def record_missing(self, job_id: str, table_name: str, checkpoint_id: int, missing: int) -> None:
         """Record how many staged files were missing from storage at the last commit try."""
         with Session(self._engine) as session, session.begin():
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             row.files_missing = missing
 
-    @retried
+    record_missing = retried(record_missing)
+
     def mark_committed(
         self,
         job_id: str,
@@ -599,3 +612,5 @@ class CheckpointStore(MetricSampleStore):
             row.committed_at = self._clock()
             session.flush()
             return _to_state(row)
+
+    mark_committed = retried(mark_committed)

@@ -59,7 +59,6 @@ class CompactionStore:
         self._engine = engine
         self._clock = clock
 
-    @retried
     def prepare(
         self,
         table_name: str,
@@ -80,6 +79,8 @@ class CompactionStore:
         except IntegrityError:
             if not is_retry() or not self._recorded(compaction_id):
                 raise  # a retry finds the group its lost try recorded; anything else is a bug
+
+    prepare = retried(prepare)
 
     def _recorded(self, compaction_id: str) -> bool:
         with Session(self._engine) as session:
@@ -105,7 +106,6 @@ class CompactionStore:
             if rows:
                 session.execute(insert(RewrittenRowsRow), rows)
 
-    @retried
     def committed(self, compaction_id: str, snapshot_id: int) -> None:
         """The group's snapshot landed."""
         with Session(self._engine) as session, session.begin():
@@ -115,7 +115,8 @@ class CompactionStore:
                 .values(status=COMMITTED, snapshot_id=snapshot_id, finished_at=self._clock())
             )
 
-    @retried
+    committed = retried(committed)
+
     def aborted(self, compaction_id: str) -> None:
         """The group was not committed and never will be: its lineage goes with it."""
         with Session(self._engine) as session, session.begin():
@@ -126,7 +127,8 @@ class CompactionStore:
                 .values(status=ABORTED, finished_at=self._clock())
             )
 
-    @retried
+    aborted = retried(aborted)
+
     def groups(self, table_name: str) -> list[CompactionRecord]:
         """The table's compaction groups, oldest first."""
         with Session(self._engine) as session:
@@ -150,7 +152,8 @@ class CompactionStore:
                 for r in rows
             ]
 
-    @retried
+    groups = retried(groups)
+
     def resolve_landed(self, table_name: str, landed: Mapping[str, int]) -> list[str]:
         """Mark committed every group of the table still ``prepared`` whose snapshot the
         table shows (``landed``: compaction id to the snapshot carrying it): its process
@@ -171,7 +174,8 @@ class CompactionStore:
                 )
         return marked
 
-    @retried
+    resolve_landed = retried(resolve_landed)
+
     def group_lineage(self, table_name: str) -> dict[str, dict[str, list[tuple[str, int]]]]:
         """Each group's own lineage (group id to input path to the outputs holding its rows),
         aborted groups left out: what a snapshot carrying a group's id did to its inputs."""
@@ -180,7 +184,8 @@ class CompactionStore:
             by_group[group][input_path].append((output_path, records))
         return {group: dict(inputs) for group, inputs in by_group.items()}
 
-    @retried
+    group_lineage = retried(group_lineage)
+
     def lineage(self, table_name: str) -> dict[str, list[tuple[str, int]]]:
         """Where each rewritten input file's rows went. An input that several groups list
         (a group that crashed, or was rolled back, then a later one) takes the latest
@@ -192,6 +197,8 @@ class CompactionStore:
             by_input[input_path][group].append((output_path, records))
             rank[group] = (status == COMMITTED, prepared_at, group)
         return {path: groups[max(groups, key=lambda g: rank[g])] for path, groups in by_input.items()}
+
+    lineage = retried(lineage)
 
     def _lineage_rows(self, table_name: str) -> list[tuple[str, str, int, str, str, datetime]]:
         """(input, output, rows, group, status, prepared at) of every group not aborted, in

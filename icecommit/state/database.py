@@ -263,11 +263,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def guarded(*, retried: bool) -> Callable[[F], F]:
-    """Decorate a method of a state store (anything with an ``_engine``): a transient
+    """Wrap a method of a state store (anything with an ``_engine``): a transient
     connection failure (see :func:`icecommit.core.connections.is_transient`) is retried
     with bounded backoff when ``retried`` (reads, and writes that are the same done once
     or twice), and whatever database error is left becomes
-    :class:`StateDatabaseUnavailableError` naming the database (password hidden)."""
+    :class:`StateDatabaseUnavailableError` naming the database (password hidden).
+
+    Applied after the method's ``def`` (``get = retried(get)``), not as a decorator:
+    mutmut, which runs the mutation tests, leaves every decorated function unmutated."""
 
     def decorate(method: F) -> F:
         @functools.wraps(method)

@@ -17,7 +17,6 @@ class TableForgetter:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    @retried
     def forget(self, table_name: str) -> int:
         """Delete every state row of ``table_name`` (checkpoints, their tasks, partitions
         and metrics, compactions and their lineage, reconciliation runs); the rows deleted."""
@@ -27,6 +26,8 @@ class TableForgetter:
                 if "table_name" in table.c:
                     deleted += connection.execute(delete(table).where(table.c.table_name == table_name)).rowcount
         return deleted
+
+    forget = retried(forget)
 
 
 def forget_table(engine: Engine, table_name: str) -> int:

@@ -45,7 +45,6 @@ class LeaseStore:
         self._engine = engine
         self._clock = clock
 
-    @retried
     def acquire(self, name: str, holder: str, duration: timedelta) -> bool:
         """Take (or renew) the lease for ``duration``: True when ``holder`` has it now,
         False when another holder's lease has not lapsed."""
@@ -68,13 +67,15 @@ class LeaseStore:
         except IntegrityError:  # another process inserted it first
             return False
 
-    @retried
+    acquire = retried(acquire)
+
     def release(self, name: str, holder: str) -> None:
         """Give the lease up, if ``holder`` still has it."""
         with Session(self._engine) as session, session.begin():
             session.execute(delete(LeaseRow).where(LeaseRow.name == name, LeaseRow.holder == holder))
 
-    @retried
+    release = retried(release)
+
     def current(self, name: str) -> Lease | None:
         """The lease as it stands (lapsed or not), None when nobody holds it."""
         with Session(self._engine) as session:
@@ -82,6 +83,8 @@ class LeaseStore:
             if row is None:
                 return None
             return Lease(row.name, row.holder, _at(row.acquired_us), _at(row.expires_us))
+
+    current = retried(current)
 
 
 __all__ = ["Lease", "LeaseStore"]

@@ -51,7 +51,6 @@ class MaintenanceRunStore:
         with counted_or_logged(f"the {kind} of {table_name}"), Session(self._engine) as session, session.begin():
             session.add(row)
 
-    @retried
     def totals(self, tables: set[str] | None = None) -> list[MaintenanceTotals]:
         """Per table and kind: the runs, their seconds and counts summed, the last finish."""
         query = select(MaintenanceRunRow.table_name, MaintenanceRunRow.kind, MaintenanceRunRow.finished_at,
@@ -71,10 +70,13 @@ class MaintenanceRunStore:
                 )  # fmt: skip
         return [found[k] for k in sorted(found)]
 
-    @retried
+    totals = retried(totals)
+
     def count(self, table_name: str, kind: str) -> int:
         """How many runs of ``kind`` on ``table_name`` are recorded."""
         with Session(self._engine) as session:
             query = select(func.count()).where(MaintenanceRunRow.table_name == table_name,
                                                MaintenanceRunRow.kind == kind)  # fmt: skip
             return int(session.execute(query).scalar_one())
+
+    count = retried(count)

@@ -93,7 +93,6 @@ class PartitionStatusStore:
         self._engine = engine
         self._clock = clock
 
-    @retried
     def watermark_through(self, job_id: str, table_name: str, checkpoint_id: int) -> int | None:
         """The job's watermark once ``checkpoint_id`` is committed: the largest event time
         of its checkpoints up to that one (checkpoints commit in order)."""
@@ -106,7 +105,8 @@ class PartitionStatusStore:
             value = session.execute(query).scalar_one_or_none()
         return int(value) if value is not None else None
 
-    @retried
+    watermark_through = retried(watermark_through)
+
     def late_records_in(self, job_id: str, table_name: str, checkpoint_id: int) -> int:
         """Records of a checkpoint that fall into partitions already published complete."""
         query = (
@@ -128,6 +128,8 @@ class PartitionStatusStore:
         with Session(self._engine) as session:
             return int(session.execute(query).scalar_one())
 
+    late_records_in = retried(late_records_in)
+
     def _watermarks(self, session: Session, table_name: str, writers: Sequence[str]) -> dict[str, WriterMark]:
         marks: dict[str, WriterMark] = {}
         for job in writers:
@@ -143,7 +145,6 @@ class PartitionStatusStore:
             )
         return marks
 
-    @retried
     def record_policy(
         self,
         table_name: str,
@@ -171,7 +172,8 @@ class PartitionStatusStore:
                 row.writers, row.lateness_s, row.idle_timeout_s = values.values()  # type: ignore[assignment]
                 row.recorded_by, row.recorded_at = recorded_by, self._clock()
 
-    @retried
+    record_policy = retried(record_policy)
+
     def policy(self, table_name: str) -> tuple[tuple[str, ...], timedelta, timedelta | None] | None:
         """The recorded policy (writers, lateness, idle timeout), None when no committer
         with a completeness policy has committed to the table yet."""
@@ -182,6 +184,8 @@ class PartitionStatusStore:
             idle = timedelta(seconds=row.idle_timeout_s) if row.idle_timeout_s is not None else None
             return tuple(row.writers.split(",")), timedelta(seconds=row.lateness_s), idle
 
+    policy = retried(policy)
+
     def _totals(self, session: Session, table_name: str, field: str) -> dict[int, int]:
         query = (
             select(CheckpointPartitionRow.partition_value, func.sum(CheckpointPartitionRow.records))
@@ -190,7 +194,6 @@ class PartitionStatusStore:
         )
         return {int(v): int(n) for v, n in session.execute(query)}
 
-    @retried
     def publish(
         self,
         table_name: str,
@@ -263,11 +266,12 @@ class PartitionStatusStore:
                     raise
         return []
 
+    publish = retried(publish)
+
     def undelivered(self, table_name: str) -> list[PartitionStatus]:
         """Published partitions whose completion callback has not returned yet."""
         return [s for s in self.statuses(table_name) if s.notified_at is None]
 
-    @retried
     def mark_notified(self, status: PartitionStatus) -> None:
         """Record that the completion callback for ``status`` returned."""
         with Session(self._engine) as session, session.begin():
@@ -280,7 +284,8 @@ class PartitionStatusStore:
             ).scalar_one()
             row.notified_at = self._clock()
 
-    @retried
+    mark_notified = retried(mark_notified)
+
     def statuses(self, table_name: str) -> list[PartitionStatus]:
         """Every published partition of the table, oldest partition first, with its
         committed and late record counts as of now."""
@@ -296,6 +301,8 @@ class PartitionStatusStore:
             for field in {r.partition_field for r in rows}:
                 totals[field] = self._totals(session, table_name, field)
             return [self._status(r, totals[r.partition_field].get(r.partition_value, 0)) for r in rows]
+
+    statuses = retried(statuses)
 
     @staticmethod
     def _status(row: PartitionStatusRow, records: int) -> PartitionStatus:

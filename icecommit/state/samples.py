@@ -173,13 +173,13 @@ class MetricSampleStore:
             return
         session.execute(insert(MetricRow), [dict(zip(_METRIC_COLUMNS, row, strict=True)) for row in rows])
 
-    @tried_once
     def record_samples(self, job_id: str, table_name: str, checkpoint_id: int, samples: Sequence[MetricSample]) -> None:
         """Add metrics rows for a checkpoint (for example source counts a caller declares)."""
         with Session(self._engine) as session, session.begin():
             self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
 
-    @retried
+    record_samples = tried_once(record_samples)
+
     def record_query_input(
         self,
         job_id: str,
@@ -219,7 +219,8 @@ class MetricSampleStore:
             )
             self._add_metrics(session, job_id, table_name, checkpoint_id, [MetricSample(stage, None, records)])
 
-    @retried
+    record_query_input = retried(record_query_input)
+
     def window_totals(self, job_id: str, table_name: str, checkpoint_id: int, stage: str) -> dict[datetime | None, int]:
         """Records per window at ``stage``, from the accepted task attempts only."""
         query = (
@@ -238,7 +239,8 @@ class MetricSampleStore:
                 (as_utc(window) if window is not None else None): int(total) for window, total in session.execute(query)
             }
 
-    @retried
+    window_totals = retried(window_totals)
+
     def clear_committed_metrics(self, job_id: str, table_name: str, checkpoint_id: int) -> None:
         """Drop a rolled-back checkpoint's committed-stage metrics before it is committed
         again, so that nothing counts twice (its status stays until the commit records it)."""
@@ -251,3 +253,5 @@ class MetricSampleStore:
                     MetricRow.stage == STAGE_COMMITTED,
                 )
             )
+
+    clear_committed_metrics = retried(clear_committed_metrics)

@@ -19,14 +19,14 @@ class WriteModelStore:
         self._engine = engine
         self._clock = clock
 
-    @retried
     def shuffle_ratio(self, table_name: str) -> float | None:
         """The ratio the table's last bin-packed write left, None before the first."""
         with Session(self._engine) as session:
             row = session.get(WriteModelRow, table_name)
             return float(row.shuffle_ratio) if row is not None else None
 
-    @tried_once
+    shuffle_ratio = retried(shuffle_ratio)
+
     def record_shuffle_ratio(self, table_name: str, ratio: float) -> None:
         """Keep ``ratio`` for the table's next bin-packed write."""
         with Session(self._engine) as session, session.begin():
@@ -37,3 +37,5 @@ class WriteModelStore:
                 )
             else:
                 row.shuffle_ratio, row.writes, row.updated_at = ratio, row.writes + 1, self._clock()
+
+    record_shuffle_ratio = tried_once(record_shuffle_ratio)
