@@ -66,6 +66,8 @@ class Output(Protocol):
 
     def abandoned(self, state: CheckpointState) -> None: ...
 
+    def held(self, table: str, rows: list[CheckpointState]) -> None: ...
+
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
@@ -187,6 +189,14 @@ class JsonOutput:
 
     def abandoned(self, state: CheckpointState) -> None:
         self._emit(_plain(state))
+
+    def held(self, table: str, rows: list[CheckpointState]) -> None:
+        held = []
+        for state in rows:
+            document = _plain(state)
+            document["check_results"] = json.loads(state.check_results) if state.check_results else []
+            held.append(document)
+        self._emit({"table": table, "held": held})
 
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None:
         checkpoints = []
@@ -480,6 +490,24 @@ class TextOutput:
             )
         for name in ignored:
             self.console.print(f"  could not read table {name}: ignored as asked", highlight=False, soft_wrap=True)
+
+    def held(self, table: str, rows: list[CheckpointState]) -> None:
+        if not rows:
+            self.console.print(f"{table}: no checkpoint is held", highlight=False)
+        for state in rows:
+            waiting = "queued behind an earlier one" if state.hold_reason == "queued" else f"held ({state.hold_reason})"
+            if state.status != "held":
+                waiting += ", not committed to the branch yet (recover commits it)"
+            self.console.print(
+                f"{table}: checkpoint {state.checkpoint_id} of job {state.job_id} {waiting} on branch "
+                f"{state.audit_branch}: {state.records:,} records",
+                highlight=False, soft_wrap=True,
+            )  # fmt: skip
+            for result in json.loads(state.check_results) if state.check_results else []:
+                verdict = "ok  " if result["ok"] else "FAIL"
+                self.console.print(
+                    f"  {verdict} {result['check']}: {result['detail']}", highlight=False, soft_wrap=True
+                )
 
     def abandoned(self, state: CheckpointState) -> None:
         acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""

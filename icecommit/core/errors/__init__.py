@@ -76,6 +76,7 @@ from icecommit.core.errors.outcome import (
 )
 from icecommit.core.errors.refused import (
     CheckpointCommittedError,
+    CheckpointHeldError,
     CheckpointOutOfOrderError,
     CheckpointReusedError,
     CheckpointRolledBackError,
@@ -88,6 +89,7 @@ __all__ = [
     "ChangeTypeError",
     "CheckpointCommittedError",
     "CheckpointFeatureError",
+    "CheckpointHeldError",
     "CheckpointNotFoundError",
     "CheckpointOutOfOrderError",
     "CheckpointRefusedError",
