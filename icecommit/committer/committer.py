@@ -463,7 +463,7 @@ class GlobalCommitter:
     ) -> CommitResult:
         checkpoint_id = state.checkpoint_id
         require_supported(state)  # a later version's checkpoint is never committed as a plain append
-        state = holding.route(self, self._gate, state, self._latest or self.load_table())  # its checks, once
+        state = holding.route(self, self._gate, state, lambda: self._latest or self.load_table())  # checks, once
         if state.audit_branch not in (None, self.branch):  # it waits on its audit branch
             return holding.settle(self._gate, state, holding.hold(self, state))
         if plan is None:

@@ -17,7 +17,7 @@ import copy
 import dataclasses
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -84,25 +84,24 @@ def decide(
     received, its source count when none was declared or reported) and, when it must wait,
     the audit branch and why. Empty when there is nothing to decide (no checks, no manual
     release, nothing of the job held before it)."""
+    if gate is None:  # a job that asks for no checks goes straight on (it reads no state for them)
+        return {}
     name = table_name(table)
     before = [s for s in store.waiting(name, job_id) if s.checkpoint_id < checkpoint_id]
-    if (gate is None or (not gate.checks and gate.publish == "auto")) and not before:
+    if not gate.checks and gate.publish == "auto" and not before:
         return {}
     results: tuple[CheckResult, ...] = ()
-    if gate is not None and gate.checks:
+    if gate.checks:
         facts = CheckpointFacts.of_files(
             files, table.schema(), now=store.clock(), source_records=source_count(store, job_id, name, checkpoint_id,
                                                                                   received),
             rows=lambda: _rows(table, files),
         )  # fmt: skip
         results = evaluate_checks(gate.checks, facts)
-    reason = hold_reason(
-        checks_passed=all(r.ok for r in results), publish=gate.publish if gate is not None else "auto",
-        held_before=bool(before),
-    )  # fmt: skip
+    reason = hold_reason(checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before))
     branch = None
     if reason is not None:  # behind a held one: on its branch; else the job's
-        branch = before[-1].audit_branch if before else audit_branch(job_id, gate.audit_branch if gate else None)
+        branch = before[-1].audit_branch if before else audit_branch(job_id, gate.audit_branch)
     failed = [r for r in results if not r.ok]
     if failed:
         logger.warning(
@@ -116,20 +115,19 @@ def decide(
     }
 
 
-def route(committer: GlobalCommitter, gate: Gate | None, state: CheckpointState, table: Table) -> CheckpointState:
+def route(
+    committer: GlobalCommitter, gate: Gate | None, state: CheckpointState, table: Callable[[], Table]
+) -> CheckpointState:
     """Where prepared checkpoint ``state`` goes, for a row prepared without a decision (by
     an earlier version, or a committer given its gate only at commit): decided as
     :func:`decide` does, on its staged files, and recorded once. Returns its row as
     recorded (unchanged when decided before, or when there is nothing to decide)."""
-    if state.check_results is not None or state.audit_branch is not None:
-        return state  # decided before: a replay commits it where it was sent
-    if (gate is None or (not gate.checks and gate.publish == "auto")) and not [
-        s for s in committer.store.waiting(state.table_name, state.job_id) if s.checkpoint_id < state.checkpoint_id
-    ]:
-        return state
+    if gate is None or state.check_results is not None or state.audit_branch is not None:
+        return state  # decided before (a replay commits it where it was sent), or nothing asked
+    loaded = table()
     decided = decide(
-        committer.store, gate, job_id=state.job_id, table=table, checkpoint_id=state.checkpoint_id,
-        files=read_staged(state, table), received=state.source_records,
+        committer.store, gate, job_id=state.job_id, table=loaded, checkpoint_id=state.checkpoint_id,
+        files=read_staged(state, loaded), received=state.source_records,
     )  # fmt: skip
     if not decided:
         return state

@@ -69,6 +69,7 @@ from icecommit.core.errors.input import (
     ValidationError,
 )
 from icecommit.core.errors.outcome import (
+    CheckpointHeldError,
     CommitConflictError,
     CommitStateUnknownError,
     OverwriteConflictError,
@@ -76,7 +77,6 @@ from icecommit.core.errors.outcome import (
 )
 from icecommit.core.errors.refused import (
     CheckpointCommittedError,
-    CheckpointHeldError,
     CheckpointOutOfOrderError,
     CheckpointReusedError,
     CheckpointRolledBackError,
