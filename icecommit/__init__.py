@@ -14,9 +14,12 @@ from icecommit.committer import (
     RoutedCommitResult,
     publish_complete_partitions,
 )
+from icecommit.committer.release import discard_checkpoint as discard
+from icecommit.committer.release import publish_checkpoint as publish
 from icecommit.committer.table_creation import create_table
 from icecommit.core.datafiles import DataFileRecord, WriteResult
 from icecommit.core.errors import (
+    CheckpointHeldError,
     CheckpointNotFoundError,
     CheckpointRolledBackError,
     CommitConflictError,
@@ -69,6 +72,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CheckpointHeldError",
     "CheckpointNotFoundError",
     "CheckpointRolledBackError",
     "CommitConflictError",
@@ -97,8 +101,10 @@ __all__ = [
     "compact",
     "connect",
     "create_table",
+    "discard",
     "maintain",
     "plan_compaction",
+    "publish",
     "publish_complete_partitions",
     "reconcile",
     "scan_at_event_time",

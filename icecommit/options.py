@@ -18,10 +18,13 @@ from pyiceberg.table import Table
 
 from icecommit.committer import modes
 from icecommit.committer.completion import PartitionCompleteness
+from icecommit.committer.holding import Gate
 from icecommit.core.ancestry import MAIN_BRANCH
+from icecommit.core.checks import Check
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.evolution import checked_mode
 from icecommit.core.identifiers import checked_file_size, table_name
+from icecommit.core.publishing import audit_branch, checked_on_check_failure, checked_publish
 from icecommit.core.write_modes import APPEND
 from icecommit.maintenance.policy import MaintenancePolicy
 
@@ -67,6 +70,15 @@ class WriteOptions:
             deletes; Debezium's ``op``); not stored in the table.
         order_by: the column(s) whose largest value picks the row of a key that several
             rows of one checkpoint hold (without it, such rows are refused).
+        checks: what each checkpoint's rows must pass before they reach readers
+            (:mod:`icecommit.checks`): a list for every table, or a mapping from table name
+            to list for a routed write. A checkpoint that fails one is held on the job's
+            audit branch (see :mod:`icecommit.committer.holding`).
+        on_check_failure: ``raise`` (default: the write raises ``CheckpointHeldError``) or
+            ``queue`` (the job goes on; its later checkpoints wait behind the held one).
+        publish: ``auto`` (default: a checkpoint whose checks pass reaches readers) or
+            ``manual`` (every checkpoint waits on the audit branch until it is published).
+        audit_branch: the branch held checkpoints wait on (default ``icecommit-audit-<job>``).
     """
 
     route_by: str | None = None
@@ -88,8 +100,13 @@ class WriteOptions:
     key: Sequence[str] | None = None
     change_column: str | None = None
     order_by: str | Sequence[str] | None = None
+    checks: Sequence[Check] | Mapping[str, Sequence[Check]] | None = field(default=None, hash=False)
+    on_check_failure: str | None = None
+    publish: str | None = None
+    audit_branch: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_gate()
         # the rest is checked where it is used, with the messages callers already know
         if self.dead_letter is not None:
             object.__setattr__(self, "dead_letter", table_name(self.dead_letter))
@@ -149,6 +166,38 @@ class WriteOptions:
             return list(spec[table])
         found = [list(spec[v]) for v, name in routes.items() if name == table and v in spec]
         return found[0] if found else []
+
+    def _check_gate(self) -> None:
+        checked_on_check_failure(self.on_check_failure)
+        checked_publish(self.publish)
+        if self.audit_branch is not None:
+            audit_branch("job", self.audit_branch)
+        given = self.checks
+        if given is None:
+            return
+        lists = list(given.values()) if isinstance(given, Mapping) else [given]
+        for checks in lists:
+            if isinstance(checks, (str, bytes)) or not all(isinstance(c, Check) for c in checks):
+                raise InvalidArgumentError(
+                    "checks", checks, "a list of icecommit.checks (checks.row_count(min=1), ...), or a mapping from "
+                    "table name to such a list",
+                )  # fmt: skip
+        if isinstance(given, Mapping):
+            object.__setattr__(self, "checks", {table_name(k): tuple(v) for k, v in given.items()})
+        else:
+            object.__setattr__(self, "checks", tuple(given))
+
+    def gate_of(self, table: str) -> Gate | None:
+        """What ``table``'s checkpoints pass before they reach readers (None: nothing)."""
+        given = self.checks  # a list is every routed table's, not the dead-letter table's
+        if isinstance(given, Mapping):
+            checks = tuple(given.get(table, ()))
+        else:
+            checks = tuple(given or ()) if table != self.dead_letter else ()
+        publish = checked_publish(self.publish)
+        if not checks and publish == "auto" and self.audit_branch is None:
+            return None
+        return Gate(checks, checked_on_check_failure(self.on_check_failure), publish, self.audit_branch)
 
     def mode_of(self, table: str) -> str | None:
         """The write mode ``table`` is written under (None: the table's

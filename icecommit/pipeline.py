@@ -32,6 +32,7 @@ from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.committer.retry import RetryPolicy
 from icecommit.committer.schema_change import create_for_checkpoint, evolve
 from icecommit.committer.staging import lost_files
+from icecommit.core.checks import validate_checks
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.decision import Action
 from icecommit.core.errors import (
@@ -224,6 +225,8 @@ class _Landing:
                 self.tables[name] = self._table(df, name, routes)
                 # before any Spark job
                 check_table_properties(self.tables[name].metadata, write_modes=tuple(modes.MODES))
+                gate = self.options.gate_of(name)
+                validate_checks(gate.checks if gate is not None else (), self.tables[name].schema())
         if not self._reads_twice(routed):
             return self._land(given, df, target, names, routes)
         # A streaming batch this landing reads more than once (an upsert's checks and keys,
@@ -268,6 +271,7 @@ class _Landing:
                 query_id=self.query_id,
                 store=self.store,
                 key_lookup=SparkKeyLookup(df.sparkSession),  # an upsert's keys, looked up by Spark tasks
+                gate=self.options.gate_of(name),
             )
         pending = self._settle()
         df = self._changes(source, df, pending, routes)  # an upsert's rows, one per key; its keys kept

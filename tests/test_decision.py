@@ -22,6 +22,8 @@ CASES = [
     ("abandoned", 9, StateView("abandoned"), NEW_TABLE, False, Action.ABANDONED),
     ("abandoned, even if asked to recommit", 5, StateView("abandoned"), EXPIRED, True, Action.ABANDONED),
     ("committed empty", 5, StateView("committed", None), COMPLETE, False, Action.EMPTY),
+    ("held on its audit branch", 5, StateView("held", 12), OFF, False, Action.HELD),
+    ("held, landed on the branch since (published)", 7, StateView("held", 12), IN, False, Action.ALREADY_IN),
     # recorded when its snapshot was already gone and its files rewritten (found by the soak)
     (
         "another streaming query's batch",
@@ -101,6 +103,8 @@ FULL = {
     "abandoned": (None, "abandoned by an operator"),
     "abandoned, even if asked to recommit": (None, "abandoned by an operator"),
     "committed empty": (None, "committed with no data files"),
+    "held on its audit branch": (12, "held on the job's audit branch until it is published"),
+    "held, landed on the branch since (published)": (11, "in the branch's ancestry"),
     "another streaming query's batch": (11, "batch of streaming query q-old"),
     "committed with files, snapshot unknown": (None, "committed; its snapshot was expired since"),
     "recorded rolled back": (10, "a rollback removed it (recorded)"),

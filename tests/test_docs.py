@@ -64,6 +64,8 @@ NOT_RUN = {
     ("docs/production.md", "python -m venv env && env/bin/pip instal"): _CLUSTER,
     ("docs/production.md", "spark-submit --master yarn --deploy-mode"): _CLUSTER,
     ("docs/production.md", "spark-submit --master k8s://https://kube"): _CLUSTER,
+    ("docs/guide/checks-and-publishing.md", "icecommit held shop.events [--job events"): _SYNOPSIS
+    + " (tests/cli/test_release_cli.py)",
 }  # fmt: skip
 
 #: What a page's prose assumes before its first block. getting-started.md has none: a user
@@ -154,6 +156,11 @@ PRINTS = {
     ("README.md", "import pyarrow as pa"): ["committed 2", "True"],
     ("docs/index.md", "import pyarrow as pa"): ["committed 2", "True"],
     ("docs/getting-started.md", "import pyarrow as pa"): ["True 100", "50"],
+    ("docs/guide/checks-and-publishing.md", "import icecommit as ic"): [
+        "committed [True, True, True, True, True]",
+        "held ['accepted_values(kind, [click, view])', 'in_range(amount, min=0)']",
+        "6",
+    ],
     ("docs/guide/row-level-writes.md", "# a Debezium-like change feed into ns.users (id, state): op c/r/u/d "
      "says what a change is,"): [
         "[{'id': 1, 'state': 'paid'}, {'id': 2, 'state': 'new'}]",

@@ -52,6 +52,7 @@ EXPECTED = {
     "CheckpointReusedError": CheckpointRefusedError,
     "CommitConflictError": CommitOutcomeError,
     "PlanChangedError": CommitOutcomeError,
+    "CheckpointHeldError": CommitOutcomeError,
     "OverwriteConflictError": CommitOutcomeError,
     "OverwriteSpansFileError": EnvironmentFailureError,
     "EqualityDeletesError": EnvironmentFailureError,

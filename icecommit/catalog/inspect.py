@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,10 +14,11 @@ from pyiceberg.table import Table
 from icecommit.catalog.tables import resolve_table
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
+from icecommit.core.check_values import CheckResult
 from icecommit.core.completeness import partition_value, time_partition
 from icecommit.core.errors import InvalidArgumentError, JobNotFoundError
 from icecommit.core.identifiers import checked_duration, table_name
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointStore
+from icecommit.state.checkpoints import ROLLED_BACK, CheckpointState, CheckpointStore
 from icecommit.state.database import state_engine, state_uri
 from icecommit.state.partitions import PartitionStatus, PartitionStatusStore
 from icecommit.state.samples import SourceRange
@@ -46,7 +48,8 @@ class CheckpointInfo:
 
     Attributes:
         status: ``prepared`` (pending), ``committed``, ``rolled-back`` (a rollback, by
-            icecommit or another tool, removed it) or ``abandoned``.
+            icecommit or another tool, removed it), ``abandoned`` (discarded too) or
+            ``held`` (committed to its job's audit branch, waiting for a release).
         in_ancestry: the branch's ancestry holds its snapshot (False after expiry too).
         files_created / files_committed / files_skipped / files_missing: the publishing
             counters: files its writers made, files its commit added, files found already
@@ -82,6 +85,22 @@ class CheckpointInfo:
     features: tuple[str, ...] = ()
     #: the schema id the checkpoint's own schema change made (None: it changed none)
     changed_schema_id: int | None = None
+    #: its checks' results (empty: it had none)
+    checks: tuple[CheckResult, ...] = ()
+    #: the audit branch it waits on, or waited on before it was published or discarded
+    #: (None: it went to the branch asked for), and why: ``checks``, ``manual``, ``queued``
+    audit_branch: str | None = None
+    hold_reason: str | None = None
+    #: who published it from its audit branch, when, why, and whether past a failed check
+    published_by: str | None = None
+    published_at: datetime | None = None
+    publish_reason: str | None = None
+    publish_forced: bool = False
+
+    @property
+    def checks_failed(self) -> bool:
+        """Whether one of its checks failed."""
+        return any(not r.ok for r in self.checks)
 
 
 @dataclass(frozen=True)
@@ -195,7 +214,10 @@ def list_checkpoints(
 ) -> list[CheckpointInfo]:
     """Checkpoints of a table: committed ones from the branch's ancestry, pending ones from
     the checkpoint table, ordered by job and checkpoint id. Those another branch holds and
-    this one does not are that branch's to list, not this one's.
+    this one does not are that branch's to list, not this one's, except those that wait on
+    (or were discarded from) a job's audit branch: held and queued ones are listed
+    ``held``, discarded ones ``abandoned``, each with its audit branch, why it was held and
+    its checks' results; a published one is ``committed``, with who published it.
 
     Raises:
         JobNotFoundError: ``job_id`` has no checkpoints there (names the jobs that do).
@@ -212,8 +234,8 @@ def list_checkpoints(
     rows: dict[tuple[str, int], CheckpointInfo] = {}
     for state in store.list(name, job_id=job_id):
         key = (state.job_id, state.checkpoint_id)
-        if key in elsewhere:
-            continue
+        if key in elsewhere and state.audit_branch in (None, branch):
+            continue  # not one held back from this branch: that branch's to list
         landed = in_ancestry.get(key)
         status = ROLLED_BACK if landed is None and key in off_branch and state.committed else state.status
         rows[key] = CheckpointInfo(
@@ -236,6 +258,13 @@ def list_checkpoints(
             features=state.features,
             changed_schema_id=state.schema_id,
             source_offsets=state.source_offsets,
+            checks=_checks_of(state),
+            audit_branch=state.audit_branch,
+            hold_reason=state.hold_reason,
+            published_by=state.published_by,
+            published_at=state.published_at,
+            publish_reason=state.publish_reason,
+            publish_forced=state.publish_forced,
         )
     for key, landed in in_ancestry.items():
         if key in rows:
@@ -258,6 +287,11 @@ def list_checkpoints(
         jobs = {c.job_id for c in ancestry.committed_checkpoints(loaded.metadata, branch)} | set(store.jobs(name))
         raise JobNotFoundError(name, job_id, sorted(jobs))
     return [rows[k] for k in sorted(rows)]
+
+
+def _checks_of(state: CheckpointState) -> tuple[CheckResult, ...]:
+    """The check results recorded with a checkpoint (none when it had no checks)."""
+    return tuple(CheckResult.from_dict(r) for r in json.loads(state.check_results)) if state.check_results else ()
 
 
 def partition_status(catalog: Catalog, table: Table | str) -> list[PartitionStatus]:

@@ -20,6 +20,7 @@ from icecommit.cli.output import Output
 from icecommit.cli.progress_display import display_factory
 from icecommit.core import progress
 from icecommit.core.errors import (
+    CheckpointHeldError,
     CheckpointRefusedError,
     CommitOutcomeError,
     EnvironmentFailureError,
@@ -33,9 +34,12 @@ from icecommit.state import dispose_state_engines
 #: The exit codes (the help's epilog and docs/operations/runbooks.md list them): 0 success, 1 the command ran
 #: and found a problem, 2 usage or input (invalid input, or a checkpoint the decision
 #: refused), 3 commit outcome (unknown: run recover; conflict: retry later), 4 environment
-#: (the catalog, the state database or storage failed: an operator acts).
+#: (the catalog, the state database or storage failed: an operator acts), 5 a checkpoint held on its
+#: audit branch because a check failed (publish or discard it).
 EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, EXIT_OUTCOME, EXIT_ENVIRONMENT = 0, 1, 2, 3, 4
 EXIT_UNKNOWN = EXIT_OUTCOME
+#: A checkpoint held on its audit branch (a failed check): its own code, for schedulers.
+EXIT_HELD = 5
 _EXIT_OF_FAMILY: dict[type[IcecommitError], int] = {
     InvalidInputError: EXIT_USAGE,
     CheckpointRefusedError: EXIT_USAGE,
@@ -91,7 +95,8 @@ def _run(ctx: Context, action: Callable[[], None]) -> None:
         raise  # click prints its own usage errors
     except IcecommitError as e:
         family = family_of(e)
-        _fail(ctx, e, _EXIT_OF_FAMILY[family] if family is not None else EXIT_USAGE)
+        held = isinstance(e, CheckpointHeldError)
+        _fail(ctx, e, EXIT_HELD if held else _EXIT_OF_FAMILY[family] if family is not None else EXIT_USAGE)
     except _USAGE_ERRORS as e:
         _fail(ctx, e, EXIT_USAGE)
     except Exception as e:  # never a bare traceback: say what failed, and how to see more

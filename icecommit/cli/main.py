@@ -45,6 +45,7 @@ from icecommit.cli.context import (
 from icecommit.cli.maintenance import MAINTENANCE_COMMANDS
 from icecommit.cli.metrics import metrics
 from icecommit.cli.output import JsonOutput, TextOutput
+from icecommit.cli.release_commands import RELEASE_COMMANDS
 from icecommit.committer.completion import publish_complete_partitions
 from icecommit.committer.results import CommitResult
 from icecommit.core.ancestry import MAIN_BRANCH
@@ -330,9 +331,7 @@ def checkpoints(ctx: Context, table: str, job: str | None, branch: str) -> None:
     Example:
       icecommit checkpoints demo.clickstream --job clickstream-demo
     """
-    _run(
-        ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job, branch=branch))
-    )
+    _run(ctx, lambda: ctx.output.checkpoints(table, list_checkpoints(ctx.catalog(), table, job_id=job, branch=branch)))
 
 
 @cli.command()
@@ -475,7 +474,7 @@ def reconcile(
     _run(ctx, action)
 
 
-for _command in (*MAINTENANCE_COMMANDS, metrics):
+for _command in (*MAINTENANCE_COMMANDS, *RELEASE_COMMANDS, metrics):
     cli.add_command(_command)
 
 

@@ -66,6 +66,8 @@ class Output(Protocol):
 
     def abandoned(self, state: CheckpointState) -> None: ...
 
+    def held(self, table: str, rows: list[CheckpointState]) -> None: ...
+
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None: ...
 
     def error(self, message: str, code: int) -> None: ...
@@ -124,7 +126,12 @@ class JsonOutput:
         self._emit({"table": table, "snapshots": _plain(rows)})
 
     def checkpoints(self, table: str, rows: list[CheckpointInfo]) -> None:
-        self._emit({"table": table, "checkpoints": _plain(rows)})
+        documents = []
+        for row in rows:
+            document = _plain(row)
+            document["checks_failed"] = row.checks_failed
+            documents.append(document)
+        self._emit({"table": table, "checkpoints": documents})
 
     def tables(self, namespace: str | None, rows: list[TableInfo]) -> None:
         self._emit({"namespace": namespace, "tables": _plain(rows)})
@@ -188,6 +195,14 @@ class JsonOutput:
     def abandoned(self, state: CheckpointState) -> None:
         self._emit(_plain(state))
 
+    def held(self, table: str, rows: list[CheckpointState]) -> None:
+        held = []
+        for state in rows:
+            document = _plain(state)
+            document["check_results"] = json.loads(state.check_results) if state.check_results else []
+            held.append(document)
+        self._emit({"table": table, "held": held})
+
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None:
         checkpoints = []
         for result in results:
@@ -211,6 +226,29 @@ def _age(milliseconds: int) -> str:
 
 def _time(value: datetime | None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def _release(row: CheckpointInfo) -> str:
+    """What a checkpoint's checks said and where they sent it: held (why, on which audit
+    branch, the checks that failed), published (by whom, forced or not) or discarded."""
+    failed = [r.check for r in row.checks if not r.ok]
+    checks = f"failed {', '.join(failed)}" if failed else f"{len(row.checks)} check(s) passed" if row.checks else ""
+    branch = row.audit_branch
+    if branch is None:
+        return checks
+    if row.status in ("held", "prepared"):
+        waits = "queued behind an earlier one" if row.hold_reason == "queued" else f"held ({row.hold_reason})"
+        said = f"{waits} on {branch}" + ("" if row.status == "held" else ", not committed to it yet")
+    elif row.published_by is not None:
+        why = f": {row.publish_reason}" if row.publish_reason else ""
+        said = f"published from {branch} by {row.published_by} {_time(row.published_at)}" + (
+            f" (forced{why})" if row.publish_forced else why
+        )
+    elif row.status == "abandoned":
+        said = f"discarded from {branch}"
+    else:
+        said = f"{row.status}, held ({row.hold_reason}) on {branch} before"
+    return f"{said}; {checks}" if checks else said
 
 
 class TextOutput:
@@ -288,6 +326,9 @@ class TextOutput:
         headers = ["job", "checkpoint", "status", "snapshot", "records", "files", "published", "attempts"]
         streamed = any(row.source_offsets for row in rows)
         changed = any(row.features for row in rows)
+        gated = any(row.checks or row.audit_branch for row in rows)
+        if gated:
+            headers.append("checks and release")
         if changed:
             headers.append("changed")
         if streamed:
@@ -302,6 +343,8 @@ class TextOutput:
             attempts = f"{row.attempts} ({row.retries} retries)" if row.attempts is not None else ""
             cell = [row.job_id, str(row.checkpoint_id), row.status, str(row.snapshot_id or ""), f"{row.records:,}",
                     str(row.files), published, attempts]  # fmt: skip
+            if gated:
+                cell.append(_release(row))
             if changed:  # what it did before its tasks wrote: created the table, changed its schema
                 said = [_CHANGED.get(f, f) for f in row.features]
                 if row.changed_schema_id is not None and "changed the schema" in said:
@@ -480,6 +523,24 @@ class TextOutput:
             )
         for name in ignored:
             self.console.print(f"  could not read table {name}: ignored as asked", highlight=False, soft_wrap=True)
+
+    def held(self, table: str, rows: list[CheckpointState]) -> None:
+        if not rows:
+            self.console.print(f"{table}: no checkpoint is held", highlight=False)
+        for state in rows:
+            waiting = "queued behind an earlier one" if state.hold_reason == "queued" else f"held ({state.hold_reason})"
+            if state.status != "held":
+                waiting += ", not committed to the branch yet (recover commits it)"
+            self.console.print(
+                f"{table}: checkpoint {state.checkpoint_id} of job {state.job_id} {waiting} on branch "
+                f"{state.audit_branch}: {state.records:,} records",
+                highlight=False, soft_wrap=True,
+            )  # fmt: skip
+            for result in json.loads(state.check_results) if state.check_results else []:
+                verdict = "ok  " if result["ok"] else "FAIL"
+                self.console.print(
+                    f"  {verdict} {result['check']}: {result['detail']}", highlight=False, soft_wrap=True
+                )
 
     def abandoned(self, state: CheckpointState) -> None:
         acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""

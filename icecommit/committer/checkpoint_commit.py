@@ -103,17 +103,19 @@ class CommitCheckpoint(protocol.Operation):
         store: CheckpointStore,
         key_lookup: KeyLookup | None,
         fault: FaultHook,
+        replan: Callable[[Table], CheckpointPlan] | None = None,
     ) -> CommitCheckpoint:
         """The operation that commits prepared checkpoint ``state`` on ``branch`` under the
         mode it was prepared with (its keys, for an upsert, looked up by ``key_lookup``:
-        None, in this process)."""
+        None, in this process; ``replan``: how it decides again where the key check cannot
+        tell, by default :func:`replan_with`)."""
         base = CheckpointBase(
             job_id=state.job_id, checkpoint_id=state.checkpoint_id, table_name=state.table_name, branch=branch,
             data_files=tuple(data_files), summary=summary, sequence_number=state.base_sequence_number or 0,
             recommit=plan.recommit, highest_committed=plan.view.highest_committed,
         )  # fmt: skip
         planner = modes.of_state(state).planner(state, key_lookup or look_up_here)
-        replan = replan_with(plan, job_id=state.job_id, branch=branch, staged=data_files)
+        replan = replan or replan_with(plan, job_id=state.job_id, branch=branch, staged=data_files)
         return cls(catalog, plan, base, planner, store=store, replan=replan, fault=fault)
 
     @property

@@ -24,7 +24,7 @@ from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from icecommit.catalog.loading import load_table
-from icecommit.committer import fate, modes, protocol
+from icecommit.committer import fate, holding, modes, protocol
 from icecommit.committer.checkpoint_commit import (
     CommitCheckpoint,
     FaultHook,
@@ -34,6 +34,7 @@ from icecommit.committer.checkpoint_commit import (
 from icecommit.committer.checkpoint_samples import source_samples
 from icecommit.committer.completion import CompletionPublisher, PartitionCompleteness
 from icecommit.committer.features import require_supported
+from icecommit.committer.holding import Gate
 from icecommit.committer.observed import observed, observed_recovery, observed_refusal
 from icecommit.committer.planning import CheckpointPlan, plan_checkpoint, refuse_decision, refuse_plan
 from icecommit.committer.recording import CheckpointRecorder
@@ -113,9 +114,10 @@ class GlobalCommitter:
         completeness: PartitionCompleteness | None = None,
         query_id: str | None = None,
         key_lookup: KeyLookup | None = None,
+        gate: Gate | None = None,
     ) -> None:
         checked_job_id(job_id)
-        self._key_lookup = key_lookup
+        self._key_lookup, self._gate = key_lookup, gate
         if not isinstance(branch, str) or not branch:
             raise InvalidArgumentError("branch", branch, f"the name of a branch of the table (default {MAIN_BRANCH})")
         self._query_id = query_id
@@ -276,6 +278,8 @@ class GlobalCommitter:
         if plan.action is Action.ALREADY_IN:
             paths = {f.path for f in validated.data_files}
             refuse_reused_checkpoint(table, self.job_id, checkpoint_id, self.branch, paths, self._table_name)
+        gate = holding.decide(self._store, self._gate, job_id=self.job_id, table=table, checkpoint_id=checkpoint_id,
+                              files=staged_files(validated, table), received=validated.source_records)  # fmt: skip
         state, inserted = stage_checkpoint(
             self._store,
             table,
@@ -289,6 +293,7 @@ class GlobalCommitter:
             replacing=plan.state if plan.state is not None and lost else None,
             mode=write_mode,
             keys=keys,
+            gate=gate,
         )
         if not inserted:  # another process prepared it meanwhile
             same_files_or_error(state, validated.digest, len(validated.data_files), write_mode)
@@ -352,6 +357,8 @@ class GlobalCommitter:
             if target.status == ROLLED_BACK:
                 return self._recorder.landed_recommit(target, decision.snapshot_id)
             return result_from_state(target, "already-committed", snapshot_id=decision.snapshot_id)
+        if decision.action is Action.HELD and target is not None:
+            return holding.settle(self._gate, target, result_from_state(target, "held"))
         if decision.action in (Action.EMPTY, Action.ABANDONED) and target is not None:
             return result_from_state(target, "empty" if decision.action is Action.EMPTY else "abandoned")
         raise CheckpointNotFoundError(self.job_id, checkpoint_id, self._table_name)
@@ -402,13 +409,7 @@ class GlobalCommitter:
         still finds them in the ancestry and never commits them twice); each snapshot
         also records ``icecommit.recovered-by`` with this job's id.
         """
-        old = GlobalCommitter(
-            self._catalog, self._table_name, job_id=old_job_id, branch=self.branch, retry_policy=self._retry_policy,
-            store=self._store, sleep=self._sleep, fault=self._fault, completeness=self._completeness,
-        )  # fmt: skip
-        old._recovered_by = self.job_id
-        logger.info("job %s takes over the prepared checkpoints of job %s", self.job_id, old_job_id)
-        return old.recover()
+        return fate.take_over(self, old_job_id)
 
     # -- operator actions on one checkpoint (icecommit.committer.fate) -----------------
 
@@ -456,6 +457,9 @@ class GlobalCommitter:
     ) -> CommitResult:
         checkpoint_id = state.checkpoint_id
         require_supported(state)  # a later version's checkpoint is never committed as a plain append
+        state = holding.route(self, self._gate, state, lambda: self._latest or self.load_table())  # checks, once
+        if state.audit_branch not in (None, self.branch):  # it waits on its audit branch
+            return holding.settle(self._gate, state, holding.hold(self, state))
         if plan is None:
             plan = self._plan_on(checkpoint_id, self._latest or self.load_table(), state)
             if plan.action not in (Action.COMMIT, Action.RECOMMIT) and self._latest is not None:
@@ -509,13 +513,9 @@ class GlobalCommitter:
         self, state: CheckpointState, plan: CheckpointPlan, outcome: protocol.Outcome, files: int
     ) -> CommitResult:
         self._fault("after-commit", state.checkpoint_id)
-        return self._recorder.outcome(
-            state,
-            outcome,
-            files=files,
-            recommit=plan.recommit,
-            publish=lambda: self._completion.publish(self._latest or plan.table),
-        )
+        publish = lambda: self._completion.publish(self._latest or plan.table)  # noqa: E731
+        recorded = self._recorder.outcome(state, outcome, files=files, recommit=plan.recommit, publish=publish)
+        return holding.settle(self._gate, state, recorded)
 
 
 # Observed here rather than with decorators: mutmut (the mutation tests) leaves every

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from icecommit.committer.recording import CheckpointRecorder
+from icecommit.committer.results import CommitResult
 from icecommit.core import ancestry
 from icecommit.core.decision import Action
 from icecommit.core.errors import CheckpointCommittedError, CheckpointNotFoundError, InvalidArgumentError
@@ -80,6 +81,19 @@ def acknowledge(committer: GlobalCommitter, checkpoint_id: int, *, by: str | Non
     acknowledged = store.get(job, table, checkpoint_id)
     assert acknowledged is not None
     return acknowledged
+
+
+def take_over(committer: GlobalCommitter, old_job_id: str) -> list[CommitResult]:
+    """:meth:`GlobalCommitter.take_over`: another job's prepared checkpoints, committed
+    under that job's id, each snapshot recording ``icecommit.recovered-by``."""
+    old = type(committer)(
+        committer._catalog, committer.table_name, job_id=old_job_id, branch=committer.branch,
+        retry_policy=committer._retry_policy, store=committer.store, sleep=committer._sleep, fault=committer._fault,
+        completeness=committer._completeness, gate=committer._gate,
+    )  # fmt: skip
+    old._recovered_by = committer.job_id
+    logger.info("job %s takes over the prepared checkpoints of job %s", committer.job_id, old_job_id)
+    return old.recover()
 
 
 def current_user() -> str:

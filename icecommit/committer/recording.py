@@ -12,7 +12,7 @@ from icecommit.committer.protocol import Outcome
 from icecommit.committer.results import CommitResult, CommitStatus, result_from_state
 from icecommit.core import ancestry
 from icecommit.core.errors import CatalogUnavailableError
-from icecommit.state.checkpoints import ROLLED_BACK, CheckpointState, CheckpointStore, PublishCounters
+from icecommit.state.checkpoints import COMMITTED, HELD, ROLLED_BACK, CheckpointState, CheckpointStore, PublishCounters
 from icecommit.state.database import state_errors
 from icecommit.state.samples import STAGE_COMMITTED, WRITTEN, MetricSample
 
@@ -29,7 +29,11 @@ class CheckpointRecorder:
         job_id: str,
         branch: str,
         load_metadata: Callable[[], TableMetadata],
+        *,
+        held: bool = False,
     ) -> None:
+        #: it records checkpoints committed to their audit branch: ``held``, not committed
+        self.held = held
         self._store = store
         self._table_name = table_name
         self._job_id = job_id
@@ -76,6 +80,7 @@ class CheckpointRecorder:
                 counters=counters,
                 samples=self._committed_samples(checkpoint_id),
                 from_rolled_back=from_rolled_back,
+                status=HELD if self.held else COMMITTED,
             )
 
         recorded = mark(recommit)
@@ -123,6 +128,10 @@ class CheckpointRecorder:
                 checkpoint_id, self._job_id,
             )  # fmt: skip
             return result_from_state(recorded, "rolled-back", snapshot_id=snapshot_id)
+        if self.held:  # its rows are not where readers look: no partition is complete by them
+            logger.info("checkpoint %d of job %s held on branch %s as snapshot %s", checkpoint_id, self._job_id,
+                        self._branch, snapshot_id)  # fmt: skip
+            return result_from_state(recorded, "held", snapshot_id=snapshot_id, attempts=outcome.sent)
         publish()
         status: CommitStatus = "already-committed" if landed_before else "committed"
         logger.info(

@@ -9,9 +9,10 @@ from typing import Literal
 from pyiceberg.table.snapshots import Snapshot
 
 from icecommit.core import ancestry
+from icecommit.core.check_values import CheckResult
 from icecommit.state.checkpoints import CheckpointState
 
-CommitStatus = Literal["committed", "already-committed", "empty", "rolled-back", "abandoned"]
+CommitStatus = Literal["committed", "already-committed", "empty", "rolled-back", "abandoned", "held"]
 
 
 #: Step boundaries at which a fault hook is called (tests inject crashes there).
@@ -24,9 +25,11 @@ class CommitResult:
             checkpoint was in the table; nothing written twice), ``empty`` (the
             checkpoint had no data files, so no snapshot was made), ``rolled-back``
             (``recover`` found that a rollback removed it: recorded, not committed again)
-            or ``abandoned`` (an operator gave it up: a recorded no-op).
+            ``abandoned`` (an operator gave it up: a recorded no-op) or ``held`` (on its
+            job's audit branch, not on the branch readers use, until it is published).
         snapshot_id: the snapshot holding the checkpoint, None when empty.
         attempts / retries: commit attempts made by this call, and how many were retries.
+        checks: its checks' results (name, ok, observed, detail), when it had checks.
     """
 
     job_id: str
@@ -39,6 +42,7 @@ class CommitResult:
     bytes: int
     attempts: int
     retries: int
+    checks: tuple[CheckResult, ...] = ()
 
     @property
     def committed(self) -> bool:

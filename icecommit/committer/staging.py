@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -106,6 +106,7 @@ def stage_checkpoint(
     replacing: CheckpointState | None = None,
     mode: WriteMode | None = None,
     keys: pa.Table | None = None,
+    gate: Mapping[str, str | None] | None = None,
 ) -> tuple[CheckpointState, bool]:
     """Stage a validated checkpoint durably: its files present on storage, its staged
     manifest written, then its ``prepared`` row (with its task attempts, metric samples and
@@ -199,9 +200,11 @@ def stage_checkpoint(
         base_sequence_number=base_sequence_number(results, table),
         keys_path=keys_path,
     )
+    if gate:  # where its checks sent it, recorded with it (a replaced row keeps the first decision)
+        row["gate"] = gate
     with state_errors(store, "nothing was recorded: prepare it again"):
         if replacing is not None:
-            replaced = store.replace_prepared(replacing, **row)
+            replaced = store.replace_prepared(replacing, **{k: v for k, v in row.items() if k != "gate"})
             if replaced is None:
                 now = store.get(job_id, table_name, checkpoint_id)
                 assert now is not None  # a prepared row is never deleted

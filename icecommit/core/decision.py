@@ -9,6 +9,8 @@ How the facts are read (the exactly-once rules, over a table's whole life):
 
 - In the branch's ancestry: the checkpoint is in the table. Nothing else matters.
 - Abandoned by an operator: a recorded no-op, whatever else holds.
+- Held on the job's audit branch (a check failed, or every checkpoint waits for a release):
+  nothing more until an operator publishes it (then it is in the ancestry) or discards it.
 - Removed by a rollback: recorded as rolled back in the state (icecommit's rollback and
   expiry record it), or its snapshot is still in the metadata but off the branch (any
   tool's rollback). Refused unless the user asks to re-commit it.
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-CheckpointStatus = Literal["prepared", "committed", "rolled-back", "abandoned"]
+CheckpointStatus = Literal["prepared", "committed", "held", "rolled-back", "abandoned"]
 
 
 class Action(str, Enum):
@@ -51,6 +53,9 @@ class Action(str, Enum):
     ROLLED_BACK = "rolled-back"
     #: Abandoned by an operator: a recorded no-op.
     ABANDONED = "abandoned"
+    #: Committed to the job's audit branch and held there until an operator publishes or
+    #: discards it: nothing reaches the branch asked for; write nothing.
+    HELD = "held"
     #: At or below the job's highest committed checkpoint, never prepared: refuse.
     OUT_OF_ORDER = "out-of-order"
     #: A streaming batch id the job prepared or committed under another streaming query
@@ -117,6 +122,8 @@ def decide(
         return Decision(Action.ALREADY_IN, table.landed_snapshot_id, "in the branch's ancestry")
     if state.status == "abandoned":
         return Decision(Action.ABANDONED, None, "abandoned by an operator")
+    if state.status == "held":
+        return Decision(Action.HELD, state.snapshot_id, "held on the job's audit branch until it is published")
     if state.status == "committed" and state.snapshot_id is None and not state.has_files:
         return Decision(Action.EMPTY, None, "committed with no data files")
 

@@ -9,14 +9,19 @@ Metrics, per table and job unless said otherwise (``_total`` ones only grow, unl
 state forgets a table: ``icecommit demo --reset``, which Prometheus reads as a reset):
 
 - ``icecommit_last_commit_timestamp_seconds``, ``icecommit_seconds_since_last_commit``:
-  the newest commit (of a checkpoint still committed, or later rolled back);
+  the newest commit (of a checkpoint still committed, or later rolled back; one held on an
+  audit branch counts when it is published);
 - ``icecommit_checkpoints{status}``: checkpoints by state (committed, prepared,
-  rolled-back, abandoned); ``icecommit_checkpoints_stuck``: prepared longer than the
+  rolled-back, abandoned, held); ``icecommit_checkpoints_stuck``: prepared longer than the
   ``stuck_after`` given (a job that died between its two phases); and
   ``icecommit_oldest_prepared_age_seconds``;
+- ``icecommit_checkpoints_held``: checkpoints that wait on their job's audit branch (held
+  or queued there, or prepared for it); ``icecommit_checks_failed_total{check}``:
+  checkpoints whose check of that name failed (each counted once, whatever became of it);
 - ``icecommit_rows_committed_total``, ``icecommit_files_committed_total``,
-  ``icecommit_bytes_committed_total`` (of every checkpoint that ever landed, rolled back
-  since or not); ``icecommit_commit_attempts_total``, ``icecommit_commit_retries_total``,
+  ``icecommit_bytes_committed_total`` (of every checkpoint that ever landed on the branch
+  its job writes, rolled back since or not; a held one once it is published);
+  ``icecommit_commit_attempts_total``, ``icecommit_commit_retries_total``,
   ``icecommit_unknown_outcomes_total`` (commits whose response was lost),
   ``icecommit_replays_skipped_total`` (commit calls of checkpoints already committed),
   ``icecommit_checkpoints_refused_total{kind}`` (checkpoints the committer's decision
@@ -46,18 +51,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, and_, case, func, or_, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from icecommit.core.errors import IcecommitError, MissingExtraError
 from icecommit.metrics.render import duration
-from icecommit.state.checkpoints import COMMITTED, PREPARED, ROLLED_BACK
+from icecommit.state.checkpoints import COMMITTED, HELD, PREPARED, ROLLED_BACK
 from icecommit.state.maintenance_runs import MaintenanceRunStore
 from icecommit.state.models import (
     CheckpointRow,
@@ -144,7 +150,38 @@ class StateMetrics:
         families += self._partitions(sorted(t for t in tables if self._tables is None or t in self._tables))
         families += self._maintenance()
         families += self._refusals()
+        families += self._holding()
         return families
+
+    def _holding(self) -> list[_Family]:
+        tj = ("table", "job")
+        waiting_help = "Checkpoints waiting on their job's audit branch (held, queued, or prepared for it)"
+        held = _Family("checkpoints_held", "gauge", waiting_help, tj)
+        failed_help = "Checkpoints whose check of this name failed (held on the audit branch for it)"
+        failed = _Family("checks_failed_total", "counter", failed_help, (*tj, "check"))
+        c = CheckpointRow
+        waiting = or_(c.status == HELD, and_(c.status == PREPARED, c.audit_branch.isnot(None)))
+        with Session(self._engine) as session:
+            counts = {
+                (table, job): float(n)
+                for table, job, n in session.execute(
+                    select(c.table_name, c.job_id, func.sum(case((waiting, 1), else_=0)))
+                    .where(self._where(c.table_name))
+                    .group_by(c.table_name, c.job_id)
+                )
+            }
+            # a failed check holds its checkpoint for that reason (recorded once, at prepare)
+            by_check: Counter[tuple[str, str, str]] = Counter()
+            for table, job, results in session.execute(
+                select(c.table_name, c.job_id, c.check_results).where(
+                    self._where(c.table_name), c.hold_reason == "checks", c.check_results.isnot(None)
+                )
+            ):
+                for name in {r.get("check") for r in json.loads(results or "[]") if not r.get("ok")}:
+                    by_check[(table, job, str(name))] += 1
+        held.samples.extend(sorted(counts.items()))
+        failed.samples.extend((key, float(n)) for key, n in sorted(by_check.items()))
+        return [held, failed]
 
     def _refusals(self) -> list[_Family]:
         refused = _Family("checkpoints_refused_total", "counter",
@@ -192,9 +229,14 @@ class StateMetrics:
         lag = _Family("event_time_lag_seconds", "gauge", "Seconds from the newest event time committed to now", tj)
         mark = _Family("watermark_timestamp_seconds", "gauge", "The newest watermark committed", tj)
         c = CheckpointRow
-        landed = c.committed_at.isnot(None)  # committed once: still, or rolled back or abandoned since
+        # committed once: still, or rolled back or abandoned since; one held on its job's audit
+        # branch only once it was published from there (held or discarded: never landed)
+        landed = and_(
+            c.committed_at.isnot(None), c.status != HELD, or_(c.audit_branch.is_(None), c.published_at.isnot(None))
+        )
         grouped = session.execute(
-            select(c.table_name, c.job_id, c.status, landed, func.count(), func.max(c.committed_at),
+            select(c.table_name, c.job_id, c.status, landed, func.count(),
+                   func.max(func.coalesce(c.published_at, c.committed_at)),
                    *(func.sum(getattr(c, n)) for n in (*sums, *every)),
                    func.max(c.max_event_time_us), func.max(c.watermark_us), func.min(c.prepared_at))
             .where(self._where(c.table_name))

@@ -17,6 +17,7 @@ from fractions import Fraction
 from itertools import accumulate
 
 from icecommit.core.lineage import Fate, path_key, rounded, rounded_table
+from icecommit.metrics.held_lines import checks_of, discarded, failed_checks, gated, held_note
 from icecommit.metrics.report_model import (
     CheckpointLine,
     CommitHealth,
@@ -27,7 +28,7 @@ from icecommit.metrics.report_model import (
     Thresholds,
     WindowLine,
 )
-from icecommit.state.checkpoints import ABANDONED, ROLLED_BACK, CheckpointState
+from icecommit.state.checkpoints import ABANDONED, HELD, PREPARED, ROLLED_BACK, CheckpointState
 from icecommit.state.partitions import PartitionStatus
 from icecommit.state.samples import SOURCE, WRITTEN
 
@@ -323,6 +324,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
 
     fate_counts = _fate_counts(facts)
     lines: list[CheckpointLine] = []
+    held: list[CheckpointLine] = []
     pending: list[CheckpointLine] = []
     window_totals: dict[Window, Counter[str]] = defaultdict(Counter)
     open_windows: set[Window] = set()
@@ -334,20 +336,35 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         written_windows = counts.get(WRITTEN, {})
         source = sum(source_windows.values()) if source_windows else state.source_records
         written = sum(written_windows.values()) if written_windows else state.records
+        checks = checks_of(state)
+        if state.status == HELD or (state.status == PREPARED and state.audit_branch is not None):
+            problems.extend(failed_checks(facts.table, state, checks, written))
+        if state.status == HELD:
+            # on its job's audit branch, waiting for a release: not on this branch by design
+            # (neither loss nor pending); shown apart, kept out of the windows until released
+            held.append(
+                gated(CheckpointLine(state.job_id, state.checkpoint_id, HELD, state.snapshot_id, state.committed_at,
+                                     source, written, 0, 0, 0.0, 0.0, True, held_note(state, checks)), state, checks)
+            )  # fmt: skip
+            continue
         if state.status in (ROLLED_BACK, ABANDONED) or key in facts.off_branch or key in facts.gone:
             # removed on purpose: shown, never counted as loss, kept out of the windows
             abandoned = state.status == ABANDONED
             why = "abandoned by an operator" if abandoned else "removed by a rollback"
+            if abandoned and state.audit_branch is not None:
+                why = f"discarded from audit branch {state.audit_branch}: its rows never reached this branch"
             if key in facts.gone and state.status not in (ROLLED_BACK, ABANDONED):
                 why = ("no longer in the table: its snapshot was expired and none of its files are live, "
                        "and no retained snapshot removed them (another tool's rollback, or a rewrite whose "
                        "snapshot was expired too)")  # fmt: skip
             lines.append(
-                CheckpointLine(state.job_id, state.checkpoint_id, ABANDONED if abandoned else ROLLED_BACK,
-                               state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
-                               f"{why} (information, not loss)")
+                gated(CheckpointLine(state.job_id, state.checkpoint_id, ABANDONED if abandoned else ROLLED_BACK,
+                                      state.snapshot_id, state.committed_at, source, written, 0, 0, 0.0, 0.0, True,
+                                      f"{why} (information, not loss)"), state, checks)
             )  # fmt: skip
-            if abandoned:
+            if abandoned and state.audit_branch is not None:
+                problems.append(discarded(state, checks, written))
+            elif abandoned:
                 who = f" by {state.abandoned_by}" if state.abandoned_by else ""
                 when = f" at {state.abandoned_at.isoformat()}" if state.abandoned_at else ""
                 acked = state.acknowledged_at is not None
@@ -369,11 +386,12 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         if not state.committed:
             pending_for = facts.now - state.prepared_at
             stuck = pending_for > thresholds.max_pending
+            bound = f" to audit branch {state.audit_branch}" if state.audit_branch is not None else ""
             pending.append(
-                CheckpointLine(state.job_id, state.checkpoint_id, "stuck" if stuck else "pending", None, None, source,
-                               written, 0, 0, 0.0, 0.0, not stuck,
-                               "prepared, not committed yet (pending, not loss)" if not stuck else
-                               f"prepared {pending_for} ago and still not committed")
+                gated(CheckpointLine(state.job_id, state.checkpoint_id, "stuck" if stuck else "pending", None, None,
+                                      source, written, 0, 0, 0.0, 0.0, not stuck,
+                                      f"prepared, not committed{bound} yet (pending, not loss)" if not stuck else
+                                      f"prepared {pending_for} ago and still not committed{bound}"), state, checks)
             )  # fmt: skip
             if stuck:
                 problems.append(
@@ -481,6 +499,11 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         # what it did before its tasks wrote (its rows count as any other's)
         notes.extend({"table-create": "created the table", "schema-change": "changed the schema"}.get(f, f)
                      for f in state.features if f not in ("overwrite-partitions", "upsert"))  # fmt: skip
+        if state.published_by is not None:
+            failed = ", ".join(r.check for r in checks if not r.ok)
+            notes.append(f"published from {state.audit_branch} by {state.published_by}"
+                         + (f", forced past failed checks ({failed}): {state.publish_reason}" if state.publish_forced
+                            else ""))  # fmt: skip
         if over is not None and over.mode == "upsert":
             inserted, updated, deleted = over.changes
             notes.append(f"upsert: {inserted:,} inserted, {updated:,} updated, {deleted:,} deleted "
@@ -491,9 +514,9 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         ok = loss <= thresholds.max_loss_pct and dup <= thresholds.max_duplication_pct
         status = "committed" if landed else "empty"
         lines.append(
-            CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at, source,
-                           written, committed, readable, loss, dup, ok, "; ".join(notes), sum(removed.values()),
-                           source - expected)
+            gated(CheckpointLine(state.job_id, state.checkpoint_id, status, state.snapshot_id, state.committed_at,
+                                  source, written, committed, readable, loss, dup, ok, "; ".join(notes),
+                                  sum(removed.values()), source - expected), state, checks)
         )  # fmt: skip
         if not ok:
             kind = "loss" if loss > thresholds.max_loss_pct else "duplication"
@@ -617,6 +640,7 @@ def judge(facts: Facts, thresholds: Thresholds) -> ReconciliationReport:
         thresholds=thresholds,
         ok=ok,
         checkpoints=tuple(lines),
+        held=tuple(held),
         pending=tuple(pending),
         windows=tuple(windows),
         problems=tuple(problems),

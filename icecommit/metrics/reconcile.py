@@ -7,6 +7,7 @@ gathered facts.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import Counter, defaultdict
@@ -57,7 +58,7 @@ from icecommit.metrics.report_model import (
     Thresholds,
 )
 from icecommit.state import source_counts
-from icecommit.state.checkpoints import CheckpointState
+from icecommit.state.checkpoints import ABANDONED, COMMITTED, HELD, CheckpointState
 from icecommit.state.compactions import CompactionStore, Lineage
 from icecommit.state.identity import table_state
 from icecommit.state.manifests import read_staged_manifest
@@ -348,7 +349,7 @@ def reconcile(
     states = store.in_range(name, job_id=job_id, since=_utc(since) if since else None, until=_utc(until))
     lineage = list(ancestry.branch_ancestry(loaded.metadata, branch))
     elsewhere = ancestry.held_elsewhere(loaded.metadata, branch, lineage=lineage)
-    states = [s for s in states if (s.job_id, s.checkpoint_id) not in elsewhere]
+    states = _this_branch(states, store.waiting(name, job_id), elsewhere, branch, since=since, until=until)
     keys = {(s.job_id, s.checkpoint_id) for s in states}
     task_counts, declared, committed, ignored, query_input, routed = _metric_counts(engine, name, keys)
     routed_input = {
@@ -420,6 +421,38 @@ def reconcile(
     telemetry.record_reconcile(name, job_id, seconds=time.perf_counter() - began, ok=report.ok, lost=lost,
                                duplicated=duplicated)  # fmt: skip
     return report
+
+
+def _this_branch(
+    states: list[CheckpointState],
+    waiting: list[CheckpointState],
+    elsewhere: Collection[Key],
+    branch: str,
+    *,
+    since: datetime | None,
+    until: datetime,
+) -> list[CheckpointState]:
+    """The rows reconciled on ``branch``: those of the range, and whatever the range those
+    that wait on an audit branch (``waiting``: a person must release them); not those another
+    branch holds and this one does not (that branch's to reconcile), unless they were held
+    back from this one on their job's audit branch (held, queued, discarded, or published and
+    rolled back since). A discarded one outside the range is left out: nothing waits on it.
+    Reconciling the audit branch itself, a checkpoint held there counts as committed to it."""
+    known = {(s.job_id, s.checkpoint_id) for s in states}
+    rows = [*states, *(s for s in waiting if (s.job_id, s.checkpoint_id) not in known)]
+    rows.sort(key=lambda s: (s.job_id, s.checkpoint_id))
+    kept = []
+    for state in rows:
+        if (state.job_id, state.checkpoint_id) in elsewhere and state.audit_branch in (None, branch):
+            continue
+        prepared = _utc(state.prepared_at)
+        outside = prepared >= _utc(until) or (since is not None and prepared < _utc(since))
+        if state.status == ABANDONED and state.audit_branch not in (None, branch) and outside:
+            continue
+        if state.status == HELD and state.audit_branch == branch:
+            state = dataclasses.replace(state, status=COMMITTED)
+        kept.append(state)
+    return kept
 
 
 def _fates(

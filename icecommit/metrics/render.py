@@ -80,7 +80,7 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
     removed = sum(c.removed for c in lines_ if c.status == "committed")  # on purpose: not loss
     consumed = sum(c.consumed for c in lines_ if c.status == "committed")  # an upsert's, by key: not written
     states: dict[str, int] = {}
-    for c in (*report.checkpoints, *report.pending):
+    for c in (*report.checkpoints, *report.held, *report.pending):
         states[c.status] = states.get(c.status, 0) + 1
     errors = sum(1 for p in report.problems if p.severity == "error")
     return {
@@ -99,6 +99,12 @@ def summary_counts(report: ReconciliationReport) -> dict[str, object]:
         "loss": max(0, source - consumed - min(written, committed, readable + removed)),
         "duplicated": max(0, max(written, committed, readable) - source + consumed) if source else 0,
         "checkpoints": dict(sorted(states.items())),
+        # on their job's audit branch: not on the branch by design, in no stage's sum above
+        "held": {
+            "checkpoints": len(report.held),
+            "rows": sum(c.written for c in report.held),
+            "failed_checks": sum(1 for c in report.held if any(not r.ok for r in c.checks)),
+        },
     }
 
 
@@ -111,8 +117,8 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
     source, written, committed, readable = rows["source"], rows["written"], rows["committed"], rows["readable"]
     removed, consumed = rows["removed"], rows["consumed"]
     counted = (readable + removed if report.deep else committed) + consumed
-    states = figures["checkpoints"]
-    assert isinstance(states, dict)
+    states, held = figures["checkpoints"], figures["held"]
+    assert isinstance(states, dict) and isinstance(held, dict)
     h = report.health
     how = (
         "read from the data files (deep)"
@@ -136,11 +142,20 @@ def summary_lines(report: ReconciliationReport, changes: str | None = None) -> l
         f"- **Loss**: {figures['loss']:,} row(s); **duplicated**: {figures['duplicated']:,} row(s) (readable {how}; "
         f"{counted:,} of {source:,} source rows accounted for).",
         "- **Checkpoints**: " + (", ".join(f"{n:,} {state}" for state, n in states.items()) or "none"),
+        *([_held_summary(held)] if held["checkpoints"] else []),
         f"- **Event time to commit**: p50 {duration(report.lag.p50_seconds)}, p99 {duration(report.lag.p99_seconds)}.",
         f"- **Commit health**: {h.attempts:,} attempt(s), {h.retries:,} retr(y/ies) after {h.conflicts:,} "
         f"conflict(s), {h.unknown_outcomes:,} unknown outcome(s), {h.files_missing:,} file(s) missing at commit.",
         *([f"- **Changes**: {changes}."] if changes else []),
     ]
+
+
+def _held_summary(held: dict[str, int]) -> str:
+    """The summary's line on the checkpoints that wait on audit branches."""
+    return (
+        f"- **Held**: {held['checkpoints']:,} checkpoint(s) with {held['rows']:,} row(s) wait on audit branches "
+        f"({held['failed_checks']:,} of them failed a check): not on this branch by design, not loss."
+    )
 
 
 #: What to do about a checkpoint's loss or duplication, by the stage where its counts part.
@@ -175,6 +190,8 @@ ADVICE = {
     "abandoned": "acknowledge it once its rows are dealt with: `icecommit abandon TABLE --job J --checkpoint N --ack`",
     "untraceable": "the snapshot that removed these rows was expired: nothing left to follow; keep snapshots "
     "longer than reconciliation runs",
+    "failed-checks": "read the held rows on the audit branch (any Iceberg reader can), then publish the checkpoint "
+    "anyway or discard it; the checkpoints queued behind it follow either way (`icecommit held TABLE` lists them)",
 }
 
 
@@ -249,12 +266,16 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
         "| loss % | dup % | ok | note |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
-    for c in (*report.checkpoints, *report.pending):
+    for c in (*report.checkpoints, *report.held, *report.pending):
         lines.append(
             f"| {c.job_id} | {c.checkpoint_id} | {c.status} | {c.snapshot_id or ''} | {_n(c.source)} | "
             f"{_n(c.written)} | {_n(c.committed)} | {_n(c.readable)} | {c.loss_pct:.2f} | "
             f"{c.duplication_pct:.2f} | {'yes' if c.ok else '**no**'} | {c.note} |"
         )
+    if report.held:
+        lines += ["", "## Held checkpoints and their checks", "", "| " + " | ".join(_HELD_HEADERS) + " |"]
+        lines.append("|---|---:|---|---|---|---|---|---|")
+        lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row, _ in _held_rows(report)]
     shown = [w for w in report.windows if all_windows or not w.ok or not w.closed]
     passing = [w for w in report.windows if w not in shown]
     lines += ["", "## Windows (one minute of event time)", ""]
@@ -283,6 +304,23 @@ def markdown(report: ReconciliationReport, *, all_windows: bool = False, changes
         lines += ["| " + " | ".join(row) + " |" for row in _partition_rows(report)]
         lines.append("")
     return "\n".join(lines)
+
+
+_HELD_HEADERS = ("job", "checkpoint", "audit branch", "held because", "check", "passed", "observed", "detail")
+
+
+def _held_rows(report: ReconciliationReport) -> list[tuple[tuple[str, ...], bool]]:
+    """One row per check result of each held checkpoint (one without checks: one row), and
+    whether it passed."""
+    rows: list[tuple[tuple[str, ...], bool]] = []
+    for c in report.held:
+        head = (c.job_id, str(c.checkpoint_id), c.audit_branch or "", c.hold_reason or "")
+        if not c.checks:
+            rows.append(((*head, "", "", "", ""), True))
+        for r in c.checks:
+            observed = "" if r.observed is None else json.dumps(r.observed)
+            rows.append(((*head, r.check, "yes" if r.ok else "no", observed, r.detail), r.ok))
+    return rows
 
 
 def _health(report: ReconciliationReport) -> str:
@@ -332,7 +370,7 @@ def _summary_html(report: ReconciliationReport, changes: str | None) -> str:
 
 #: Cells that wrap: a note, and a job id (which can be long), so the checkpoint table fits a
 #: laptop's width (1,280 px) without scrolling.
-_CELL = {"note": '<td class="note">', "job": '<td class="wrap">'}
+_CELL = {"note": '<td class="note">', "detail": '<td class="note">', "job": '<td class="wrap">'}
 
 
 def _table(headers: Sequence[str], rows: Sequence[tuple[Sequence[object], bool]]) -> str:
@@ -403,8 +441,9 @@ def html(report: ReconciliationReport, *, changes: str | None = None, history: S
          "ok", "note"],
         [((c.job_id, c.checkpoint_id, c.status, c.snapshot_id or "", f"{c.source:,}", f"{c.written:,}",
            f"{c.committed:,}", f"{c.readable:,}", f"{c.loss_pct:.2f}", f"{c.duplication_pct:.2f}",
-           "yes" if c.ok else "no", c.note), c.ok) for c in (*report.checkpoints, *report.pending)],
+           "yes" if c.ok else "no", c.note), c.ok) for c in (*report.checkpoints, *report.held, *report.pending)],
     )  # fmt: skip
+    held = _table(_HELD_HEADERS, _held_rows(report)) if report.held else ""
     title = html_escape.escape(f"Reconciliation of {report.table}")
     svg = 'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 960 320" role="img"'
     return f"""<!doctype html>
@@ -426,7 +465,7 @@ svg {{ width: 100%; height: auto; max-width: 960px; display: block; }}
 <h1>{title}</h1>
 <p class="verdict" id="verdict">The table {verdict}.</p>
 <p>Generated {html_escape.escape(report.generated_at.isoformat())}; {len(report.checkpoints)} committed checkpoints,
-{len(report.pending)} pending.</p>
+{len(report.held)} held, {len(report.pending)} pending.</p>
 <h2>Summary</h2>
 <div id="summary">{_summary_html(report, changes)}</div>
 {"<h2>Problems</h2><ul id='problems'>" + problems + "</ul>" if problems else ""}
@@ -434,6 +473,7 @@ svg {{ width: 100%; height: auto; max-width: 960px; display: block; }}
 <svg id="chart" {svg} aria-label="rows per checkpoint per stage"></svg>
 <h2>Checkpoints</h2>
 {checkpoints}
+{"<h2>Held checkpoints and their checks</h2>" + held if held else ""}
 <h2>Windows (one minute of event time)</h2>
 <svg id="chart-windows" {svg} aria-label="rows per window per stage"></svg>
 {_windows_html(report)}

@@ -1,21 +1,25 @@
 """The typed reconciliation report, and its Markdown, JSON and HTML forms.
 
-JSON schema (``schema_version`` 3): stable; fields are only ever added, and each
+JSON schema (``schema_version`` 4): stable; fields are only ever added, and each
 addition bumps the version.
 
 ```
 {
-  "schema_version": 3, "table": str, "job_id": str|null, "ok": bool,
+  "schema_version": 4, "table": str, "job_id": str|null, "ok": bool,
   "summary": {"verdict": "ok"|"mismatch", "errors": int, "findings": int,
               "rows": {"source", "written", "committed", "readable", "removed", "consumed"},
               "readable_from": "table metadata"|"data files", "loss": int, "duplicated": int,
-              "checkpoints": {status: count}},
+              "checkpoints": {status: count},
+              "held": {"checkpoints": int, "rows": int, "failed_checks": int}},
   "changes": str|null,
   "since": iso|null, "until": iso, "generated_at": iso, "deep": bool,
   "thresholds": {"max_loss_pct": float, "max_duplication_pct": float, "max_pending": seconds},
   "checkpoints": [{"job_id", "checkpoint_id", "status", "snapshot_id", "snapshot_id_str",
                    "committed_at", "source", "written", "committed", "readable", "loss_pct",
-                   "duplication_pct", "ok", "note", "removed", "consumed"}],
+                   "duplication_pct", "ok", "note", "removed", "consumed", "checks": [{"check", "ok",
+                   "observed", "detail"}], "audit_branch", "hold_reason", "published_by",
+                   "publish_forced"}],
+  "held": [same shape, status "held"],
   "pending": [same shape, status "pending"],
   "windows": [{"window_start": iso|null, "closed", "source", "written", "committed",
                "readable": int|null, "loss_pct", "duplication_pct", "ok"}],
@@ -36,6 +40,13 @@ and the rows a later row of their key superseded in the checkpoint); a checkpoin
 less its consumed rows is what it should have written; and each problem's ``stage``: for a
 checkpoint's loss or duplication, the first stage where its counts part (``source-written``,
 ``written-committed``, ``committed-readable``), which says what to look at.
+Version 4 added checks and holding: ``held`` (the checkpoints committed to their job's
+audit branch and waiting for a release: not on the branch reconciled by design, so neither
+loss nor pending; their rows are in no stage's sum), the summary's ``held`` (those
+checkpoints, their rows, and how many of them failed a check), and to each checkpoint line
+its ``checks`` (its checks' results; empty without checks), its ``audit_branch`` and
+``hold_reason`` (``checks``, ``manual``, ``queued``; null unless it was held), and for one
+published from there ``published_by`` and ``publish_forced`` (a failed check overridden).
 """
 
 from __future__ import annotations
@@ -48,10 +59,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from icecommit.core.check_values import CheckResult
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.metrics import render
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -95,6 +107,15 @@ class CheckpointLine:
     #: rows of an upsert's source that by design were not written: a row per key deleted by
     #: its change type, and every row a later row of its key superseded in the checkpoint
     consumed: int = 0
+    #: its checks' results (empty: it had none)
+    checks: tuple[CheckResult, ...] = ()
+    #: the audit branch it was held on (None: it never was) and why: ``checks``,
+    #: ``manual`` or ``queued``
+    audit_branch: str | None = None
+    hold_reason: str | None = None
+    #: who published it from the audit branch, and whether past a failed check
+    published_by: str | None = None
+    publish_forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,6 +211,8 @@ class ReconciliationReport:
     health: CommitHealth
     lag: Lag
     partitions: tuple[PartitionLine, ...] = ()
+    #: checkpoints held on their job's audit branch (not on the branch by design)
+    held: tuple[CheckpointLine, ...] = ()
 
     def to_dict(self, *, changes: str | None = None) -> dict[str, Any]:
         """The JSON document as a dict (see the module docstring for the schema)."""
@@ -197,7 +220,7 @@ class ReconciliationReport:
         assert isinstance(data, dict)
         lag = data.pop("lag")
         data["lag"] = {"p50_seconds": lag["p50_seconds"], "p99_seconds": lag["p99_seconds"]}
-        for line in (*data["checkpoints"], *data["pending"]):
+        for line in (*data["checkpoints"], *data["held"], *data["pending"]):
             snapshot = line["snapshot_id"]
             line["snapshot_id_str"] = str(snapshot) if snapshot is not None else None
         # the verdict and the summary first, as in the Markdown and the HTML
@@ -212,7 +235,7 @@ class ReconciliationReport:
         return {**head, **data}
 
     def to_json(self, *, changes: str | None = None) -> str:
-        """The report as JSON (stable schema, ``schema_version`` 3); ``changes``: the line on
+        """The report as JSON (stable schema, ``schema_version`` 4); ``changes``: the line on
         what changed since the last stored run (:func:`icecommit.metrics.runs.changes_since`)."""
         return json.dumps(self.to_dict(changes=changes), indent=2)
 

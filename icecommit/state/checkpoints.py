@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,6 +40,8 @@ COMMITTED = "committed"
 ROLLED_BACK = "rolled-back"
 #: An operator gave the checkpoint up; its replays are recorded no-ops.
 ABANDONED = "abandoned"
+#: Committed to the job's audit branch, waiting for an operator's release (or discard).
+HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,16 @@ class CheckpointState:
     base_sequence_number: int | None = None
     #: an upsert's keys, staged (None: not an upsert)
     keys_path: str | None = None
+    #: its checks' results as stored (JSON; None: it had none, or they have not run)
+    check_results: str | None = None
+    #: the audit branch it waits on (None: it goes to the branch asked for) and why
+    audit_branch: str | None = None
+    hold_reason: str | None = None
+    #: who brought it from the audit branch to readers, when, why, and whether forced
+    published_by: str | None = None
+    published_at: datetime | None = None
+    publish_reason: str | None = None
+    publish_forced: bool = False
 
     @property
     def has_changes(self) -> bool:
@@ -145,6 +158,13 @@ def _to_state(row: CheckpointRow) -> CheckpointState:
         abandoned_at=as_utc(row.abandoned_at) if row.abandoned_at is not None else None,
         acknowledged_by=row.acknowledged_by,
         acknowledged_at=as_utc(row.acknowledged_at) if row.acknowledged_at is not None else None,
+        check_results=row.check_results,
+        audit_branch=row.audit_branch,
+        hold_reason=row.hold_reason,
+        published_by=row.published_by,
+        published_at=as_utc(row.published_at) if row.published_at is not None else None,
+        publish_reason=row.publish_reason,
+        publish_forced=bool(row.publish_forced),
     )
 
 
@@ -283,9 +303,12 @@ class CheckpointStore(MetricSampleStore):
         schema_id: int | None = None,
         base_sequence_number: int | None = None,
         keys_path: str | None = None,
+        gate: Mapping[str, str | None] | None = None,
     ) -> tuple[CheckpointState, bool]:
         """Insert a ``prepared`` row, its accepted task attempts, its metrics and its records
         per time partition (field, value, records), in one transaction; returns (row, inserted).
+        ``gate``: its check results, and the audit branch it waits on and why (recorded with
+        the row, so that whoever commits it sends it where its checks said).
 
         When the row already exists (a concurrent or repeated prepare), nothing is written
         and the existing row is returned with ``inserted=False`` for the caller to compare.
@@ -309,6 +332,9 @@ class CheckpointStore(MetricSampleStore):
             schema_id=schema_id,
             base_sequence_number=base_sequence_number,
             keys_path=keys_path,
+            check_results=(gate or {}).get("check_results"),
+            audit_branch=(gate or {}).get("audit_branch"),
+            hold_reason=(gate or {}).get("hold_reason"),
             attempts=0,
             retries=0,
             files_created=files,
@@ -487,10 +513,10 @@ class CheckpointStore(MetricSampleStore):
     _set_if = retried(_set_if)
 
     def abandon(self, job_id: str, table_name: str, checkpoint_id: int, *, reason: str, by: str) -> bool:
-        """Mark a prepared or rolled-back checkpoint abandoned: a compare-and-set on its
+        """Mark a prepared, rolled-back or held checkpoint abandoned: a compare-and-set on its
         status, so it cannot overwrite a commit recorded meanwhile. Returns whether it did."""
         return self._set_if(
-            job_id, table_name, checkpoint_id, (PREPARED, ROLLED_BACK),
+            job_id, table_name, checkpoint_id, (PREPARED, ROLLED_BACK, HELD),
             status=ABANDONED, abandon_reason=reason, abandoned_by=by, abandoned_at=self._clock(),
         )  # fmt: skip
 
@@ -511,6 +537,60 @@ class CheckpointStore(MetricSampleStore):
         return self._set_if(
             job_id, table_name, checkpoint_id, (ABANDONED,), acknowledged_by=by, acknowledged_at=self._clock()
         )
+
+    def record_gate(
+        self,
+        job_id: str,
+        table_name: str,
+        checkpoint_id: int,
+        *,
+        check_results: str | None,
+        audit_branch: str | None,
+        hold_reason: str | None,
+    ) -> CheckpointState:
+        """Record, once, a prepared checkpoint's check results (JSON) and the audit branch it
+        waits on (a compare-and-set on a row with no decision); returns the row as it is then."""
+        with Session(self._engine) as session, session.begin():
+            session.execute(update(CheckpointRow).where(
+                CheckpointRow.job_id == job_id, CheckpointRow.table_name == table_name,
+                CheckpointRow.checkpoint_id == checkpoint_id, CheckpointRow.status == PREPARED,
+                CheckpointRow.check_results.is_(None), CheckpointRow.audit_branch.is_(None),
+            ).values(check_results=check_results, audit_branch=audit_branch, hold_reason=hold_reason))  # fmt: skip
+            return _to_state(session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one())
+
+    record_gate = retried(record_gate)
+
+    def mark_published(
+        self,
+        job_id: str,
+        table_name: str,
+        checkpoint_id: int,
+        *,
+        snapshot_id: int | None,
+        by: str,
+        reason: str | None,
+        forced: bool,
+    ) -> bool:
+        """Record that a held checkpoint reached readers as ``snapshot_id`` (who released it,
+        why, forced or not; a compare-and-set on its ``held`` status). Returns whether it did."""
+        return self._set_if(
+            job_id, table_name, checkpoint_id, (HELD,), status=COMMITTED, snapshot_id=snapshot_id,
+            published_by=by, published_at=self._clock(), publish_reason=reason, publish_forced=forced,
+        )  # fmt: skip
+
+    def waiting(self, table_name: str, job_id: str | None = None) -> builtins.list[CheckpointState]:
+        """The checkpoints of a table (of one job) that wait on an audit branch: held there,
+        or prepared for it and not yet committed; ordered by job and checkpoint id."""
+        query = select(CheckpointRow).where(
+            CheckpointRow.table_name == table_name,
+            CheckpointRow.audit_branch.is_not(None),
+            CheckpointRow.status.in_((HELD, PREPARED)),
+        )
+        if job_id is not None:
+            query = query.where(CheckpointRow.job_id == job_id)
+        with Session(self._engine) as session:
+            rows = session.execute(query.order_by(CheckpointRow.job_id, CheckpointRow.checkpoint_id)).scalars()
+            return [_to_state(r) for r in rows]
 
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)
@@ -585,9 +665,11 @@ class CheckpointStore(MetricSampleStore):
         counters: PublishCounters,
         samples: Sequence[MetricSample] = (),
         from_rolled_back: bool = False,
+        status: str = COMMITTED,
     ) -> CheckpointState:
         """Record that a checkpoint is committed (``snapshot_id`` None: nothing to commit),
-        with its ``committed``-stage metrics, in one transaction.
+        with its ``committed``-stage metrics, in one transaction; ``status`` ``held``: it
+        was committed to its audit branch (:attr:`CheckpointState.audit_branch`).
 
         A row a rollback marked ``rolled-back`` meanwhile is left as it is (and returned)
         unless ``from_rolled_back``: the caller decides whether its commit came after the
@@ -596,13 +678,13 @@ class CheckpointStore(MetricSampleStore):
             row = session.execute(_one(job_id, table_name, checkpoint_id)).scalar_one()
             if row.status == ROLLED_BACK and not from_rolled_back:
                 return _to_state(row)
-            if is_retry() and row.status == COMMITTED and row.snapshot_id == snapshot_id:
+            if is_retry() and row.status == status and row.snapshot_id == snapshot_id:
                 return _to_state(row)  # the earlier try recorded it and lost its answer: once only
-            if row.status != COMMITTED or from_rolled_back:
+            if row.status not in (COMMITTED, HELD) or from_rolled_back:
                 # a re-commit cleared the committed metrics first, whatever the row said (a
                 # rollback by another tool leaves it saying committed)
                 self._add_metrics(session, job_id, table_name, checkpoint_id, samples)
-            row.status = COMMITTED
+            row.status = status
             row.snapshot_id = snapshot_id
             row.attempts += attempts
             row.retries += retries

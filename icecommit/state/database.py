@@ -388,6 +388,16 @@ MIGRATIONS: dict[int, list[tuple[str, str, str]]] = {
     # 12 added the maintenance runs and refusals tables (create_all makes them) and the count
     # of replays a committed checkpoint's commit skipped
     12: [("icecommit_checkpoints", "replays", "INTEGER NOT NULL DEFAULT 0")],
+    # 13: a checkpoint's check results, the audit branch it is held on and why, and its release
+    13: [
+        ("icecommit_checkpoints", "check_results", "TEXT"),
+        ("icecommit_checkpoints", "audit_branch", "VARCHAR(255)"),
+        ("icecommit_checkpoints", "hold_reason", "VARCHAR(16)"),
+        ("icecommit_checkpoints", "published_by", "VARCHAR(255)"),
+        ("icecommit_checkpoints", "published_at", "TIMESTAMP WITH TIME ZONE"),
+        ("icecommit_checkpoints", "publish_reason", "TEXT"),
+        ("icecommit_checkpoints", "publish_forced", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    ],
 }
 
 #: Columns made wider after they shipped: version -> (table, column, SQL type). Schema 9

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from sqlalchemy import BigInteger, Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, and_
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 class Base(DeclarativeBase):
@@ -108,6 +108,16 @@ class CheckpointRow(Base):
     abandoned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     acknowledged_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
     acknowledged_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # schema 13: its checks' results (JSON, NULL: it had none), decided once; the audit
+    # branch it waits on and why (``checks``, ``manual``, ``queued``; NULL: it went to
+    # the branch asked for); and who published it from there, when, why, forced or not
+    check_results: Mapped[str | None] = mapped_column(Text, nullable=True)
+    audit_branch: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    hold_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    published_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    publish_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    publish_forced: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class CheckpointTaskRow(Base):

@@ -51,7 +51,7 @@ def test_reconcile_exit_codes_and_formats(home: Path, tmp_path: Path) -> None:
     as_json = run(home, "--output", "json", "reconcile", TABLE, "--job", "job")
     assert as_json.returncode == 0
     document = json.loads(as_json.stdout)
-    assert document["schema_version"] == 3 and document["ok"] is True
+    assert document["schema_version"] == 4 and document["ok"] is True
     assert document["changes"].startswith("since the last run") and document["summary"]["verdict"] == "ok"
 
     page = tmp_path / "report.html"

@@ -216,8 +216,8 @@ def test_outputs(catalog: SqlCatalog) -> None:
     table, _ = _pipeline(catalog, checkpoints=2)
     report = ic.reconcile(catalog, table, job_id=JOB)
     document = report.to_dict()
-    assert document["schema_version"] == 3 and document["ok"] is True
-    assert set(document) >= {"checkpoints", "pending", "windows", "problems", "health", "lag", "thresholds",
+    assert document["schema_version"] == 4 and document["ok"] is True
+    assert set(document) >= {"checkpoints", "held", "pending", "windows", "problems", "health", "lag", "thresholds",
                              "summary", "changes"}  # fmt: skip
     assert document["summary"]["verdict"] == "ok" and document["summary"]["rows"] == {
         "source": 600, "written": 600, "committed": 600, "readable": 600, "removed": 0, "consumed": 0}  # fmt: skip

@@ -69,6 +69,7 @@ from icecommit.core.errors.input import (
     ValidationError,
 )
 from icecommit.core.errors.outcome import (
+    CheckpointHeldError,
     CommitConflictError,
     CommitStateUnknownError,
     OverwriteConflictError,
@@ -88,6 +89,7 @@ __all__ = [
     "ChangeTypeError",
     "CheckpointCommittedError",
     "CheckpointFeatureError",
+    "CheckpointHeldError",
     "CheckpointNotFoundError",
     "CheckpointOutOfOrderError",
     "CheckpointRefusedError",

@@ -134,3 +134,37 @@ class OverwriteConflictError(CommitConflictError):
             f"committed. Abandon it (GlobalCommitter(...).abandon({checkpoint_id}, reason=...)) and run the "
             "overwrite again as a new checkpoint",
         )
+
+
+class CheckpointHeldError(CommitOutcomeError):
+    """A checkpoint's checks failed: its commit ended on its job's audit branch, where any
+    Iceberg reader can look at it, and nothing of it reached the branch readers use (its
+    files are staged and committed there: nothing is removed).
+    Publish it (``ic.publish(..., force=True, reason=...)``, ``icecommit publish``) or
+    discard it (``ic.discard``, ``icecommit discard``); the CLI exits with its own code, 5.
+
+    Attributes:
+        job_id / checkpoint_id / table: the checkpoint.
+        branch: the audit branch it waits on.
+        failed: each failed check as (name, observed value, detail).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        checkpoint_id: int,
+        table: str,
+        branch: str,
+        failed: list[tuple[str, object, str]],
+    ) -> None:
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.table = table
+        self.branch = branch
+        self.failed = failed
+        named = "; ".join(f"{name}: {detail}" for name, _, detail in failed)
+        super().__init__(
+            f"checkpoint {checkpoint_id} of job {job_id!r} in {table} is held on branch {branch}: {len(failed)} "
+            f"check(s) failed ({named}); publish it with `icecommit publish {table} --job {job_id} --checkpoint "
+            f"{checkpoint_id} --force --reason ...` or discard it with `icecommit discard ...`"
+        )

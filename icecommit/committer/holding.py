@@ -1,0 +1,288 @@
+"""Nothing reaches readers unchecked: a prepared checkpoint's checks run before it is
+committed, and a checkpoint that must wait (a failed check, a manual release, a held one
+before it) is committed to its job's audit branch instead (the rules are
+:mod:`icecommit.core.publishing`'s).
+
+Where a checkpoint goes is decided once, after prepare and before any commit, and recorded
+with its check results in its state row (a compare-and-set: a replay, a recovery or
+another process commits it where the first decision sent it). A held checkpoint is then
+committed to the audit branch through the same commit protocol as any other, exactly once
+on that branch, and recorded ``held``; :mod:`icecommit.committer.release` brings it to
+readers or gives it up.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.manifest import DataFile
+from pyiceberg.table import Table
+
+from icecommit.committer import planning, protocol
+from icecommit.committer.recording import CheckpointRecorder
+from icecommit.committer.results import CommitResult, result_from_state
+from icecommit.committer.retry import RetryPolicy
+from icecommit.committer.staging import read_staged
+from icecommit.core import ancestry
+from icecommit.core.check_values import CheckpointFacts, CheckResult
+from icecommit.core.checks import Check, evaluate_checks
+from icecommit.core.errors import CheckpointHeldError
+from icecommit.core.identifiers import table_name
+from icecommit.core.publishing import audit_branch, hold_reason
+from icecommit.state.checkpoints import HELD, CheckpointState, CheckpointStore, PublishCounters
+from icecommit.state.samples import QUERY_INPUT, SOURCE
+
+if TYPE_CHECKING:
+    from icecommit.committer.committer import GlobalCommitter
+
+logger = logging.getLogger(__name__)
+
+#: The summary key of the empty first snapshot an audit branch left from (its branch's name).
+AUDIT_BASE = "icecommit.audit-base"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a job's checkpoints pass before they reach readers.
+
+    Attributes:
+        checks: the checks each checkpoint's rows must pass (:mod:`icecommit.checks`).
+        on_check_failure: ``raise`` (the commit raises ``CheckpointHeldError``) or
+            ``queue`` (the job goes on; its later checkpoints wait behind the held one).
+        publish: ``auto`` (a checkpoint whose checks pass goes to readers) or ``manual``
+            (every checkpoint waits on the audit branch for a release).
+        audit_branch: the branch held checkpoints wait on (None: ``icecommit-audit-<job>``).
+    """
+
+    checks: tuple[Check, ...] = ()
+    on_check_failure: str = "raise"
+    publish: str = "auto"
+    audit_branch: str | None = None
+
+
+def decide(
+    store: CheckpointStore,
+    gate: Gate | None,
+    *,
+    job_id: str,
+    table: Table,
+    checkpoint_id: int,
+    files: Sequence[DataFile],
+    received: int,
+) -> dict[str, str | None]:
+    """Where a checkpoint about to be prepared goes, recorded with its row (so that whoever
+    commits it, a recovery or another process, sends it where its checks said): its checks'
+    results (run on ``files``, the data files it stages; ``received``: the rows its tasks
+    received, its source count when none was declared or reported) and, when it must wait,
+    the audit branch and why. Empty when there is nothing to decide (no checks, no manual
+    release, nothing of the job held before it)."""
+    if gate is None:  # a job that asks for no checks goes straight on (it reads no state for them)
+        return {}
+    name = table_name(table)
+    before = [s for s in store.waiting(name, job_id) if s.checkpoint_id < checkpoint_id]
+    if not gate.checks and gate.publish == "auto" and not before:
+        return {}
+    results: tuple[CheckResult, ...] = ()
+    if gate.checks:
+        facts = CheckpointFacts.of_files(
+            files, table.schema(), now=store.clock(), source_records=source_count(store, job_id, name, checkpoint_id,
+                                                                                  received),
+            rows=lambda: _rows(table, files),
+        )  # fmt: skip
+        results = evaluate_checks(gate.checks, facts)
+    reason = hold_reason(checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before))
+    branch = None
+    if reason is not None:  # behind a held one: on its branch; else the job's
+        branch = before[-1].audit_branch if before else audit_branch(job_id, gate.audit_branch)
+    failed = [r for r in results if not r.ok]
+    if failed:
+        logger.warning(
+            "checkpoint %d of job %s: %d check(s) failed (%s); it waits on branch %s",
+            checkpoint_id, job_id, len(failed), "; ".join(f"{r.check}: {r.detail}" for r in failed), branch,
+        )  # fmt: skip
+    return {
+        "check_results": json.dumps([r.to_dict() for r in results]) if results else None,
+        "audit_branch": branch,
+        "hold_reason": reason,
+    }
+
+
+def route(
+    committer: GlobalCommitter, gate: Gate | None, state: CheckpointState, table: Callable[[], Table]
+) -> CheckpointState:
+    """Where prepared checkpoint ``state`` goes, for a row prepared without a decision (by
+    an earlier version, or a committer given its gate only at commit): decided as
+    :func:`decide` does, on its staged files, and recorded once. Returns its row as
+    recorded (unchanged when decided before, or when there is nothing to decide)."""
+    if gate is None or state.check_results is not None or state.audit_branch is not None:
+        return state  # decided before (a replay commits it where it was sent), or nothing asked
+    loaded = table()
+    decided = decide(
+        committer.store, gate, job_id=state.job_id, table=loaded, checkpoint_id=state.checkpoint_id,
+        files=read_staged(state, loaded), received=state.source_records,
+    )  # fmt: skip
+    if not decided:
+        return state
+    return committer.store.record_gate(
+        state.job_id, state.table_name, state.checkpoint_id, check_results=decided["check_results"],
+        audit_branch=decided["audit_branch"], hold_reason=decided["hold_reason"],
+    )  # fmt: skip
+
+
+def results_of(state: CheckpointState) -> tuple[CheckResult, ...]:
+    """The check results recorded with a checkpoint (none when it had no checks)."""
+    if state.check_results is None:
+        return ()
+    return tuple(CheckResult.from_dict(r) for r in json.loads(state.check_results))
+
+
+def source_count(store: CheckpointStore, job_id: str, table_name: str, checkpoint_id: int, received: int) -> int:
+    """A checkpoint's source count: the one its job declared (``declare_source``), else the
+    one its streaming query's source reported, else ``received`` (what its tasks received)."""
+    for stage in (SOURCE, QUERY_INPUT):
+        counts = store.window_totals(job_id, table_name, checkpoint_id, stage)
+        if counts:
+            return sum(counts.values())
+    return received
+
+
+def _rows(table: Table, files: Sequence[DataFile]) -> Iterator[pa.RecordBatch]:
+    """The rows of a checkpoint's data files, file by file."""
+    for data_file in files:
+        with table.io.new_input(data_file.file_path).open() as stream:
+            yield from pq.ParquetFile(stream).iter_batches()
+
+
+def hold(committer: GlobalCommitter, state: CheckpointState) -> CommitResult:
+    """Commit prepared checkpoint ``state`` to the audit branch its route recorded, exactly
+    once on that branch, and record it ``held``. When no other checkpoint waits on that
+    branch, it is first pointed at the head of the committer's branch, so that it holds
+    what readers see plus what waits (a discarded checkpoint's rows do not linger there)."""
+    branch = state.audit_branch
+    assert branch is not None  # routed to it
+    store = committer.store
+    if not state.has_changes:  # nothing to commit: held as it is, released as empty
+        recorded = store.mark_committed(
+            state.job_id, state.table_name, state.checkpoint_id, snapshot_id=None, attempts=0, retries=0,
+            counters=PublishCounters(), status=HELD,
+        )  # fmt: skip
+        return _with_checks(result_from_state(recorded, "held"), recorded)
+    table = committer.load_table()
+    others = [
+        s for s in store.waiting(state.table_name)
+        if s.audit_branch == branch and s.status == HELD and s.checkpoint_id != state.checkpoint_id
+    ]  # fmt: skip
+    policy = RetryPolicy.from_properties(table.metadata.properties)
+    if ancestry.branch_head(table.metadata, committer.branch) is None and branch not in table.metadata.refs:
+        # Iceberg writes a table's first snapshot to main only: an empty one first, which
+        # the audit branch leaves from (readers see no row of it)
+        outcome = protocol.run(FirstSnapshot(state.table_name, committer.branch, branch), base=table,
+                               load=committer.load_table, policy=policy)  # fmt: skip
+        table = outcome.table or committer.load_table()
+    head = ancestry.branch_head(table.metadata, committer.branch)
+    landed = ancestry.find_checkpoint(table.metadata, state.job_id, state.checkpoint_id, branch)
+    if landed is None and not others and head is not None and planning.head_of(table, branch) != head.snapshot_id:
+        protocol.run(
+            PointBranch(state.table_name, branch, head.snapshot_id), base=table, load=committer.load_table,
+            policy=policy,
+        )  # fmt: skip
+    audit = copy.copy(committer)  # the same catalog, state and hooks, committing to the audit branch
+    audit.branch = branch
+    audit._gate = committer._gate
+    audit._latest = None
+    audit._recorder = CheckpointRecorder(
+        store, state.table_name, state.job_id, branch, lambda: audit.load_table().metadata, held=True
+    )
+    return _with_checks(audit._commit_prepared(state), state)
+
+
+def settle(gate: Gate | None, state: CheckpointState, result: CommitResult) -> CommitResult:
+    """``result`` with its checks; raises when the checkpoint is held because a check failed
+    and the job stops on a failed check (``on_check_failure="raise"``).
+
+    Raises:
+        CheckpointHeldError: names each failed check and what it observed.
+    """
+    result = _with_checks(result, state)
+    failed = [r for r in result.checks if not r.ok]
+    if result.status == "held" and failed and (gate is None or gate.on_check_failure == "raise"):
+        assert state.audit_branch is not None
+        raise CheckpointHeldError(
+            state.job_id, state.checkpoint_id, state.table_name, state.audit_branch,
+            [(r.check, r.observed, r.detail) for r in failed],
+        )  # fmt: skip
+    return result
+
+
+def _with_checks(result: CommitResult, state: CheckpointState) -> CommitResult:
+    return dataclasses.replace(result, checks=results_of(state)) if state.check_results else result
+
+
+class FirstSnapshot(protocol.Operation):
+    """An empty first snapshot of a table's ``branch`` (main), for an audit branch to leave
+    from: Iceberg writes a table's first snapshot to main only. Idempotent: a table whose
+    branch has a head already needs none."""
+
+    kind = "snapshot"
+    idempotent = True
+
+    def __init__(self, table_name: str, branch: str, audit_branch: str) -> None:
+        self.table_name = table_name
+        self.branch = branch
+        self.audit_branch = audit_branch
+
+    @property
+    def label(self) -> str:
+        return f"the empty first snapshot of {self.table_name}, for branch {self.audit_branch}"
+
+    def check(self, table: Table, number: int) -> protocol.Found | None:
+        head = ancestry.branch_head(table.metadata, self.branch)
+        return protocol.Found(head.snapshot_id) if head is not None else None
+
+    def apply(self, table: Table) -> protocol.Applied:
+        with table.transaction() as tx:
+            summary = {AUDIT_BASE: self.audit_branch}
+            with tx.update_snapshot(snapshot_properties=summary).fast_append():
+                pass  # no file: readers see no row
+        return protocol.Applied(None, None)
+
+    def find(self, table: Table) -> protocol.Found | None:
+        return self.check(table, 1)
+
+
+class PointBranch(protocol.Operation):
+    """Pointing a branch at a snapshot (the audit branch at the head readers see, before a
+    checkpoint is held on it): a compare-and-swap on the branch's head; idempotent."""
+
+    kind = "branch"
+    idempotent = True
+
+    def __init__(self, table_name: str, branch: str, snapshot_id: int) -> None:
+        self.table_name = table_name
+        self.branch = branch
+        self.snapshot_id = snapshot_id
+
+    @property
+    def label(self) -> str:
+        return f"pointing branch {self.branch} of {self.table_name} at snapshot {self.snapshot_id}"
+
+    def check(self, table: Table, number: int) -> protocol.Found | None:
+        return protocol.Found(None) if planning.head_of(table, self.branch) == self.snapshot_id else None
+
+    def apply(self, table: Table) -> protocol.Applied:
+        table.manage_snapshots().create_branch(self.snapshot_id, self.branch).commit()
+        return protocol.Applied(None, None)
+
+    def find(self, table: Table) -> protocol.Found | None:
+        return self.check(table, 1)
+
+
+__all__ = ["FirstSnapshot", "Gate", "PointBranch", "decide", "hold", "results_of", "route", "settle", "source_count"]

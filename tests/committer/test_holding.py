@@ -1,0 +1,227 @@
+"""Nothing reaches readers unchecked: a checkpoint whose checks fail (or every checkpoint,
+with a manual release) is committed to its job's audit branch and held there; publishing
+brings it to main exactly once (a fast-forward, or its changes again when main moved), and
+the checkpoints queued behind it follow in order; discarding gives it up. Written without
+Spark (``write_arrow``, as a task writes); SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import icecommit as ic
+from icecommit import checks
+from icecommit.committer import committed_checkpoints
+from icecommit.committer.holding import Gate
+from icecommit.core import ancestry
+from icecommit.errors import CheckpointHeldError, InvalidArgumentError
+from tests.committer.crash_driver import InjectedCrash
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+AUDIT = "icecommit-audit-j"
+
+
+def _table(catalog: SqlCatalog) -> str:
+    name = f"{catalog.name}.events"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event"])
+    return name
+
+
+def _committer(catalog: SqlCatalog, name: str, gate: Gate | None, job: str = "j", **kwargs: object):
+    return ic.GlobalCommitter(catalog, name, job_id=job, gate=gate, sleep=lambda _: None, **kwargs)  # type: ignore[arg-type]
+
+
+def _land(committer: ic.GlobalCommitter, checkpoint_id: int, rows: pa.Table) -> ic.CommitResult:
+    results = [write_arrow(committer.load_table(), rows, job_id=committer.job_id, checkpoint_id=checkpoint_id)]
+    committer.prepare(checkpoint_id, results)
+    return committer.commit(checkpoint_id)
+
+
+def _ids(catalog: SqlCatalog, name: str, branch: str = ancestry.MAIN_BRANCH) -> list[int]:
+    table = catalog.load_table(name)
+    ref = table.metadata.refs.get(branch)
+    if ref is None:
+        return []
+    return sorted(table.scan(snapshot_id=ref.snapshot_id, selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def _on(catalog: SqlCatalog, name: str, branch: str = ancestry.MAIN_BRANCH) -> Counter[tuple[str, int]]:
+    metadata = catalog.load_table(name).metadata
+    return Counter((s.job_id, s.checkpoint_id) for s in committed_checkpoints(metadata, branch))
+
+
+def _ids_of(rows: pa.Table) -> list[int]:
+    return sorted(rows.column("id").to_pylist())
+
+
+STRICT = Gate(checks=(checks.row_count(min=10), checks.not_null("id")))
+
+
+def test_a_failed_check_holds_the_checkpoint_on_the_audit_branch_and_nothing_reaches_main(
+    catalog: SqlCatalog,
+) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, STRICT)
+    _land(committer, 1, events(0, 20))
+    with pytest.raises(CheckpointHeldError, match=r"row_count\(min=10\)") as held:
+        _land(committer, 2, events(100, 105))
+    assert held.value.branch == AUDIT and held.value.failed[0][1] == 5  # observed: 5 rows
+    assert _ids(catalog, name) == _ids_of(events(0, 20))  # main: checkpoint 1 only
+    assert _ids(catalog, name, AUDIT) == _ids_of(events(0, 20)) + _ids_of(events(100, 105))
+    state = committer.store.get("j", committer.table_name, 2)
+    assert state is not None and (state.status, state.audit_branch, state.hold_reason) == ("held", AUDIT, "checks")
+    again = _committer(catalog, name, Gate(checks=STRICT.checks, on_check_failure="queue")).commit(2)
+    assert again.status == "held" and [r.ok for r in again.checks] == [False, True]  # a replay: still held
+    assert _on(catalog, name) == Counter({("j", 1): 1}) and _on(catalog, name, AUDIT)[("j", 2)] == 1
+
+
+def test_checks_that_pass_go_to_main_with_their_results(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    result = _land(_committer(catalog, name, STRICT), 1, events(0, 20))
+    assert result.status == "committed" and [(r.check, r.ok) for r in result.checks] == [
+        ("row_count(min=10)", True),
+        ("not_null(id)", True),
+    ]
+    assert AUDIT not in catalog.load_table(name).metadata.refs and _ids(catalog, name) == _ids_of(events(0, 20))
+
+
+def test_a_manual_release_holds_every_checkpoint_and_publish_fast_forwards_main(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(publish="manual"))
+    held = _land(committer, 1, events(0, 10))  # the table had no snapshot: the commit makes the branch
+    assert held.status == "held" and _ids(catalog, name) == []
+    published = ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    assert [r.status for r in published] == ["committed"]
+    assert published[0].snapshot_id == held.snapshot_id  # fast-forwarded: the snapshot keeps its id
+    assert _ids(catalog, name) == _ids_of(events(0, 10))
+    assert ancestry.highest_committed_checkpoint(catalog.load_table(name).metadata, "j") == 1
+    second = _land(committer, 2, events(100, 110))  # the audit branch now starts from main's head
+    assert second.status == "held"
+    assert ic.publish(catalog, name, job_id="j", checkpoint_id=2)[0].snapshot_id == second.snapshot_id
+    assert ic.publish(catalog, name, job_id="j", checkpoint_id=2)[0].status == "already-committed"
+    assert committer.commit(2).status == "already-committed"
+    assert _on(catalog, name) == Counter({("j", 1): 1, ("j", 2): 1})
+    state = committer.store.get("j", committer.table_name, 2)
+    assert state is not None and state.status == "committed" and state.published_by and not state.publish_forced
+
+
+def test_a_held_checkpoint_is_committed_again_when_main_moved_meanwhile(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(publish="manual"))
+    _land(_committer(catalog, name, None, job="other"), 1, events(0, 10))
+    held = _land(committer, 1, events(100, 110))
+    _land(_committer(catalog, name, None, job="other"), 2, events(200, 210))  # main moves on
+    published = ic.publish(catalog, name, job_id="j", checkpoint_id=1)[0]
+    assert published.snapshot_id != held.snapshot_id  # committed again on main
+    assert _ids(catalog, name) == _ids_of(events(0, 10)) + _ids_of(events(100, 110)) + _ids_of(events(200, 210))
+    assert _on(catalog, name) == Counter({("other", 1): 1, ("other", 2): 1, ("j", 1): 1})
+
+
+def test_a_failed_check_needs_force_and_a_reason_both_recorded(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    with pytest.raises(CheckpointHeldError):
+        _land(_committer(catalog, name, STRICT), 1, events(0, 3))
+    before = catalog.load_table(name).metadata_location
+    with pytest.raises(InvalidArgumentError, match="force"):
+        ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    with pytest.raises(InvalidArgumentError, match="reason"):
+        ic.publish(catalog, name, job_id="j", checkpoint_id=1, force=True)
+    assert catalog.load_table(name).metadata_location == before  # nothing changed
+    ic.publish(catalog, name, job_id="j", checkpoint_id=1, force=True, reason="a small test batch", by="ana")
+    state = ic.GlobalCommitter(catalog, name, job_id="j").store.get("j", f"{catalog.name}.events", 1)
+    assert state is not None and (state.published_by, state.publish_reason, state.publish_forced) == (
+        "ana",
+        "a small test batch",
+        True,
+    )
+    assert _ids(catalog, name) == _ids_of(events(0, 3))
+
+
+def test_queued_checkpoints_wait_behind_a_held_one_and_follow_it_in_order(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(checks=STRICT.checks, on_check_failure="queue"))
+    _land(committer, 1, events(0, 20))
+    assert _land(committer, 2, events(100, 103)).status == "held"  # no raise: the job goes on
+    assert _land(committer, 3, events(200, 220)).status == "held"  # its checks pass: queued behind 2
+    assert _ids(catalog, name) == _ids_of(events(0, 20))
+    with pytest.raises(InvalidArgumentError, match="checkpoint 2 of job 'j' first"):
+        ic.publish(catalog, name, job_id="j", checkpoint_id=3)
+    published = ic.publish(catalog, name, job_id="j", checkpoint_id=2, force=True, reason="known short batch")
+    assert [r.checkpoint_id for r in published] == [2, 3]
+    assert _ids(catalog, name) == _ids_of(events(0, 20)) + _ids_of(events(100, 103)) + _ids_of(events(200, 220))
+    assert _on(catalog, name) == Counter({("j", 1): 1, ("j", 2): 1, ("j", 3): 1})
+    assert _land(committer, 4, events(300, 320)).status == "committed"  # nothing waits: straight to main
+
+
+def test_discarding_a_held_checkpoint_releases_the_queue_without_its_rows(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(checks=STRICT.checks, on_check_failure="queue"))
+    _land(committer, 1, events(0, 20))
+    _land(committer, 2, events(100, 103))
+    _land(committer, 3, events(200, 220))
+    ic.discard(catalog, name, job_id="j", checkpoint_id=2, reason="duplicated upstream", by="ana")
+    assert _ids(catalog, name) == _ids_of(events(0, 20)) + _ids_of(events(200, 220))  # 3 without 2's rows
+    states = {s.checkpoint_id: s for s in committer.store.list(committer.table_name, job_id="j")}
+    assert (states[2].status, states[2].abandoned_by, states[3].status) == ("abandoned", "ana", "committed")
+    assert committer.commit(2).status == "abandoned"  # a replay of the discarded one: a no-op
+    with pytest.raises(InvalidArgumentError, match="held"):
+        ic.discard(catalog, name, job_id="j", checkpoint_id=3, reason="too late")
+
+
+def test_an_empty_checkpoint_is_checked_too(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(checks=(checks.row_count(min=1),)))
+    table = committer.load_table()
+    committer.prepare(1, [write_arrow(table, events(0, 0), job_id="j", checkpoint_id=1)])
+    with pytest.raises(CheckpointHeldError, match=r"row_count\(min=1\)"):
+        committer.commit(1)
+    assert ic.publish(catalog, name, job_id="j", checkpoint_id=1, force=True, reason="no data today")[0].status == (
+        "committed"
+    )
+    assert _ids(catalog, name) == []
+
+
+@pytest.mark.parametrize("point", ["after-prepare", "before-commit-attempt", "after-commit"])
+def test_a_crash_while_holding_then_a_recovery_holds_it_once(catalog: SqlCatalog, point: str) -> None:
+    name = _table(catalog)
+    gate = Gate(publish="manual")
+    _land(_committer(catalog, name, None), 1, events(0, 10))
+
+    def crash(at: str, checkpoint_id: int) -> None:
+        if at == point and checkpoint_id == 2:
+            raise InjectedCrash(at)
+
+    with pytest.raises(InjectedCrash):
+        _land(_committer(catalog, name, gate, fault=crash), 2, events(100, 110))
+    recovered = _committer(catalog, name, gate).recover()
+    assert [r.status for r in recovered] in (["held"], [])  # after-commit: recorded by the next call
+    assert _committer(catalog, name, gate).commit(2).status == "held"
+    assert _on(catalog, name, AUDIT)[("j", 2)] == 1 and ("j", 2) not in _on(catalog, name)
+    ic.publish(catalog, name, job_id="j", checkpoint_id=2)
+    assert _on(catalog, name) == Counter({("j", 1): 1, ("j", 2): 1})
+
+
+def test_a_publish_that_landed_and_was_not_recorded_is_found_not_applied_twice(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(publish="manual"))
+    _land(committer, 1, events(0, 10))
+    _land(_committer(catalog, name, None, job="other"), 1, events(500, 510))  # main moved: committed again
+    from icecommit.state.checkpoints import CheckpointStore
+
+    recorded = CheckpointStore.mark_published
+
+    def lost(*args: object, **kwargs: object) -> bool:
+        raise InjectedCrash("after publish, before it was recorded")
+
+    monkeypatch.setattr(CheckpointStore, "mark_published", lost)
+    with pytest.raises(InjectedCrash):
+        ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    monkeypatch.setattr(CheckpointStore, "mark_published", recorded)
+    ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    assert _on(catalog, name) == Counter({("other", 1): 1, ("j", 1): 1})
+    assert _ids(catalog, name) == _ids_of(events(0, 10)) + _ids_of(events(500, 510))
