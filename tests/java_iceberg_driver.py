@@ -12,8 +12,8 @@ icecommit, no pyiceberg), so this file imports nothing but the standard library 
 ``read`` loads the table from its metadata file (Iceberg's static table: no catalog) and
 writes OUT_DIR/rows.parquet (every row of the current snapshot) and OUT_DIR/report.json:
 Java's ``files``, ``entries``, ``partitions``, ``snapshots`` and ``refs`` metadata tables, and the ids
-each ``--where`` filter, the ``--as-of`` snapshot and the incremental append read from
-``--incremental-from`` to the current snapshot return.
+each ``--where`` filter, the ``--as-of`` snapshot, the incremental append read from
+``--incremental-from`` to the current snapshot and the head of ``--branch`` return.
 
 With ``--rest-uri``, ``read`` takes a table name and reads it through Iceberg's REST
 catalog client (a Spark catalog of ``type=rest`` at that URL) instead of its metadata file.
@@ -128,6 +128,8 @@ def read(spark: SparkSession, metadata: str, out: Path, args: argparse.Namespace
     if args.incremental_from is not None:
         incremental = load(**{"start-snapshot-id": args.incremental_from})
         report["incremental"] = _ids(incremental)
+    if args.branch is not None:  # Iceberg's branch read option
+        report["branch"] = _ids(load(branch=args.branch))
     (out / "report.json").write_text(json.dumps(report))
 
 
@@ -164,6 +166,7 @@ def main(argv: list[str]) -> int:
     reader.add_argument("--where", action="append", default=[])
     reader.add_argument("--as-of", type=int)
     reader.add_argument("--incremental-from", type=int)
+    reader.add_argument("--branch", help="also read this branch's head (report's branch)")
     reader.add_argument("--rest-uri", help="read the table NS.TABLE through this REST catalog")
     rewriter = commands.add_parser("rewrite")
     rewriter.add_argument("--catalog-name", required=True)

@@ -279,7 +279,8 @@ class GlobalCommitter:
             paths = {f.path for f in validated.data_files}
             refuse_reused_checkpoint(table, self.job_id, checkpoint_id, self.branch, paths, self._table_name)
         gate = holding.decide(self._store, self._gate, job_id=self.job_id, table=table, checkpoint_id=checkpoint_id,
-                              files=staged_files(validated, table), received=validated.source_records)  # fmt: skip
+                              files=staged_files(validated, table), received=validated.source_records,
+                              live_branch=self.branch, lookup=self._key_lookup)  # fmt: skip
         state, inserted = stage_checkpoint(
             self._store,
             table,

@@ -26,16 +26,20 @@ import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
+from icecommit.catalog.data_file_keys import look_up_here
 from icecommit.committer import planning, protocol
+from icecommit.committer.modes.upserting import resolve_positions
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state
 from icecommit.committer.retry import RetryPolicy
 from icecommit.committer.staging import read_staged
 from icecommit.core import ancestry
+from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.check_values import CheckpointFacts, CheckResult
 from icecommit.core.checks import Check, evaluate_checks
 from icecommit.core.errors import CheckpointHeldError
 from icecommit.core.identifiers import table_name
+from icecommit.core.key_lookup import KeyLookup
 from icecommit.core.publishing import audit_branch, hold_reason
 from icecommit.state.checkpoints import HELD, CheckpointState, CheckpointStore, PublishCounters
 from icecommit.state.samples import QUERY_INPUT, SOURCE
@@ -77,13 +81,17 @@ def decide(
     checkpoint_id: int,
     files: Sequence[DataFile],
     received: int,
+    live_branch: str = MAIN_BRANCH,
+    lookup: KeyLookup | None = None,
 ) -> dict[str, str | None]:
     """Where a checkpoint about to be prepared goes, recorded with its row (so that whoever
     commits it, a recovery or another process, sends it where its checks said): its checks'
     results (run on ``files``, the data files it stages; ``received``: the rows its tasks
     received, its source count when none was declared or reported) and, when it must wait,
     the audit branch and why. Empty when there is nothing to decide (no checks, no manual
-    release, nothing of the job held before it)."""
+    release, nothing of the job held before it). ``unique(..., against_table=True)`` looks
+    its keys up among the live rows of ``live_branch`` with ``lookup`` (None: in this process),
+    as an upsert does."""
     if gate is None:  # a job that asks for no checks goes straight on (it reads no state for them)
         return {}
     name = table_name(table)
@@ -95,7 +103,7 @@ def decide(
         facts = CheckpointFacts.of_files(
             files, table.schema(), now=store.clock(), source_records=source_count(store, job_id, name, checkpoint_id,
                                                                                   received),
-            rows=lambda: _rows(table, files),
+            rows=lambda: _rows(table, files), live_duplicates=lambda keys: _live_keys(table, live_branch, keys, lookup),
         )  # fmt: skip
         results = evaluate_checks(gate.checks, facts)
     reason = hold_reason(checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before))
@@ -152,6 +160,19 @@ def source_count(store: CheckpointStore, job_id: str, table_name: str, checkpoin
         if counts:
             return sum(counts.values())
     return received
+
+
+def _live_keys(table: Table, branch: str, keys: pa.Table, lookup: KeyLookup | None) -> int:
+    """How many of ``keys`` (distinct) have live rows in ``branch``'s head (the upsert's
+    look-up: only files whose bounds or partition can hold a key are read)."""
+    hits = resolve_positions(
+        table, keys, branch=branch, job_id="", checkpoint_id=0, table_name=table_name(table),
+        lookup=lookup or look_up_here,
+    )  # fmt: skip
+    if not hits:
+        return 0
+    found = pa.concat_tables([matched.select(keys.column_names) for _, _, matched in hits])
+    return len(found.group_by(keys.column_names).aggregate([]))
 
 
 def _rows(table: Table, files: Sequence[DataFile]) -> Iterator[pa.RecordBatch]:

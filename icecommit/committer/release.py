@@ -107,6 +107,7 @@ def publish(
     who = by or fate.current_user()
     published = [_publish_one(committer, state, reason=reason, forced=bool(failed), by=who)]
     published.extend(_follow(committer, checkpoint_id, who))
+    committer.publish_complete_partitions()  # their rows are where readers look now
     return published
 
 
@@ -125,7 +126,8 @@ def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: 
     who = by or fate.current_user()
     recorded = fate.abandon(committer, committer._recorder, checkpoint_id, reason=reason, by=who)
     logger.warning("checkpoint %d of job %s discarded by %s: %s", checkpoint_id, committer.job_id, who, reason)
-    _follow(committer, checkpoint_id, who)
+    if _follow(committer, checkpoint_id, who):
+        committer.publish_complete_partitions()
     return recorded
 
 

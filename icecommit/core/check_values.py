@@ -87,6 +87,11 @@ class CheckResult:
     observed: Observed = None
     detail: str = ""
 
+    @property
+    def name(self) -> str:
+        """The check's name (:attr:`check`)."""
+        return self.check
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"check": self.check, "ok": self.ok, "observed": self.observed, "detail": self.detail}

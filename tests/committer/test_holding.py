@@ -19,6 +19,7 @@ from icecommit.committer.holding import Gate
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointHeldError, InvalidArgumentError
 from tests.committer.crash_driver import InjectedCrash
+from tests.fakes import events_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 AUDIT = "icecommit-audit-j"
@@ -81,7 +82,7 @@ def test_a_failed_check_holds_the_checkpoint_on_the_audit_branch_and_nothing_rea
 def test_checks_that_pass_go_to_main_with_their_results(catalog: SqlCatalog) -> None:
     name = _table(catalog)
     result = _land(_committer(catalog, name, STRICT), 1, events(0, 20))
-    assert result.status == "committed" and [(r.check, r.ok) for r in result.checks] == [
+    assert result.status == "committed" and [(r.name, r.ok) for r in result.checks] == [
         ("row_count(min=10)", True),
         ("not_null(id)", True),
     ]
@@ -225,3 +226,25 @@ def test_a_publish_that_landed_and_was_not_recorded_is_found_not_applied_twice(
     ic.publish(catalog, name, job_id="j", checkpoint_id=1)
     assert _on(catalog, name) == Counter({("other", 1): 1, ("j", 1): 1})
     assert _ids(catalog, name) == _ids_of(events(0, 10)) + _ids_of(events(500, 510))
+
+
+def test_a_time_partition_is_complete_only_once_its_rows_are_on_main(catalog: SqlCatalog) -> None:
+    name = f"{catalog.name}.hourly"
+    ic.create_table(catalog, name, EVENTS_SCHEMA, partition_by=["event", "hour(ts)"])
+    committer = _committer(catalog, name, Gate(publish="manual"))
+    results = [write_arrow(committer.load_table(), events_at(0, 10, 59, 70), job_id="j", checkpoint_id=1)]
+    committer.prepare(1, results)
+    assert committer.commit(1).status == "held"
+    assert committer.partition_status() == []  # its watermark passed 00:59, but no row of it is on main
+    ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    assert [s.label for s in committer.partition_status()] == ["ts_hour=2026-05-01-00"]
+
+
+def test_unique_against_the_table_looks_its_keys_up_among_the_live_rows(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(checks=(checks.unique("id", against_table=True),)))
+    assert _land(committer, 1, events(0, 20)).status == "committed"
+    with pytest.raises(CheckpointHeldError, match="unique") as held:
+        _land(committer, 2, events(15, 25))  # ids 15..19 are live already
+    assert held.value.failed[0][1] == 5
+    assert _land(committer, 3, events(100, 110)).status == "held"  # queued behind 2 (it raised, not queued)
