@@ -514,12 +514,16 @@ class _Landing:
             fresh = {name: self.committers[name].load_table() for name in written}
             for name, task_results in written.items():
                 self.committers[name].validate(self.checkpoint_id, task_results, table=fresh[name])
+            # a routed checkpoint reaches readers in all its tables or none: one failed check holds them all
+            along = len(written) > 1 and any(
+                self.committers[name].checks_fail(self.checkpoint_id, rs, fresh[name]) for name, rs in written.items()
+            )
             for name, task_results in written.items():
                 others = [r for other, rs in written.items() if other != name for r in rs]
                 mode = self.options.mode_of(name)
                 self.plans[name] = self.committers[name].prepare_planned(
                     self.checkpoint_id, task_results, routed_with=others, plan=self.plans[name], table=fresh[name],
-                    mode=mode, keys=self.keys.get(name),
+                    mode=mode, keys=self.keys.get(name), held_along=along,
                 )  # fmt: skip
                 prepared.add(name)
         except IcecommitError as e:

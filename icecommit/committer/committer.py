@@ -256,10 +256,12 @@ class GlobalCommitter:
         table: Table | None = None,
         mode: str | None = None,
         keys: pa.Table | None = None,
+        held_along: bool = False,
     ) -> CheckpointPlan:
         """:meth:`prepare`, returning the plan that :meth:`commit` takes (its state is
         the checkpoint's row). ``table``: the table as the caller has just loaded it
-        (None: load it)."""
+        (None: load it); ``held_along``: another table of this routed checkpoint fails a
+        check, so this one waits on its audit branch too (:meth:`checks_fail`)."""
         checked_checkpoint_id(checkpoint_id)
         loaded = table if table is not None else self.load_table()
         check_table_properties(
@@ -280,7 +282,7 @@ class GlobalCommitter:
             refuse_reused_checkpoint(table, self.job_id, checkpoint_id, self.branch, paths, self._table_name)
         gate = holding.decide(self._store, self._gate, job_id=self.job_id, table=table, checkpoint_id=checkpoint_id,
                               files=staged_files(validated, table), received=validated.source_records,
-                              live_branch=self.branch, lookup=self._key_lookup)  # fmt: skip
+                              live_branch=self.branch, lookup=self._key_lookup, held_along=held_along)  # fmt: skip
         state, inserted = stage_checkpoint(
             self._store,
             table,
@@ -303,6 +305,11 @@ class GlobalCommitter:
         if plan.action is Action.WRITE:  # its files were found on storage just now: the commit reads no manifest
             return plan.prepared(state, table, staged_files(validated, table))
         return self._plan_on(checkpoint_id, table, state).with_staged(staged_files(validated, table))
+
+    def checks_fail(self, checkpoint_id: int, results: Sequence[WriteResult], table: Table) -> bool:
+        """Whether these write results fail one of this committer's checks; changes nothing."""
+        return holding.checks_fail(self._store, self._gate, job_id=self.job_id, table=table,
+                                   checkpoint_id=checkpoint_id, results=results)  # fmt: skip
 
     # -- phase 2 -----------------------------------------------------------------------
 

@@ -32,11 +32,13 @@ from icecommit.committer.modes.upserting import resolve_positions
 from icecommit.committer.recording import CheckpointRecorder
 from icecommit.committer.results import CommitResult, result_from_state
 from icecommit.committer.retry import RetryPolicy
-from icecommit.committer.staging import read_staged
+from icecommit.committer.staging import read_staged, staged_files
+from icecommit.committer.validation import validate_results
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.check_values import CheckpointFacts, CheckResult
 from icecommit.core.checks import Check, evaluate_checks
+from icecommit.core.datafiles import WriteResult
 from icecommit.core.errors import CheckpointHeldError
 from icecommit.core.identifiers import table_name
 from icecommit.core.key_lookup import KeyLookup
@@ -83,6 +85,7 @@ def decide(
     received: int,
     live_branch: str = MAIN_BRANCH,
     lookup: KeyLookup | None = None,
+    held_along: bool = False,
 ) -> dict[str, str | None]:
     """Where a checkpoint about to be prepared goes, recorded with its row (so that whoever
     commits it, a recovery or another process, sends it where its checks said): its checks'
@@ -91,12 +94,14 @@ def decide(
     the audit branch and why. Empty when there is nothing to decide (no checks, no manual
     release, nothing of the job held before it). ``unique(..., against_table=True)`` looks
     its keys up among the live rows of ``live_branch`` with ``lookup`` (None: in this process),
-    as an upsert does."""
-    if gate is None:  # a job that asks for no checks goes straight on (it reads no state for them)
+    as an upsert does. ``held_along``: a check of another table of the same routed
+    checkpoint failed, so this table's part waits too (all of them reach readers or none)."""
+    if gate is None and not held_along:  # a job that asks for no checks goes on (it reads no state for them)
         return {}
+    gate = gate or Gate()
     name = table_name(table)
     before = [s for s in store.waiting(name, job_id) if s.checkpoint_id < checkpoint_id]
-    if not gate.checks and gate.publish == "auto" and not before:
+    if not gate.checks and gate.publish == "auto" and not before and not held_along:
         return {}
     results: tuple[CheckResult, ...] = ()
     if gate.checks:
@@ -106,7 +111,10 @@ def decide(
             rows=lambda: _rows(table, files), live_duplicates=lambda keys: _live_keys(table, live_branch, keys, lookup),
         )  # fmt: skip
         results = evaluate_checks(gate.checks, facts)
-    reason = hold_reason(checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before))
+    reason = hold_reason(
+        checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before),
+        held_along=held_along,
+    )  # fmt: skip
     branch = None
     if reason is not None:  # behind a held one: on its branch; else the job's
         branch = before[-1].audit_branch if before else audit_branch(job_id, gate.audit_branch)
@@ -121,6 +129,32 @@ def decide(
         "audit_branch": branch,
         "hold_reason": reason,
     }
+
+
+def checks_fail(
+    store: CheckpointStore,
+    gate: Gate | None,
+    *,
+    job_id: str,
+    table: Table,
+    checkpoint_id: int,
+    results: Sequence[WriteResult],
+) -> bool:
+    """Whether write results ``results`` of a checkpoint fail one of ``gate``'s checks on
+    ``table`` (judged before any table of a routed checkpoint is prepared, so that all its
+    tables wait if one fails). Changes nothing."""
+    if gate is None or not gate.checks:
+        return False
+    name = table_name(table)
+    validated = validate_results(
+        results, metadata=table.metadata, job_id=job_id, checkpoint_id=checkpoint_id, table_name=name
+    )
+    files = staged_files(validated, table)
+    facts = CheckpointFacts.of_files(
+        files, table.schema(), now=store.clock(), rows=lambda: _rows(table, files),
+        source_records=source_count(store, job_id, name, checkpoint_id, validated.source_records),
+    )  # fmt: skip
+    return not all(r.ok for r in evaluate_checks(gate.checks, facts))
 
 
 def route(
@@ -306,4 +340,15 @@ class PointBranch(protocol.Operation):
         return self.check(table, 1)
 
 
-__all__ = ["FirstSnapshot", "Gate", "PointBranch", "decide", "hold", "results_of", "route", "settle", "source_count"]
+__all__ = [
+    "FirstSnapshot",
+    "Gate",
+    "PointBranch",
+    "checks_fail",
+    "decide",
+    "hold",
+    "results_of",
+    "route",
+    "settle",
+    "source_count",
+]

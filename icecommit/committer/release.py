@@ -79,8 +79,10 @@ def publish(
     by: str | None = None,
 ) -> list[CommitResult]:
     """Bring held checkpoint ``checkpoint_id`` to the committer's branch, then the queued
-    checkpoints right behind it (their checks passed). Returns one result per checkpoint
-    published, in order (``already-committed`` for one a publish before this one landed).
+    checkpoints right behind it (their checks passed); a routed checkpoint's other tables
+    held with it are published too (all of them or none are refused). Returns one result
+    per checkpoint and table published, in order (``already-committed`` for this table's
+    when a publish before this one landed it).
 
     Raises:
         CheckpointNotFoundError: no such checkpoint was prepared here.
@@ -88,27 +90,47 @@ def publish(
             of the job still waits (they reach readers in order), or a check failed and
             ``force`` with a ``reason`` was not given.
     """
-    store, job, table = committer.store, committer.job_id, committer.table_name
     state = _held(committer, checkpoint_id)
-    if state.status == COMMITTED:
-        return [result_from_state(state, "already-committed")]
-    earlier = [s.checkpoint_id for s in store.waiting(table, job) if s.checkpoint_id < checkpoint_id]
-    if earlier:
-        raise InvalidArgumentError(
-            "checkpoint_id", checkpoint_id, f"checkpoint {earlier[0]} of job {job!r} first: it waits on the audit "
-            "branch before this one, and checkpoints reach readers in order (publish or discard it)",
-        )  # fmt: skip
-    failed = [r for r in results_of(state) if not r.ok]
+    parts = [(committer, state), *_other_tables(committer, checkpoint_id)]  # a routed checkpoint: all or none
+    waiting = [(c, s) for c, s in parts if s.status != COMMITTED]
+    failed = [r for _, s in waiting for r in results_of(s) if not r.ok]
+    for part, held in waiting:  # every refusal before anything is published
+        earlier = [s.checkpoint_id for s in part.store.waiting(held.table_name, held.job_id)
+                   if s.checkpoint_id < checkpoint_id]  # fmt: skip
+        if earlier:
+            raise InvalidArgumentError(
+                "checkpoint_id", checkpoint_id, f"checkpoint {earlier[0]} of job {held.job_id!r} in "
+                f"{held.table_name} first: it waits on the audit branch before this one, and checkpoints reach "
+                "readers in order (publish or discard it)",
+            )  # fmt: skip
     if failed and not force:
         named = "; ".join(f"{r.check}: {r.detail}" for r in failed)
         raise InvalidArgumentError("force", force, f"True with a reason: its checks failed ({named})")
     if force and (not isinstance(reason, str) or not reason.strip()):
         raise InvalidArgumentError("reason", reason, "why it is published anyway (kept with the checkpoint)")
     who = by or fate.current_user()
-    published = [_publish_one(committer, state, reason=reason, forced=bool(failed), by=who)]
-    published.extend(_follow(committer, checkpoint_id, who))
-    committer.publish_complete_partitions()  # their rows are where readers look now
+    published = [] if state.status != COMMITTED else [result_from_state(state, "already-committed")]
+    for part, held in waiting:  # in a recorded order (this table, then the others by name): a replay completes it
+        forced = any(not r.ok for r in results_of(held))
+        published.append(_publish_one(part, held, reason=reason, forced=forced, by=who))
+        published.extend(_follow(part, checkpoint_id, who))
+        part.publish_complete_partitions()  # their rows are where readers look now
     return published
+
+
+def _other_tables(committer: GlobalCommitter, checkpoint_id: int) -> list[tuple[GlobalCommitter, CheckpointState]]:
+    """The other tables' parts of a routed checkpoint held with this one (same job and
+    checkpoint id, held on an audit branch, where one of them was held for another's failed
+    check: ``routed``), each with a committer of its table; none for a checkpoint of one table."""
+    group = [s for s in committer.store.waiting(None, committer.job_id, checkpoint_id) if s.status == HELD]
+    if not any(s.hold_reason == "routed" for s in group):
+        return []
+    others = [s for s in group if s.table_name != committer.table_name]
+    make = type(committer)
+    return [
+        (make(committer._catalog, s.table_name, job_id=s.job_id, branch=committer.branch, store=committer.store), s)
+        for s in others
+    ]
 
 
 def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: str | None = None) -> CheckpointState:
@@ -124,6 +146,10 @@ def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: 
     if state.status == COMMITTED:
         raise InvalidArgumentError("checkpoint_id", checkpoint_id, "a held checkpoint (this one was published)")
     who = by or fate.current_user()
+    for part, _ in _other_tables(committer, checkpoint_id):  # a routed checkpoint: every table's part
+        fate.abandon(part, part._recorder, checkpoint_id, reason=reason, by=who)
+        if _follow(part, checkpoint_id, who):
+            part.publish_complete_partitions()
     recorded = fate.abandon(committer, committer._recorder, checkpoint_id, reason=reason, by=who)
     logger.warning("checkpoint %d of job %s discarded by %s: %s", checkpoint_id, committer.job_id, who, reason)
     if _follow(committer, checkpoint_id, who):

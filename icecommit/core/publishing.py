@@ -27,8 +27,9 @@ ON_CHECK_FAILURE = ("raise", "queue")
 #: operator releases every checkpoint).
 PUBLISH_MODES = ("auto", "manual")
 
-#: Why a checkpoint is held: a check failed, every checkpoint waits, or one before it is held.
-HoldReason = Literal["checks", "manual", "queued"]
+#: Why a checkpoint is held: a check failed, every checkpoint waits, one before it is held,
+#: or (a routed checkpoint) a check of another of its tables failed.
+HoldReason = Literal["checks", "manual", "queued", "routed"]
 
 
 def audit_branch(job_id: str, given: str | None = None) -> str:
@@ -70,15 +71,18 @@ def _one_of(argument: str, value: str | None, choices: Sequence[str]) -> str:
     return value
 
 
-def hold_reason(*, checks_passed: bool, publish: str, held_before: bool) -> HoldReason | None:
+def hold_reason(*, checks_passed: bool, publish: str, held_before: bool, held_along: bool = False) -> HoldReason | None:
     """Why a checkpoint waits on the audit branch; None when it goes to readers at once.
     A failed check holds it whatever else holds; then a release every checkpoint waits for;
-    then one before it that is held (it waits behind it, in order)."""
+    then one before it that is held (it waits behind it, in order); then, for one table of a
+    routed checkpoint, a failed check of another of its tables (all of them or none)."""
     if not checks_passed:
         return "checks"
     if publish == "manual":
         return "manual"
-    return "queued" if held_before else None
+    if held_before:
+        return "queued"
+    return "routed" if held_along else None
 
 
 def can_fast_forward(branch_head: int | None, held_parent: int | None) -> bool:

@@ -578,19 +578,17 @@ class CheckpointStore(MetricSampleStore):
             published_by=by, published_at=self._clock(), publish_reason=reason, publish_forced=forced,
         )  # fmt: skip
 
-    def waiting(self, table_name: str, job_id: str | None = None) -> builtins.list[CheckpointState]:
-        """The checkpoints of a table (of one job) that wait on an audit branch: held there,
-        or prepared for it and not yet committed; ordered by job and checkpoint id."""
-        query = select(CheckpointRow).where(
-            CheckpointRow.table_name == table_name,
-            CheckpointRow.audit_branch.is_not(None),
-            CheckpointRow.status.in_((HELD, PREPARED)),
-        )
-        if job_id is not None:
-            query = query.where(CheckpointRow.job_id == job_id)
+    def waiting(
+        self, table_name: str | None, job_id: str | None = None, checkpoint_id: int | None = None
+    ) -> builtins.list[CheckpointState]:
+        """The checkpoints that wait on an audit branch (held, or prepared for it), of a table
+        (None: any), a job, a checkpoint id; ordered by job, checkpoint id and table."""
+        wanted = {"table_name": table_name, "job_id": job_id, "checkpoint_id": checkpoint_id}
+        query = select(CheckpointRow).filter_by(**{k: v for k, v in wanted.items() if v is not None})
+        query = query.where(CheckpointRow.audit_branch.is_not(None), CheckpointRow.status.in_((HELD, PREPARED)))
+        order = (CheckpointRow.job_id, CheckpointRow.checkpoint_id, CheckpointRow.table_name)
         with Session(self._engine) as session:
-            rows = session.execute(query.order_by(CheckpointRow.job_id, CheckpointRow.checkpoint_id)).scalars()
-            return [_to_state(r) for r in rows]
+            return [_to_state(r) for r in session.execute(query.order_by(*order)).scalars()]
 
     def mark_restored(self, table_name: str, checkpoints: Iterable[tuple[str, int]]) -> int:
         """Record that a rollback to a later snapshot put these rolled-back (job, checkpoint)

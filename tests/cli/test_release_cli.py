@@ -54,7 +54,7 @@ def test_publish_needs_force_for_a_failed_check_then_brings_the_queue(tmp_path: 
     refused = invoke(tmp_path, "publish", TABLE, "--job", "job", "--checkpoint", "2")
     assert refused.returncode == 2 and "force" in refused.stderr and "Traceback" not in refused.stderr
     out_of_order = invoke(tmp_path, "publish", TABLE, "--job", "job", "--checkpoint", "3")
-    assert out_of_order.returncode == 2 and "checkpoint 2 of job 'job' first" in out_of_order.stderr
+    assert out_of_order.returncode == 2 and "checkpoint 2 of job 'job' in ns.events first" in out_of_order.stderr
     done = cli_json(tmp_path, "publish", TABLE, "--job", "job", "--checkpoint", "2", "--force", "--reason", "ok")
     assert [(c["checkpoint_id"], c["status"]) for c in done["checkpoints"]] == [(2, "committed"), (3, "committed")]
     assert committer.load_table().scan().to_arrow().num_rows == 45

@@ -148,7 +148,7 @@ def test_queued_checkpoints_wait_behind_a_held_one_and_follow_it_in_order(catalo
     assert _land(committer, 2, events(100, 103)).status == "held"  # no raise: the job goes on
     assert _land(committer, 3, events(200, 220)).status == "held"  # its checks pass: queued behind 2
     assert _ids(catalog, name) == _ids_of(events(0, 20))
-    with pytest.raises(InvalidArgumentError, match="checkpoint 2 of job 'j' first"):
+    with pytest.raises(InvalidArgumentError, match=r"checkpoint 2 of job 'j' in \S+ first"):
         ic.publish(catalog, name, job_id="j", checkpoint_id=3)
     published = ic.publish(catalog, name, job_id="j", checkpoint_id=2, force=True, reason="known short batch")
     assert [r.checkpoint_id for r in published] == [2, 3]
@@ -248,3 +248,37 @@ def test_unique_against_the_table_looks_its_keys_up_among_the_live_rows(catalog:
         _land(committer, 2, events(15, 25))  # ids 15..19 are live already
     assert held.value.failed[0][1] == 5
     assert _land(committer, 3, events(100, 110)).status == "held"  # queued behind 2 (it raised, not queued)
+
+
+def test_a_routed_checkpoint_waits_in_all_its_tables_and_is_published_or_discarded_in_all(
+    catalog: SqlCatalog,
+) -> None:
+    names = {kind: f"{catalog.name}.{kind}" for kind in ("clicks", "views")}
+    for name in names.values():
+        ic.create_table(catalog, name, EVENTS_SCHEMA)
+    gates = {"clicks": None, "views": Gate(checks=(checks.row_count(min=10),), on_check_failure="queue")}
+    committers = {k: _committer(catalog, names[k], gates[k], job="routed") for k in names}
+
+    def land(checkpoint_id: int, rows: dict[str, pa.Table]) -> dict[str, str]:
+        results = {
+            k: [write_arrow(committers[k].load_table(), r, job_id="routed", checkpoint_id=checkpoint_id)]
+            for k, r in rows.items()
+        }
+        along = any(committers[k].checks_fail(checkpoint_id, results[k], committers[k].load_table()) for k in rows)
+        for k in rows:  # as a routed write prepares its tables: all of them held when one fails
+            committers[k].prepare_planned(checkpoint_id, results[k], held_along=along)
+        return {k: committers[k].commit(checkpoint_id).status for k in rows}
+
+    assert land(1, {"clicks": events(0, 20), "views": events(100, 103)}) == {"clicks": "held", "views": "held"}
+    assert _ids(catalog, names["clicks"]) == [] and _ids(catalog, names["views"]) == []
+    with pytest.raises(InvalidArgumentError, match="force"):  # refused before any table is published
+        ic.publish(catalog, names["clicks"], job_id="routed", checkpoint_id=1)
+    published = ic.publish(catalog, names["clicks"], job_id="routed", checkpoint_id=1, force=True, reason="ok")
+    assert sorted(r.table for r in published) == sorted(names.values())
+    assert _ids(catalog, names["clicks"]) == _ids_of(events(0, 20))
+    assert _ids(catalog, names["views"]) == _ids_of(events(100, 103))
+    assert land(2, {"clicks": events(200, 220), "views": events(300, 301)}) == {"clicks": "held", "views": "held"}
+    ic.discard(catalog, names["views"], job_id="routed", checkpoint_id=2, reason="a bad batch")
+    states = [c.store.get("routed", names[k], 2) for k, c in committers.items()]
+    assert [s.status for s in states if s is not None] == ["abandoned", "abandoned"]
+    assert _ids(catalog, names["clicks"]) == _ids_of(events(0, 20))  # nothing of 2 in either table

@@ -1,7 +1,7 @@
 """Checks through ``ic.write``: a batch that fails one waits on the job's audit branch and
 the write raises ``CheckpointHeldError``; with ``on_check_failure="queue"`` the job goes on
-and its next batch waits behind the held one; a routed write takes checks per table;
-``ic.publish`` brings them to main, once."""
+and its next batch waits behind the held one; a routed write takes checks per table and
+waits in all its tables when one fails; ``ic.publish`` brings them to main, once."""
 
 from __future__ import annotations
 
@@ -65,9 +65,11 @@ def test_a_routed_write_checks_each_table_and_a_manual_release_holds_every_batch
         df, routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind", create=True,
         checks={routes["view"]: [checks.in_range("amount", min=0)]}, on_check_failure="queue",
     )  # fmt: skip
-    assert results.results[routes["click"]].status == "committed"
-    assert results.results[routes["view"]].status == "held"
-    assert _ids(catalog, routes["view"]) == [] and _ids(catalog, routes["click"]) == list(range(6))
+    # one table's check failed: the checkpoint waits in all its tables, readers see it in none
+    assert {name: r.status for name, r in results.results.items()} == {routes["click"]: "held", routes["view"]: "held"}
+    assert _ids(catalog, routes["view"]) == [] and _ids(catalog, routes["click"]) == []
+    ic.publish(catalog, routes["view"], job_id="r", checkpoint_id=1, force=True, reason="refunds are negative")
+    assert _ids(catalog, routes["view"]) == [6, 7] and _ids(catalog, routes["click"]) == list(range(6))
     manual = ic.write(_rows(spark, range(100, 103)), f"{catalog.name}.daily", catalog=catalog, job_id="m",
                       checkpoint_id=1, create=True, publish="manual")  # fmt: skip
     assert manual.status == "held" and _ids(catalog, f"{catalog.name}.daily") == []
