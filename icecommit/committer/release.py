@@ -33,7 +33,7 @@ from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.decision import Action, Decision
 from icecommit.core.errors import CheckpointNotFoundError, InvalidArgumentError, PlanChangedError
 from icecommit.core.publishing import can_fast_forward, release_order
-from icecommit.state.checkpoints import COMMITTED, HELD, CheckpointState
+from icecommit.state.checkpoints import ABANDONED, COMMITTED, HELD, CheckpointState
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: 
         CheckpointNotFoundError: no such checkpoint was prepared here.
         InvalidArgumentError: it is not held, or an empty reason.
     """
-    state = _held(committer, checkpoint_id)
+    state = _held(committer, checkpoint_id, discarded=True)  # discarded before: release what waits behind it
     if state.status == COMMITTED:
         raise InvalidArgumentError("checkpoint_id", checkpoint_id, "a held checkpoint (this one was published)")
     who = by or fate.current_user()
@@ -157,12 +157,15 @@ def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: 
     return recorded
 
 
-def _held(committer: GlobalCommitter, checkpoint_id: int) -> CheckpointState:
-    """The checkpoint's row: held, or published from its audit branch before."""
+def _held(committer: GlobalCommitter, checkpoint_id: int, *, discarded: bool = False) -> CheckpointState:
+    """The checkpoint's row: held, or published from its audit branch before (or, with
+    ``discarded``, discarded from it before: a discard that stopped part-way goes on)."""
     state = committer.store.get(committer.job_id, committer.table_name, checkpoint_id)
     if state is None:
         raise CheckpointNotFoundError(committer.job_id, checkpoint_id, committer.table_name)
     if state.status == HELD or (state.status == COMMITTED and state.published_at is not None):
+        return state
+    if discarded and state.status == ABANDONED and state.audit_branch is not None:
         return state
     raise InvalidArgumentError(
         "checkpoint_id", checkpoint_id, f"a checkpoint held on its audit branch (this one is {state.status}"

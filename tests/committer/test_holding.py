@@ -14,10 +14,11 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit import checks
-from icecommit.committer import committed_checkpoints
+from icecommit.committer import committed_checkpoints, release
 from icecommit.committer.holding import Gate
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointHeldError, InvalidArgumentError
+from icecommit.state.checkpoints import CheckpointStore
 from tests.committer.crash_driver import InjectedCrash
 from tests.fakes import events_at
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
@@ -212,8 +213,6 @@ def test_a_publish_that_landed_and_was_not_recorded_is_found_not_applied_twice(
     committer = _committer(catalog, name, Gate(publish="manual"))
     _land(committer, 1, events(0, 10))
     _land(_committer(catalog, name, None, job="other"), 1, events(500, 510))  # main moved: committed again
-    from icecommit.state.checkpoints import CheckpointStore
-
     recorded = CheckpointStore.mark_published
 
     def lost(*args: object, **kwargs: object) -> bool:
@@ -282,3 +281,48 @@ def test_a_routed_checkpoint_waits_in_all_its_tables_and_is_published_or_discard
     states = [c.store.get("routed", names[k], 2) for k, c in committers.items()]
     assert [s.status for s in states if s is not None] == ["abandoned", "abandoned"]
     assert _ids(catalog, names["clicks"]) == _ids_of(events(0, 20))  # nothing of 2 in either table
+
+
+def test_a_discard_that_stopped_before_releasing_the_queue_goes_on_when_run_again(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(checks=STRICT.checks, on_check_failure="queue"))
+    _land(committer, 1, events(100, 103))
+    _land(committer, 2, events(200, 220))  # queued behind 1
+    follow = release._follow
+
+    def crash(*args: object, **kwargs: object) -> list[ic.CommitResult]:
+        raise InjectedCrash("after the discard was recorded, before the queue was released")
+
+    monkeypatch.setattr(release, "_follow", crash)
+    with pytest.raises(InjectedCrash):
+        ic.discard(catalog, name, job_id="j", checkpoint_id=1, reason="bad")
+    monkeypatch.setattr(release, "_follow", follow)
+    assert _ids(catalog, name) == []
+    ic.discard(catalog, name, job_id="j", checkpoint_id=1, reason="bad")
+    assert _ids(catalog, name) == _ids_of(events(200, 220))
+    assert _on(catalog, name) == Counter({("j", 2): 1})
+
+
+def test_a_fast_forward_whose_answer_was_lost_is_found_on_main(catalog: SqlCatalog) -> None:
+    name = _table(catalog)
+    committer = _committer(catalog, name, Gate(publish="manual"))
+    held = _land(committer, 1, events(0, 10))
+    accept = catalog.commit_table
+    state = {"lost": False}
+
+    def lose_once(*args: object, **kwargs: object) -> object:
+        response = accept(*args, **kwargs)  # type: ignore[arg-type]
+        if not state["lost"]:
+            state["lost"] = True
+            raise ConnectionResetError("the catalog's answer was lost")
+        return response
+
+    catalog.commit_table = lose_once  # type: ignore[method-assign]
+    try:
+        published = ic.publish(catalog, name, job_id="j", checkpoint_id=1)
+    finally:
+        catalog.commit_table = accept  # type: ignore[method-assign]
+    assert state["lost"] and published[0].snapshot_id == held.snapshot_id
+    assert _on(catalog, name) == Counter({("j", 1): 1}) and _ids(catalog, name) == _ids_of(events(0, 10))
