@@ -16,6 +16,7 @@ timestamps, days for dates, bytes for UUIDs), Python's (:func:`python_form`), an
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import uuid
@@ -279,6 +280,10 @@ class CheckpointFacts:
         records = sum(f.record_count for f in data_files)
         columns = column_statistics(data_files, schema)
         return cls(records, source_records, schema, columns, now, rows, live_duplicates)
+
+    def counted(self, batches: Iterator[pa.RecordBatch]) -> CheckpointFacts:
+        """These facts with the rows of ``batches`` counted as the checkpoint's rows."""
+        return dataclasses.replace(self, records=sum(batch.num_rows for batch in batches))
 
     def null_count(self, column: str) -> int | None:
         """Nulls in ``column`` by the files' statistics (None when a file does not say)."""

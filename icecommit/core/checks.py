@@ -123,8 +123,9 @@ class Check(ABC):
         """The result from the statistics alone, or None when rows must be read."""
         return None
 
+    @abstractmethod
     def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        raise NotImplementedError(f"{self.name} is answered from statistics")
+        """The result from the checkpoint's rows (where the statistics cannot answer)."""
 
     def _result(self, ok: bool, observed: Observed, detail: str) -> CheckResult:
         return CheckResult(self.name, ok, observed, detail)
@@ -150,6 +151,9 @@ class RowCount(Check):
             return self._result(False, n, f"{n} rows, more than max {self.max}")
         return self._result(True, n, f"{n} rows")
 
+    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
+        return self._from_statistics(facts.counted(batches))
+
 
 @dataclass(frozen=True)
 class MatchesSource(Check):
@@ -171,6 +175,9 @@ class MatchesSource(Check):
         within = f"tolerance {self.tolerance:g}" + (f": up to {allowed} row(s)" if self.tolerance else "")
         detail = f"written {written} rows, source {source} ({within})"
         return self._result(abs(written - source) <= allowed, written - source, detail)
+
+    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
+        return self._from_statistics(facts.counted(batches))
 
 
 @dataclass(frozen=True)
