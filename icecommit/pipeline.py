@@ -27,6 +27,7 @@ from icecommit.catalog.tables import build_partition_spec, to_iceberg_schema, wi
 from icecommit.committer import modes
 from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.committer.committer import GlobalCommitter
+from icecommit.committer.holding import Gate
 from icecommit.committer.planning import CheckpointPlan
 from icecommit.committer.results import CommitResult, RoutedCommitResult
 from icecommit.committer.retry import RetryPolicy
@@ -56,6 +57,7 @@ from icecommit.writers.distribution import distribution_mode, learned_ratio
 from icecommit.writers.routing import RoutedSparkWriter, check_routed_frame, route_key
 from icecommit.writers.schema import aligned_columns, iceberg_struct, quoted
 from icecommit.writers.spark import SparkWriter, TaskHook
+from icecommit.writers.spark_checks import SparkRowChecks
 from icecommit.writers.spark_key_lookup import SparkKeyLookup
 
 logger = logging.getLogger(__name__)
@@ -271,7 +273,7 @@ class _Landing:
                 query_id=self.query_id,
                 store=self.store,
                 key_lookup=SparkKeyLookup(df.sparkSession),  # an upsert's keys, looked up by Spark tasks
-                gate=self.options.gate_of(name),
+                gate=self._gate(name, df),
             )
         pending = self._settle()
         df = self._changes(source, df, pending, routes)  # an upsert's rows, one per key; its keys kept
@@ -365,6 +367,12 @@ class _Landing:
             properties=dict(self.options.table_properties or {}),
             identifier_fields=self.options.identifier_fields or self.options.key,
         )  # fmt: skip
+
+    def _gate(self, name: str, df: DataFrame) -> Gate | None:
+        """What ``name``'s checkpoints pass before readers see them: the checks that read
+        rows read a large checkpoint's in Spark tasks."""
+        gate = self.options.gate_of(name)
+        return None if gate is None else dataclasses.replace(gate, row_summaries=SparkRowChecks(df.sparkSession))
 
     def _dead_letter(self, df: DataFrame, name: str) -> Table:
         """The dead-letter table, created with the DataFrame's columns (all optional) if absent."""

@@ -35,7 +35,7 @@ from pyiceberg.types import (
 
 from icecommit import checks
 from icecommit.core.check_values import CheckpointFacts, column_statistics
-from icecommit.core.checks import Check, CheckResult, Verdict, evaluate_checks, validate_checks
+from icecommit.core.checks import Check, CheckResult, KeyedCheck, Verdict, evaluate_checks, validate_checks
 from icecommit.errors import InvalidArgumentError
 
 SCHEMA = Schema(
@@ -118,19 +118,21 @@ class RowsRead:
     def __init__(self, rows: pa.Table) -> None:
         self.rows = rows
         self.calls = 0
+        self.columns: list[tuple[str, ...] | None] = []
 
-    def __call__(self) -> Iterator[pa.RecordBatch]:
+    def __call__(self, columns: tuple[str, ...] | None) -> Iterator[pa.RecordBatch]:
         self.calls += 1
+        self.columns.append(columns)
         return iter(self.rows.to_batches(max_chunksize=2))
 
 
-def unread() -> Iterator[pa.RecordBatch]:
+def unread(columns: tuple[str, ...] | None) -> Iterator[pa.RecordBatch]:
     raise AssertionError("a check answered from statistics read the rows")
 
 
 def facts(
     files: list[DataFile],
-    rows: Callable[[], Iterator[pa.RecordBatch]] = unread,
+    rows: Callable[[tuple[str, ...] | None], Iterator[pa.RecordBatch]] = unread,
     *,
     source: int | None = None,
     live: Callable[[pa.Table], int] | None = None,
@@ -656,3 +658,82 @@ def test_the_public_facade_re_exports_the_constructors_and_values() -> None:
         "unique",
     }
     assert checks.CheckResult is CheckResult and isinstance(checks.not_null("id"), checks.Check)
+
+
+# -- summaries: what Spark tasks share ---------------------------------------------------
+
+
+def _rows_for_splitting(seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    n = 60
+    ids = rng.integers(0, 40, n).tolist()  # repeated keys, some in every part
+    return table(
+        id=[None if i % 11 == 0 else i for i in ids],
+        event=[["pv", "click", "buy", "??"][int(x)] for x in rng.integers(0, 4, n)],
+        amount=[float(x) - 5 for x in rng.integers(0, 100, n)],
+        ts=[NOW - timedelta(hours=int(h)) for h in rng.integers(120, 500, n)],
+        address=[{"zip": None if int(z) == 0 else str(z), "city": "x"} for z in rng.integers(0, 5, n)],
+    )
+
+
+SPLITTING = [
+    checks.not_null("id", "address.zip"),
+    checks.accepted_values("event", ["pv", "click", "buy"]),
+    checks.in_range("amount", min=0, max=90),
+    checks.freshness("ts", max_lag="100h"),
+    checks.row_count(min=1),
+    checks.unique("id"),
+    checks.unique("id", "event", against_table=True),
+]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("check", SPLITTING, ids=lambda c: c.name)
+def test_rows_summarized_in_parts_and_merged_judge_as_all_the_rows_do(check: Check, seed: int) -> None:
+    # Spark tasks summarize parts of the rows (files; for unique, keys cut by hash) and the
+    # driver merges them: the result is the one the rows judged at once give, whatever the cut
+    rows = _rows_for_splitting(seed)
+    asked: list[int] = []
+
+    def live(keys: pa.Table) -> int:
+        asked.append(len(keys))
+        return 2
+
+    facts_of = facts([data_file(len(rows))], RowsRead(rows), live=live)
+    whole = check.evaluate(facts_of)
+    rng = np.random.default_rng(seed + 100)
+    if isinstance(check, KeyedCheck):
+        keys = check.keys(SCHEMA, iter(rows.to_batches()))
+        cut = pa.array([hash(tuple(k.values())) % 3 for k in keys.to_pylist()])
+        parts = [check.summarize_keys(keys.filter(pc.equal(cut, p))) for p in range(3)]
+    else:
+        cut_at = sorted(int(x) for x in rng.integers(0, len(rows), 3))
+        edges = [0, *cut_at, len(rows)]
+        parts = [check.summarize(SCHEMA, iter(rows.slice(a, b - a).to_batches())) for a, b in zip(edges, edges[1:])]
+    merged = check.judge(facts_of, check.merge(parts))
+    assert merged == whole
+    assert whole.ok is check.name.startswith("row_count")  # the rows break every other check
+    if "against_table" in check.name:  # asked once per judgement, with every distinct key
+        distinct = len(rows.select(["id", "event"]).drop_null().group_by(["id", "event"]).aggregate([]))
+        assert asked == [distinct, distinct]
+
+
+def test_checks_read_only_the_columns_they_judge() -> None:
+    rows = RowsRead(table(id=[1, 1], event=["a", "b"], address=[{"zip": "1", "city": "x"}] * 2))
+    files = [data_file(2)]  # no statistics: every check reads
+    for check, read in [
+        (checks.unique("id"), ("id",)),
+        (checks.not_null("address.zip", "event"), ("address", "event")),
+        (checks.accepted_values("event", ["a"]), ("event",)),
+        (checks.custom("mine", lambda batches: True), None),
+    ]:
+        rows.columns.clear()
+        check.evaluate(facts(files, rows))
+        assert rows.columns == [read], check.name
+
+
+def test_a_users_function_is_judged_on_all_the_rows_at_once() -> None:
+    mine = checks.custom("mine", lambda batches: True)
+    assert not mine.splits and checks.unique("id").splits
+    with pytest.raises(InvalidArgumentError, match="mine judges all rows at once"):
+        mine.merge([Verdict(True), Verdict(True)])

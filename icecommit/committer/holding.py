@@ -17,16 +17,16 @@ import copy
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Table
 
 from icecommit.catalog.data_file_keys import look_up_here
+from icecommit.catalog.data_file_rows import read_columns
 from icecommit.committer import planning, protocol
 from icecommit.committer.modes.upserting import resolve_positions
 from icecommit.committer.recording import CheckpointRecorder
@@ -55,6 +55,11 @@ logger = logging.getLogger(__name__)
 AUDIT_BASE = "icecommit.audit-base"
 
 
+#: Summaries of a checkpoint's rows made elsewhere, by check name, for those of the
+#: checks (each reads rows and splits) it chose to summarize: (table, staged files, checks).
+RowSummaries = Callable[[Table, Sequence[DataFile], Sequence[Check]], Mapping[str, Any]]
+
+
 @dataclass(frozen=True)
 class Gate:
     """What a job's checkpoints pass before they reach readers.
@@ -66,12 +71,18 @@ class Gate:
         publish: ``auto`` (a checkpoint whose checks pass goes to readers) or ``manual``
             (every checkpoint waits on the audit branch for a release).
         audit_branch: the branch held checkpoints wait on (None: ``icecommit-audit-<job>``).
+        row_summaries: where the checks that read rows summarize them (None: in this
+            process; ``ic.write`` passes
+            :class:`~icecommit.writers.spark_checks.SparkRowChecks`, Spark tasks for a
+            large checkpoint).
     """
 
     checks: tuple[Check, ...] = ()
     on_check_failure: str = "raise"
     publish: str = "auto"
     audit_branch: str | None = None
+    row_summaries: RowSummaries | None = field(default=None, compare=False)
+
 
 
 def decide(
@@ -105,12 +116,8 @@ def decide(
         return {}
     results: tuple[CheckResult, ...] = ()
     if gate.checks:
-        facts = CheckpointFacts.of_files(
-            files, table.schema(), now=store.clock(), source_records=source_count(store, job_id, name, checkpoint_id,
-                                                                                  received),
-            rows=lambda: _rows(table, files), live_duplicates=lambda keys: _live_keys(table, live_branch, keys, lookup),
-        )  # fmt: skip
-        results = evaluate_checks(gate.checks, facts)
+        results = _judged(store, gate, table, files, source_count(store, job_id, name, checkpoint_id, received),
+                          live_duplicates=lambda keys: _live_keys(table, live_branch, keys, lookup))  # fmt: skip
     reason = hold_reason(
         checks_passed=all(r.ok for r in results), publish=gate.publish, held_before=bool(before),
         held_along=held_along,
@@ -149,12 +156,28 @@ def checks_fail(
     validated = validate_results(
         results, metadata=table.metadata, job_id=job_id, checkpoint_id=checkpoint_id, table_name=name
     )
-    files = staged_files(validated, table)
-    facts = CheckpointFacts.of_files(
-        files, table.schema(), now=store.clock(), rows=lambda: _rows(table, files),
-        source_records=source_count(store, job_id, name, checkpoint_id, validated.source_records),
-    )  # fmt: skip
-    return not all(r.ok for r in evaluate_checks(gate.checks, facts))
+    source = source_count(store, job_id, name, checkpoint_id, validated.source_records)
+    return not all(r.ok for r in _judged(store, gate, table, staged_files(validated, table), source))
+
+
+def _judged(
+    store: CheckpointStore,
+    gate: Gate,
+    table: Table,
+    files: Sequence[DataFile],
+    source: int,
+    live_duplicates: Callable[[pa.Table], int] | None = None,
+) -> tuple[CheckResult, ...]:
+    """``gate``'s checks judged on a checkpoint's staged ``files``: the rows its checks
+    must read summarized by ``gate.row_summaries`` where it chooses to, else here."""
+    facts = CheckpointFacts.of_files(files, table.schema(), now=store.clock(), source_records=source,
+                                     rows=lambda columns: _rows(table, files, columns),
+                                     live_duplicates=live_duplicates)  # fmt: skip
+    summaries: Mapping[str, Any] = {}
+    if gate.row_summaries is not None:
+        split = [c for c in gate.checks if c.splits and c.needs_rows(facts)]
+        summaries = gate.row_summaries(table, files, split) if split else {}
+    return evaluate_checks(gate.checks, facts, summaries)
 
 
 def route(
@@ -209,11 +232,10 @@ def _live_keys(table: Table, branch: str, keys: pa.Table, lookup: KeyLookup | No
     return len(found.group_by(keys.column_names).aggregate([]))
 
 
-def _rows(table: Table, files: Sequence[DataFile]) -> Iterator[pa.RecordBatch]:
-    """The rows of a checkpoint's data files, file by file."""
+def _rows(table: Table, files: Sequence[DataFile], columns: tuple[str, ...] | None) -> Iterator[pa.RecordBatch]:
+    """The rows of a checkpoint's data files, file by file (these top-level ``columns``)."""
     for data_file in files:
-        with table.io.new_input(data_file.file_path).open() as stream:
-            yield from pq.ParquetFile(stream).iter_batches()
+        yield from read_columns(table.io, data_file.file_path, columns)
 
 
 def hold(committer: GlobalCommitter, state: CheckpointState) -> CommitResult:

@@ -16,7 +16,6 @@ timestamps, days for dates, bytes for UUIDs), Python's (:func:`python_form`), an
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import uuid
@@ -61,8 +60,9 @@ from icecommit.core.errors import InvalidArgumentError
 
 #: A value as JSON holds it (what a check observed).
 Observed: TypeAlias = int | float | str | bool | list[Any] | None
-#: The checkpoint's rows as Arrow record batches (a fresh iterator on each call).
-Rows = Callable[[], Iterator[pa.RecordBatch]]
+#: The checkpoint's rows as Arrow record batches (a fresh iterator on each call), with
+#: these top-level columns only (None: every column; none: only the count of rows matters).
+Rows = Callable[[tuple[str, ...] | None], Iterator[pa.RecordBatch]]
 #: How many of these keys (a table of the key columns) already have live rows in the table.
 LiveDuplicates = Callable[[pa.Table], int]
 
@@ -281,24 +281,21 @@ class CheckpointFacts:
         columns = column_statistics(data_files, schema)
         return cls(records, source_records, schema, columns, now, rows, live_duplicates)
 
-    def counted(self, batches: Iterator[pa.RecordBatch]) -> CheckpointFacts:
-        """These facts with the rows of ``batches`` counted as the checkpoint's rows."""
-        return dataclasses.replace(self, records=sum(batch.num_rows for batch in batches))
-
     def null_count(self, column: str) -> int | None:
         """Nulls in ``column`` by the files' statistics (None when a file does not say)."""
         stats = self.columns.get(column)
         return None if stats is None else stats.nulls
 
-    def batches(self, reader: str) -> Iterator[pa.RecordBatch]:
-        """The checkpoint's rows, for the check named ``reader``.
+    def batches(self, reader: str, columns: tuple[str, ...] | None = None) -> Iterator[pa.RecordBatch]:
+        """The checkpoint's rows (these top-level ``columns``; None: all), for the check
+        named ``reader``.
 
         Raises:
             InvalidArgumentError: the caller gave no ``rows``.
         """
         if self.rows is None:
             raise InvalidArgumentError("rows", None, f"a function giving the checkpoint's rows: {reader} reads them")
-        return self.rows()
+        return self.rows(columns)
 
 
 def field_paths(schema: Schema) -> dict[int, tuple[str, ...]]:
@@ -508,7 +505,33 @@ def _truth(value: Any) -> bool | None:
     return None
 
 
+#: How many examples a failed check's detail names.
+EXAMPLES = 3
+
+
+def column_names(columns: Sequence[Any], *, argument: str = "columns") -> tuple[str, ...]:
+    """The column names a check was given, checked.
+
+    Raises:
+        InvalidArgumentError: none, a name that is not a non-empty string, or a repeated one.
+    """
+    if not columns:
+        raise InvalidArgumentError(argument, (), "one column name or more")
+    for column in columns:
+        if not isinstance(column, str) or not column:
+            raise InvalidArgumentError(argument, column, "a column name (nested ones dotted: address.zip)")
+    if len(set(columns)) != len(columns):
+        raise InvalidArgumentError(argument, tuple(columns), "distinct column names")
+    return tuple(columns)
+
+
+def bounds_text(low: Any, high: Any) -> str:
+    """``min=1, max=9`` (a bound that is None left out), as checks' names show them."""
+    return ", ".join(f"{k}={json_value(v)}" for k, v in (("min", low), ("max", high)) if v is not None)
+
+
 __all__ = [
+    "EXAMPLES",
     "TIMESTAMPS",
     "CheckResult",
     "CheckpointFacts",
@@ -518,6 +541,8 @@ __all__ = [
     "Observed",
     "Rows",
     "Verdict",
+    "bounds_text",
+    "column_names",
     "column_path",
     "column_problem",
     "column_statistics",

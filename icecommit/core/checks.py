@@ -2,7 +2,8 @@
 
 A check is a frozen value (:class:`Check`) made by one of the functions below
 (:func:`row_count`, :func:`matches_source`, :func:`not_null`, :func:`unique`,
-:func:`accepted_values`, :func:`in_range`, :func:`freshness`, :func:`custom`). It judges a
+:func:`custom`) or of :mod:`icecommit.core.value_checks` (:func:`accepted_values`,
+:func:`in_range`, :func:`freshness`). It judges a
 checkpoint's :class:`~icecommit.core.check_values.CheckpointFacts` and returns a
 :class:`CheckResult` (its name, a verdict, what it observed and a detail that names what
 is wrong), which round-trips through JSON so that it can be stored with the checkpoint.
@@ -14,7 +15,9 @@ accepted value prove every value of the file outside) are answered from the data
 statistics, and read the checkpoint's rows only where a file lacks what they need, or
 where the bounds of a string or binary column, which Iceberg may truncate, seem to break
 ``in_range``. ``unique`` and ``custom`` always read rows. Rows come from the caller's
-``facts.rows()``, called at most once per check.
+``facts.rows(columns)`` (only the columns the check judges; ``custom``: every column),
+called at most once per check, or are summarized elsewhere (Spark tasks: see
+:class:`Check`) and given to :func:`evaluate_checks`.
 
 No rows. On an empty checkpoint every check passes (observed 0) but ``row_count``, whose
 ``min=1`` fails, and ``matches_source``, which compares the counts. Nulls are judged by
@@ -24,59 +27,49 @@ key with a null).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.schema import Schema
-from pyiceberg.types import (
-    BinaryType,
-    DateType,
-    DoubleType,
-    FixedType,
-    FloatType,
-    IcebergType,
-    StringType,
-)
 
 from icecommit.core.check_values import (
-    TIMESTAMPS,
+    EXAMPLES,
     CheckpointFacts,
     CheckResult,
     Observed,
     Verdict,
+    bounds_text,
+    column_names,
     column_path,
     column_problem,
     column_values,
-    iceberg_form,
-    iceberg_form_of,
-    instant_of,
     json_value,
     literal,
-    python_form,
     verdict_of,
 )
 from icecommit.core.errors import InvalidArgumentError
-from icecommit.core.timeparse import format_duration, parse_duration
-
-_EXAMPLES = 3
-_SHOWN_VALUES = 5
-#: Types whose bounds Iceberg may truncate (a bound then need not be a value of the file).
-_TRUNCATED = (StringType, BinaryType, FixedType)
 
 
 @dataclass(frozen=True)
 class Check(ABC):
     """A check of a checkpoint's data. ``reads_rows`` is True when it always reads the
     checkpoint's rows; a check where it is False reads them only when the statistics
-    cannot answer (:meth:`needs_rows` says so for one checkpoint)."""
+    cannot answer (:meth:`needs_rows` says so for one checkpoint).
+
+    Reading rows has three steps, so that Spark tasks can share them: :meth:`summarize`
+    some of the rows (in a task, the rows of its files), :meth:`merge` the summaries, and
+    :meth:`judge` the whole. A :class:`KeyedCheck` is cut by key instead (every row of one
+    key in the same part); one whose ``splits`` is False is summarized once, on all the rows."""
 
     reads_rows: ClassVar[bool] = False
+    #: Whether its rows may be summarized in parts and the parts merged.
+    splits: ClassVar[bool] = True
     #: Whether an empty checkpoint passes without being judged.
     _empty_passes: ClassVar[bool] = True
 
@@ -99,14 +92,20 @@ class Check(ABC):
                 return f"no column {column!r} in the table's schema"
         return None
 
+    def columns_read(self, schema: Schema) -> tuple[str, ...] | None:
+        """The top-level columns it reads when it reads rows (None: all of them)."""
+        return tuple(dict.fromkeys(column_path(schema, c)[0] for c in self.columns))
+
     def needs_rows(self, facts: CheckpointFacts) -> bool:
         """Whether judging ``facts`` reads the checkpoint's rows."""
         if self.schema_problem(facts.schema) is not None or (facts.records == 0 and self._empty_passes):
             return False
         return self.reads_rows or self._from_statistics(facts) is None
 
-    def evaluate(self, facts: CheckpointFacts) -> CheckResult:
+    def evaluate(self, facts: CheckpointFacts, summary: Any = None) -> CheckResult:
         """Judges a checkpoint. A column missing from the schema fails the check.
+        ``summary``: its rows' summary made elsewhere (in Spark tasks); None: where the
+        rows must be read, they are read here (``facts.rows``).
 
         Raises:
             InvalidArgumentError: the check reads rows (or live keys) the facts do not give.
@@ -117,31 +116,89 @@ class Check(ABC):
         if facts.records == 0 and self._empty_passes:
             return self._result(True, 0, "no rows")
         result = None if self.reads_rows else self._from_statistics(facts)
-        return result if result is not None else self._from_rows(facts, facts.batches(self.name))
+        if result is not None:
+            return result
+        if summary is None:
+            summary = self.summarize(facts.schema, facts.batches(self.name, self.columns_read(facts.schema)))
+        return self.judge(facts, summary)
 
     def _from_statistics(self, facts: CheckpointFacts) -> CheckResult | None:
         """The result from the statistics alone, or None when rows must be read."""
         return None
 
     @abstractmethod
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        """The result from the checkpoint's rows (where the statistics cannot answer)."""
+    def summarize(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> Any:
+        """What it needs of these rows (some of the checkpoint's; picklable, never None)."""
+
+    def merge(self, summaries: Sequence[Any]) -> Any:
+        """One summary of the rows the ``summaries`` were made of (disjoint rows, or, for a
+        :class:`KeyedCheck`, disjoint keys).
+
+        Raises:
+            InvalidArgumentError: none given, or several for a check that does not split.
+        """
+        if len(summaries) != 1:
+            raise InvalidArgumentError("summaries", len(summaries), f"one summary: {self.name} judges all rows at once")
+        return summaries[0]
+
+    @abstractmethod
+    def judge(self, facts: CheckpointFacts, summary: Any) -> CheckResult:
+        """The result from the summary of all the checkpoint's rows (where the statistics
+        cannot answer)."""
 
     def _result(self, ok: bool, observed: Observed, detail: str) -> CheckResult:
         return CheckResult(self.name, ok, observed, detail)
 
 
+class KeyedCheck(Check):
+    """A check whose rows are summarized by key: parts of the rows may be summarized apart
+    only when no key has rows in two of them (Spark tasks cut them by the keys' hash)."""
+
+    @abstractmethod
+    def keys(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> pa.Table:
+        """The keys of these rows (one row each; what :meth:`summarize_keys` takes)."""
+
+    @abstractmethod
+    def summarize_keys(self, keys: pa.Table) -> Any:
+        """:meth:`summarize` of the rows these keys were taken from."""
+
+    def summarize(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> Any:
+        return self.summarize_keys(self.keys(schema, batches))
+
+
 @dataclass(frozen=True)
-class RowCount(Check):
+class _CountCheck(Check):
+    """A check of the checkpoint's count of rows (its rows, where read, are only counted)."""
+
+    _empty_passes: ClassVar[bool] = False
+
+    @abstractmethod
+    def _from_statistics(self, facts: CheckpointFacts) -> CheckResult:
+        """The result on ``facts.records``."""
+
+    def columns_read(self, schema: Schema) -> tuple[str, ...]:
+        return ()
+
+    def summarize(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> int:
+        return sum(batch.num_rows for batch in batches)
+
+    def merge(self, summaries: Sequence[Any]) -> int:
+        return sum(summaries)
+
+    def judge(self, facts: CheckpointFacts, summary: Any) -> CheckResult:
+        return self._from_statistics(dataclasses.replace(facts, records=int(summary)))
+
+
+@dataclass(frozen=True)
+class RowCount(_CountCheck):
     """The checkpoint wrote between ``min`` and ``max`` rows (either may be None)."""
 
     min: int | None = None
     max: int | None = None
-    _empty_passes: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
-        return f"row_count({_bounds_text(self.min, self.max)})"
+        return f"row_count({bounds_text(self.min, self.max)})"
 
     def _from_statistics(self, facts: CheckpointFacts) -> CheckResult:
         n = facts.records
@@ -151,17 +208,13 @@ class RowCount(Check):
             return self._result(False, n, f"{n} rows, more than max {self.max}")
         return self._result(True, n, f"{n} rows")
 
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        return self._from_statistics(facts.counted(batches))
-
 
 @dataclass(frozen=True)
-class MatchesSource(Check):
+class MatchesSource(_CountCheck):
     """The checkpoint wrote as many rows as its source counted, give or take ``tolerance``
     (a fraction of the source's count). Fails when the source's count is unknown."""
 
     tolerance: float = 0
-    _empty_passes: ClassVar[bool] = False
 
     @property
     def name(self) -> str:
@@ -175,9 +228,6 @@ class MatchesSource(Check):
         within = f"tolerance {self.tolerance:g}" + (f": up to {allowed} row(s)" if self.tolerance else "")
         detail = f"written {written} rows, source {source} ({within})"
         return self._result(abs(written - source) <= allowed, written - source, detail)
-
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        return self._from_statistics(facts.counted(batches))
 
 
 @dataclass(frozen=True)
@@ -203,14 +253,21 @@ class NotNull(_ColumnsCheck):
         counts = [facts.null_count(c) for c in self.of]
         return None if None in counts else self._verdict({c: n or 0 for c, n in zip(self.of, counts, strict=True)})
 
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        counts = {c: facts.null_count(c) for c in self.of}
-        unread = {c: column_path(facts.schema, c) for c, n in counts.items() if n is None}
-        nulls = {c: n or 0 for c, n in counts.items()}
+    def summarize(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> dict[str, int]:
+        paths = {c: column_path(schema, c) for c in self.of}
+        nulls = dict.fromkeys(self.of, 0)
         for batch in batches:
-            for column, path in unread.items():
+            for column, path in paths.items():
                 nulls[column] += column_values(batch, path).null_count
-        return self._verdict(nulls)
+        return nulls
+
+    def merge(self, summaries: Sequence[Any]) -> dict[str, int]:
+        return {c: sum(s[c] for s in summaries) for c in self.of}
+
+    def judge(self, facts: CheckpointFacts, summary: Any) -> CheckResult:
+        # a column the files count nulls of keeps their count; the rows count the others
+        counts = {c: facts.null_count(c) for c in self.of}
+        return self._verdict({c: summary[c] if n is None else n for c, n in counts.items()})
 
     def _verdict(self, counts: Mapping[str, int]) -> CheckResult:
         total = sum(counts.values())
@@ -222,7 +279,7 @@ class NotNull(_ColumnsCheck):
 
 
 @dataclass(frozen=True)
-class Unique(_ColumnsCheck):
+class Unique(_ColumnsCheck, KeyedCheck):
     """No key of ``of`` appears twice in the checkpoint; with ``against_table``, no key
     already has a live row in the table either (through ``facts.live_duplicates``, given
     the checkpoint's distinct keys, columns named as the check's). Keys with a null are
@@ -241,217 +298,66 @@ class Unique(_ColumnsCheck):
             problem = problem or column_problem(schema, column, one_per_row=True)
         return problem
 
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        paths = [column_path(facts.schema, c) for c in self.of]
-        parts = [pa.table([column_values(b, p) for p in paths], names=list(self.of)) for b in batches]
+    def keys(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> pa.Table:
+        """The keys of these rows, columns named as the check's; keys with a null left out."""
+        paths = [column_path(schema, c) for c in self.of]
+        names = list(self.of)
+        parts = [pa.table([column_values(b, p) for p in paths], names=names) for b in batches]
         if not parts:
-            return self._result(True, 0, "no rows")
+            return pa.table([pa.array([], pa.null()) for _ in names], names=names)
         keys = pa.concat_tables(parts)
         valid = pc.is_valid(keys.column(0))
         for column in self.of[1:]:
             valid = pc.and_(valid, pc.is_valid(keys.column(column)))
-        keys = keys.filter(valid)
+        return keys.filter(valid)
+
+    def summarize_keys(self, keys: pa.Table) -> KeyTally:
+        if len(keys) == 0:
+            return KeyTally(0, 0, (), keys if self.against_table else None)
         counted = keys.group_by(list(self.of)).aggregate([([], "count_all")])
         repeated = counted.filter(pc.greater(counted.column("count_all"), 1))
-        observed, problems = len(repeated), []
-        if len(repeated):
-            top = repeated.take(pc.sort_indices(repeated, [("count_all", "descending")])[:_EXAMPLES])
-            examples = ", ".join(f"{_key_text(self.of, row)} ({row['count_all']} times)" for row in top.to_pylist())
-            problems.append(f"{len(repeated)} key(s) of ({', '.join(self.of)}) appear more than once, e.g. {examples}")
-        if self.against_table and len(counted):
+        order = [("count_all", "descending"), *((c, "ascending") for c in self.of)]
+        top = repeated.take(pc.sort_indices(repeated, order)[:EXAMPLES])
+        examples = tuple((tuple(row[c] for c in self.of), row["count_all"]) for row in top.to_pylist())
+        distinct = counted.select(list(self.of)) if self.against_table else None
+        return KeyTally(len(counted), len(repeated), examples, distinct)
+
+    def merge(self, summaries: Sequence[Any]) -> KeyTally:
+        examples = sorted((e for s in summaries for e in s.examples), key=lambda e: (-e[1], *e[0]))
+        distinct = None
+        if self.against_table:
+            distinct = pa.concat_tables([s.distinct for s in summaries], promote_options="permissive")
+        return KeyTally(
+            sum(s.keys for s in summaries), sum(s.repeated for s in summaries), tuple(examples[:EXAMPLES]), distinct
+        )
+
+    def judge(self, facts: CheckpointFacts, summary: Any) -> CheckResult:
+        tally: KeyTally = summary
+        observed, problems = tally.repeated, []
+        if tally.repeated:
+            examples = ", ".join(f"{_key_text(self.of, dict(zip(self.of, key, strict=True)))} ({n} times)"
+                                 for key, n in tally.examples)  # fmt: skip
+            problems.append(f"{tally.repeated} key(s) of ({', '.join(self.of)}) appear more than once, e.g. {examples}")
+        if self.against_table and tally.keys:
             if facts.live_duplicates is None:
                 raise InvalidArgumentError("live_duplicates", None, f"a key look-up: {self.name} needs it")
-            live = int(facts.live_duplicates(counted.select(list(self.of))))
+            live = int(facts.live_duplicates(tally.distinct))
             observed += live
             if live:
                 problems.append(f"{live} key(s) of ({', '.join(self.of)}) already have live rows in the table")
-        return self._result(not problems, observed, "; ".join(problems) or f"{len(counted)} distinct key(s)")
+        return self._result(not problems, observed, "; ".join(problems) or f"{tally.keys} distinct key(s)")
 
 
 @dataclass(frozen=True)
-class _ColumnCheck(Check):
-    """A check of one column."""
+class KeyTally:
+    """What :class:`Unique` knows of some rows' keys: how many distinct keys, how many of
+    them repeated, the most repeated (their values and count; ties by value) and,
+    ``against_table``, the distinct keys themselves."""
 
-    column: str
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
-
-
-@dataclass(frozen=True)
-class AcceptedValues(_ColumnCheck):
-    """Every value of ``column`` is one of ``values``. Observed: the values outside
-    (a lower bound, said as "at least", when file bounds prove some outside but cannot
-    count the rest)."""
-
-    values: tuple[Any, ...]
-
-    @property
-    def name(self) -> str:
-        return f"accepted_values({self.column}, {_values_text(self.values)})"
-
-    def schema_problem(self, schema: Schema) -> str | None:
-        return super().schema_problem(schema) or column_problem(schema, self.column, values=self.values)
-
-    def _from_statistics(self, facts: CheckpointFacts) -> CheckResult | None:
-        stats, kind = facts.columns.get(self.column), facts.schema.find_type(self.column)
-        if stats is None:
-            return None
-        accepted = {iceberg_form(v, kind) for v in self.values}
-        outside, undecided, examples = 0, False, list[str]()
-        for f in stats.files:
-            if not f.may_hold_values:
-                continue
-            if f.lower is None or f.upper is None:
-                undecided = True
-            elif f.lower == f.upper and f.lower in accepted:
-                # one value, accepted; a float column's NaN would be outside the bounds
-                undecided = undecided or (isinstance(kind, (FloatType, DoubleType)) and f.nans != 0)
-            elif f.lower == f.upper or not any(f.lower <= a <= f.upper for a in accepted):
-                outside += f.non_null or 1
-                low, high = literal(python_form(f.lower, kind)), literal(python_form(f.upper, kind))
-                examples.append(low if f.lower == f.upper else f"values between {low} and {high}")
-            else:
-                undecided = True
-        if outside == 0:
-            return None if undecided else self._verdict(0, [])
-        return self._verdict(outside, examples, at_least=undecided)
-
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        kind, path = facts.schema.find_type(self.column), column_path(facts.schema, self.column)
-        outside, examples = 0, list[str]()
-        for batch in batches:
-            values = iceberg_form_of(column_values(batch, path), kind)
-            if values.null_count == len(values):
-                continue
-            accepted = pa.array([iceberg_form(v, kind) for v in self.values], type=values.type)
-            bad = values.filter(pc.and_(pc.is_valid(values), pc.invert(pc.is_in(values, value_set=accepted))))
-            outside += len(bad)
-            if len(set(examples)) < _EXAMPLES:
-                examples += [literal(python_form(v, kind)) for v in bad.slice(0, _EXAMPLES * 4).to_pylist()]
-        return self._verdict(outside, examples)
-
-    def _verdict(self, outside: int, examples: list[str], *, at_least: bool = False) -> CheckResult:
-        if outside == 0:
-            return self._result(True, 0, f"every value of {self.column} in {_values_text(self.values)}")
-        count = f"at least {outside}" if at_least else str(outside)
-        shown = ", ".join(list(dict.fromkeys(examples))[:_EXAMPLES])
-        detail = f"{count} value(s) of {self.column} outside {_values_text(self.values)}, e.g. {shown}"
-        return self._result(False, outside, detail)
-
-
-@dataclass(frozen=True)
-class InRange(_ColumnCheck):
-    """Every value of ``column`` is at least ``min`` and at most ``max`` (either may be
-    None). Observed: the smallest and largest value (None when the column has none)."""
-
-    min: Any = None
-    max: Any = None
-
-    @property
-    def name(self) -> str:
-        return f"in_range({self.column}, {_bounds_text(self.min, self.max)})"
-
-    def schema_problem(self, schema: Schema) -> str | None:
-        limits = [v for v in (self.min, self.max) if v is not None]
-        return super().schema_problem(schema) or column_problem(schema, self.column, values=limits)
-
-    def _from_statistics(self, facts: CheckpointFacts) -> CheckResult | None:
-        stats = facts.columns.get(self.column)
-        if stats is None or not stats.bounded:
-            return None
-        kind, low, high = stats.type, stats.lower, stats.upper
-        lowest, highest = self._limits(kind)
-        below, above = _below(low, lowest), _below(highest, high)
-        if (below or above) and isinstance(kind, _TRUNCATED):
-            return None  # a truncated bound need not be a value of the file: the rows say
-        extremes = [f"{literal(python_form(low, kind))} (smallest)"] * below
-        extremes += [f"{literal(python_form(high, kind))} (largest)"] * above
-        return self._verdict(kind, low, high, None, extremes)
-
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        kind, path = facts.schema.find_type(self.column), column_path(facts.schema, self.column)
-        lowest, highest = self._limits(kind)
-        low: Any = None
-        high: Any = None
-        outside, examples = 0, list[str]()
-        for batch in batches:
-            values = iceberg_form_of(column_values(batch, path), kind)
-            if values.null_count == len(values):
-                continue
-            extremes = pc.min_max(values)
-            low, high = _extreme(min, low, extremes["min"].as_py()), _extreme(max, high, extremes["max"].as_py())
-            masks = [pc.less(values, pa.scalar(lowest, values.type))] if lowest is not None else []
-            masks += [pc.greater(values, pa.scalar(highest, values.type))] if highest is not None else []
-            bad = values.filter(masks[0] if len(masks) == 1 else pc.or_(masks[0], masks[1]))
-            outside += len(bad)
-            examples += [literal(python_form(v, kind)) for v in bad.slice(0, _EXAMPLES - len(examples)).to_pylist()]
-        return self._verdict(kind, low, high, outside, examples)
-
-    def _verdict(self, kind: IcebergType, low: Any, high: Any, outside: int | None, examples: list[str]) -> CheckResult:
-        """``outside`` is None when bounds judged (they cannot count), ``examples`` empty when all are in range."""
-        if low is None:
-            return self._result(True, None, f"no values in {self.column}")
-        observed = [json_value(python_form(low, kind)), json_value(python_form(high, kind))]
-        if not examples:
-            return self._result(True, observed, f"{self.column} within [{observed[0]}, {observed[1]}]")
-        count = "values" if outside is None else f"{outside} value(s)"
-        return self._result(
-            False, observed, f"{count} of {self.column} {self._range_text()}, e.g. {', '.join(examples)}"
-        )
-
-    def _limits(self, kind: IcebergType) -> tuple[Any, Any]:
-        return (
-            None if self.min is None else iceberg_form(self.min, kind),
-            None if self.max is None else iceberg_form(self.max, kind),
-        )
-
-    def _range_text(self) -> str:
-        if self.min is not None and self.max is not None:
-            return f"outside [{json_value(self.min)}, {json_value(self.max)}]"
-        return f"below min {json_value(self.min)}" if self.min is not None else f"above max {json_value(self.max)}"
-
-
-@dataclass(frozen=True)
-class Freshness(_ColumnCheck):
-    """The newest value of ``column`` (a timestamp or a date) is at most ``max_lag`` older
-    than ``facts.now``. A timestamp without a time zone is read as UTC, a date as its
-    midnight in UTC. Observed: the lag in seconds (None when the column has no value)."""
-
-    max_lag: timedelta
-
-    @property
-    def name(self) -> str:
-        return f"freshness({self.column}, max_lag={format_duration(self.max_lag)})"
-
-    def schema_problem(self, schema: Schema) -> str | None:
-        return super().schema_problem(schema) or column_problem(
-            schema, self.column, kinds=(*TIMESTAMPS, DateType), expected="a timestamp or a date"
-        )
-
-    def _from_statistics(self, facts: CheckpointFacts) -> CheckResult | None:
-        stats = facts.columns.get(self.column)
-        return None if stats is None or not stats.bounded else self._verdict(facts, stats.upper)
-
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
-        kind, path = facts.schema.find_type(self.column), column_path(facts.schema, self.column)
-        newest: Any = None
-        for batch in batches:
-            newest = _extreme(max, newest, pc.max(iceberg_form_of(column_values(batch, path), kind)).as_py())
-        return self._verdict(facts, newest)
-
-    def _verdict(self, facts: CheckpointFacts, newest: Any) -> CheckResult:
-        kind = facts.schema.find_type(self.column)
-        if newest is None:
-            return self._result(False, None, f"no value of {self.column} among {facts.records} row(s)")
-        lag = facts.now - instant_of(newest, kind)
-        whole = timedelta(seconds=int(abs(lag.total_seconds())))
-        age = f"{whole} old" if lag >= timedelta(0) else f"{whole} ahead of now"
-        detail = f"newest {self.column} {json_value(python_form(newest, kind))} is {age}"
-        if lag > self.max_lag:
-            detail += f", more than max_lag {format_duration(self.max_lag)}"
-        return self._result(lag <= self.max_lag, round(lag.total_seconds(), 3), detail)
+    keys: int
+    repeated: int
+    examples: tuple[tuple[tuple[Any, ...], int], ...]
+    distinct: pa.Table | None
 
 
 @dataclass(frozen=True)
@@ -463,18 +369,26 @@ class Custom(Check):
     label: str
     fn: Callable[[Iterator[pa.RecordBatch]], Any]
     reads_rows: ClassVar[bool] = True
+    splits: ClassVar[bool] = False  # the function sees every row, in one process
 
     @property
     def name(self) -> str:
         return self.label
 
-    def _from_rows(self, facts: CheckpointFacts, batches: Iterator[pa.RecordBatch]) -> CheckResult:
+    def columns_read(self, schema: Schema) -> None:
+        return None
+
+    def summarize(self, schema: Schema, batches: Iterator[pa.RecordBatch]) -> Verdict:
         returned = self.fn(batches)
         verdict = verdict_of(returned)
         if verdict is None:
             raise InvalidArgumentError(
                 "fn", returned, f"{self.label}: a bool, (bool, detail) or Verdict(ok, observed, detail)"
             )
+        return verdict
+
+    def judge(self, facts: CheckpointFacts, summary: Any) -> CheckResult:
+        verdict: Verdict = summary
         detail = verdict.detail or ("" if verdict.ok else f"{self.label} failed (its function gave no detail)")
         return self._result(verdict.ok, json_value(verdict.observed), detail)
 
@@ -518,7 +432,7 @@ def not_null(*columns: str) -> NotNull:
     Raises:
         InvalidArgumentError: no column, or a name that is not a non-empty string.
     """
-    return NotNull(_column_names(columns))
+    return NotNull(column_names(columns))
 
 
 def unique(*columns: str, against_table: bool = False) -> Unique:
@@ -531,72 +445,7 @@ def unique(*columns: str, against_table: bool = False) -> Unique:
     """
     if not isinstance(against_table, bool):
         raise InvalidArgumentError("against_table", against_table, "True or False")
-    return Unique(_column_names(columns), against_table)
-
-
-def accepted_values(column: str, values: Iterable[Any]) -> AcceptedValues:
-    """Every value of ``column`` is one of ``values`` (nulls are left to :func:`not_null`).
-    Answered from the files' bounds where they settle it, else from the rows.
-
-    Raises:
-        InvalidArgumentError: a bad column name; ``values`` empty, a single string, or
-            holding None or an unhashable value.
-    """
-    name = _column_names((column,), argument="column")[0]
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
-        raise InvalidArgumentError("values", values, "a list of the accepted values")
-    listed = list(values)
-    if not listed or any(v is None for v in listed):
-        raise InvalidArgumentError("values", listed, "one value or more, none of them None (not_null judges nulls)")
-    try:
-        distinct = tuple(dict.fromkeys(listed))
-    except TypeError:
-        raise InvalidArgumentError("values", listed, "hashable values (numbers, strings, dates ...)") from None
-    return AcceptedValues(name, distinct)
-
-
-def in_range(column: str, *, min: Any = None, max: Any = None) -> InRange:
-    """Every value of ``column`` is at least ``min`` and at most ``max`` (datetimes for
-    timestamps, naive ones read as UTC; dates for dates). Answered from the files' bounds,
-    reading rows only where a file lacks them or a truncated string bound seems out.
-
-    Raises:
-        InvalidArgumentError: a bad column name, no bound, a NaN, or ``min > max``.
-    """
-    name = _column_names((column,), argument="column")[0]
-    if min is None and max is None:
-        raise InvalidArgumentError("min", None, "a bound: in_range needs min, max or both")
-    for argument, value in (("min", min), ("max", max)):
-        if isinstance(value, float) and math.isnan(value):
-            raise InvalidArgumentError(argument, value, "a number, not NaN")
-    if min is not None and max is not None:
-        try:
-            reversed_ = bool(min > max)
-        except TypeError:
-            raise InvalidArgumentError("max", max, f"a value comparable with min={min!r}") from None
-        if reversed_:
-            raise InvalidArgumentError("max", max, f"a value at least min={min!r}")
-    return InRange(name, min, max)
-
-
-def freshness(column: str, *, max_lag: timedelta | str) -> Freshness:
-    """The newest value of ``column`` (a timestamp or a date) is at most ``max_lag`` (a
-    timedelta, or a duration such as ``"2h"``) older than the time the checks run.
-    Answered from the files' upper bounds.
-
-    Raises:
-        InvalidArgumentError: a bad column name, or ``max_lag`` not a positive duration.
-    """
-    name = _column_names((column,), argument="column")[0]
-    lag = max_lag
-    if isinstance(max_lag, str):
-        try:
-            lag = parse_duration(max_lag)
-        except ValueError:
-            raise InvalidArgumentError("max_lag", max_lag, "a duration such as 90s, 30m, 2h or 1d") from None
-    if not isinstance(lag, timedelta) or lag <= timedelta(0):
-        raise InvalidArgumentError("max_lag", max_lag, "a positive duration (a timedelta, or such as 2h)")
-    return Freshness(name, lag)
+    return Unique(column_names(columns), against_table)
 
 
 def custom(name: str, fn: Callable[[Iterator[pa.RecordBatch]], Any]) -> Custom:
@@ -634,31 +483,14 @@ def validate_checks(checks: Iterable[Check], schema: Schema) -> None:
             raise InvalidArgumentError("checks", check.name, f"checks that fit the table ({problem})")
 
 
-def evaluate_checks(checks: Iterable[Check], facts: CheckpointFacts) -> tuple[CheckResult, ...]:
-    """Each check's result on ``facts``, in order (see :meth:`Check.evaluate`)."""
-    return tuple(check.evaluate(facts) for check in checks)
-
-
-def _column_names(columns: Sequence[Any], *, argument: str = "columns") -> tuple[str, ...]:
-    if not columns:
-        raise InvalidArgumentError(argument, (), "one column name or more")
-    for column in columns:
-        if not isinstance(column, str) or not column:
-            raise InvalidArgumentError(argument, column, "a column name (nested ones dotted: address.zip)")
-    if len(set(columns)) != len(columns):
-        raise InvalidArgumentError(argument, tuple(columns), "distinct column names")
-    return tuple(columns)
-
-
-def _values_text(values: Sequence[Any]) -> str:
-    shown = [str(json_value(v)) for v in values[:_SHOWN_VALUES]]
-    if len(values) > _SHOWN_VALUES:
-        shown.append(f"... {len(values)} in all")
-    return f"[{', '.join(shown)}]"
-
-
-def _bounds_text(low: Any, high: Any) -> str:
-    return ", ".join(f"{k}={json_value(v)}" for k, v in (("min", low), ("max", high)) if v is not None)
+def evaluate_checks(
+    checks: Iterable[Check], facts: CheckpointFacts, summaries: Mapping[str, Any] | None = None
+) -> tuple[CheckResult, ...]:
+    """Each check's result on ``facts``, in order (see :meth:`Check.evaluate`);
+    ``summaries``: the rows' summaries made elsewhere, by check name (the others read
+    the rows they need here)."""
+    made = summaries or {}
+    return tuple(check.evaluate(facts, made.get(check.name)) for check in checks)
 
 
 def _key_text(columns: Sequence[str], row: Mapping[str, Any]) -> str:
@@ -666,31 +498,17 @@ def _key_text(columns: Sequence[str], row: Mapping[str, Any]) -> str:
     return shown[0] if len(shown) == 1 else f"({', '.join(shown)})"
 
 
-def _below(value: Any, limit: Any) -> bool:
-    return value is not None and limit is not None and value < limit
-
-
-def _extreme(pick: Callable[[Any, Any], Any], known: Any, value: Any) -> Any:
-    return value if known is None else known if value is None else pick(known, value)
-
-
 __all__ = [
-    "AcceptedValues",
     "Check",
     "CheckResult",
     "Custom",
-    "Freshness",
-    "InRange",
     "MatchesSource",
     "NotNull",
     "RowCount",
     "Unique",
     "Verdict",
-    "accepted_values",
     "custom",
     "evaluate_checks",
-    "freshness",
-    "in_range",
     "matches_source",
     "not_null",
     "row_count",

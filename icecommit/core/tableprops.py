@@ -32,9 +32,14 @@ PARTITION_MARKER_PROPERTY = "icecommit.partition-marker"
 #: least this many bytes (below it, on the driver: a Spark job would cost more).
 CLUSTER_LOOKUP_PROPERTY = "icecommit.upsert.cluster-lookup-min-bytes"
 DEFAULT_CLUSTER_LOOKUP_BYTES = 256 * 1024**2
+#: A checkpoint's checks read its rows in Spark tasks once its staged data files hold at
+#: least this many bytes (below it, on the driver).
+CLUSTER_CHECKS_PROPERTY = "icecommit.checks.cluster-min-bytes"
+DEFAULT_CLUSTER_CHECKS_BYTES = 256 * 1024**2
 #: Whole-number properties: name -> smallest value accepted.
 _NUMBERS = {
     CLUSTER_LOOKUP_PROPERTY: 0,
+    CLUSTER_CHECKS_PROPERTY: 0,
     TableProperties.WRITE_TARGET_FILE_SIZE_BYTES: 1,
     TableProperties.COMMIT_NUM_RETRIES: 0,
     TableProperties.COMMIT_MIN_RETRY_WAIT_MS: 0,

@@ -22,7 +22,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadataUtil
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
 from icecommit.core.datafiles import WriteResult
 from icecommit.core.errors import InvalidArgumentError
@@ -88,6 +88,28 @@ class ShippedTable:
             location_provider=load_location_provider(metadata.location, metadata.properties),
             target_size=target_size,
         )
+
+
+def ipc_bytes(table: pa.Table) -> bytes:
+    """An Arrow table as IPC stream bytes (what tasks and the driver send each other)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def ipc_table(data: bytes) -> pa.Table:
+    """The Arrow table of :func:`ipc_bytes`."""
+    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
+
+
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks the session's cluster runs at once (its shuffle partitions on Spark
+    Connect, which has no SparkContext)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext
+        return int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
 
 
 #: Called in each task after its files are closed and before its result is returned;

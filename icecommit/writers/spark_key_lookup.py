@@ -30,23 +30,12 @@ from icecommit.catalog.data_file_keys import look_up_here, match_files
 from icecommit.core.errors import ValidationError
 from icecommit.core.key_lookup import Match
 from icecommit.core.tableprops import CLUSTER_LOOKUP_PROPERTY, DEFAULT_CLUSTER_LOOKUP_BYTES, whole_number
-from icecommit.writers.spark import ShippedTable
+from icecommit.writers.spark import ShippedTable, ipc_bytes, ipc_table, parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 _RESULT = "path string, positions array<bigint>, keys binary, error string"
-
-
-def _ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
-
-
-def _table(data: bytes) -> pa.Table:
-    return pa.ipc.open_stream(pa.BufferReader(data)).read_all()
 
 
 @dataclass(frozen=True)
@@ -74,12 +63,12 @@ class SparkKeyLookup:
         if not files or sum(f.file_size_in_bytes for f in files) < least:
             return look_up_here(table, files, keys, deleted)
         shipped = ShippedTable.of(table)
-        shipped_keys = _ipc(keys)
+        shipped_keys = ipc_bytes(keys)
 
         def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             metadata = TableMetadataUtil.parse_raw(shipped.metadata_json)
             io = load_file_io(shipped.io_properties, shipped.location)
-            wanted = _table(shipped_keys)
+            wanted = ipc_table(shipped_keys)
             paths: list[str] = []
             deleted_here: dict[str, list[int]] = {}
             for batch in batches:
@@ -92,17 +81,17 @@ class SparkKeyLookup:
                 yield _row(paths[0] if paths else "", [], None, str(e))
                 return
             for path, (positions, found) in matches.items():
-                yield _row(path, positions, _ipc(found), None)
+                yield _row(path, positions, ipc_bytes(found), None)
 
         largest_first = sorted(files, key=lambda f: -f.file_size_in_bytes)
         units = [(f.file_path, sorted(int(p) for p in deleted.get(f.file_path, ()))) for f in largest_first]
         frame = self.spark.createDataFrame(units, "path string, deleted array<bigint>")
-        rows = frame.repartition(min(len(units), self.tasks or _parallelism(self.spark))).mapInArrow(run, _RESULT)
+        rows = frame.repartition(min(len(units), self.tasks or parallelism(self.spark))).mapInArrow(run, _RESULT)
         found: dict[str, Match] = {}
         for row in rows.collect():
             if row["error"] is not None:
                 raise ValidationError(row["error"])
-            found[row["path"]] = (list(row["positions"]), _table(row["keys"]))
+            found[row["path"]] = (list(row["positions"]), ipc_table(row["keys"]))
         return found
 
 
@@ -115,13 +104,6 @@ def _row(path: str, positions: list[int], keys: bytes | None, error: str | None)
             "error": pa.array([error], pa.string()),
         }
     )
-
-
-def _parallelism(spark: SparkSession) -> int:
-    try:
-        return int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect has no SparkContext
-        return int(spark.conf.get("spark.sql.shuffle.partitions") or 8)
 
 
 __all__ = ["SparkKeyLookup"]
