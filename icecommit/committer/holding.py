@@ -281,6 +281,21 @@ def hold(committer: GlobalCommitter, state: CheckpointState) -> CommitResult:
     return _with_checks(audit._commit_prepared(state), state)
 
 
+def let_go(committer: GlobalCommitter, branch: str) -> None:
+    """Point audit branch ``branch`` at the head of the committer's branch when nothing
+    waits on it any more (after a discard): the discarded snapshots then hang on no branch,
+    so that expiry takes them and the orphan sweep their files."""
+    if any(s.audit_branch == branch for s in committer.store.waiting(committer.table_name)):
+        return
+    table = committer.load_table()
+    head = ancestry.branch_head(table.metadata, committer.branch)
+    if head is None or branch not in table.metadata.refs or planning.head_of(table, branch) == head.snapshot_id:
+        return
+    policy = RetryPolicy.from_properties(table.metadata.properties)
+    protocol.run(PointBranch(committer.table_name, branch, head.snapshot_id), base=table, load=committer.load_table,
+                 policy=policy)  # fmt: skip
+
+
 def settle(gate: Gate | None, state: CheckpointState, result: CommitResult) -> CommitResult:
     """``result`` with its checks; raises when the checkpoint is held because a check failed
     and the job stops on a failed check (``on_check_failure="raise"``).
@@ -369,6 +384,7 @@ __all__ = [
     "checks_fail",
     "decide",
     "hold",
+    "let_go",
     "results_of",
     "route",
     "settle",

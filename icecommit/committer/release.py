@@ -20,7 +20,7 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
-from icecommit.committer import fate, protocol
+from icecommit.committer import fate, holding, protocol
 from icecommit.committer.checkpoint_commit import CommitCheckpoint, checkpoint_summary
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.holding import results_of
@@ -135,8 +135,9 @@ def _other_tables(committer: GlobalCommitter, checkpoint_id: int) -> list[tuple[
 
 def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: str | None = None) -> CheckpointState:
     """Give up held checkpoint ``checkpoint_id``: recorded abandoned (with the reason, who and
-    when; its files are left to the orphan sweep once the audit branch moves on), and the
-    checkpoints queued behind it published.
+    when), and the checkpoints queued behind it published. Once nothing waits on the audit
+    branch, it is pointed back at the committer's branch head: the discarded snapshots hang
+    on no branch, expiry takes them and the orphan sweep their files.
 
     Raises:
         CheckpointNotFoundError: no such checkpoint was prepared here.
@@ -146,14 +147,18 @@ def discard(committer: GlobalCommitter, checkpoint_id: int, *, reason: str, by: 
     if state.status == COMMITTED:
         raise InvalidArgumentError("checkpoint_id", checkpoint_id, "a held checkpoint (this one was published)")
     who = by or fate.current_user()
-    for part, _ in _other_tables(committer, checkpoint_id):  # a routed checkpoint: every table's part
+    for part, other in _other_tables(committer, checkpoint_id):  # a routed checkpoint: every table's part
         fate.abandon(part, part._recorder, checkpoint_id, reason=reason, by=who)
         if _follow(part, checkpoint_id, who):
             part.publish_complete_partitions()
+        if other.audit_branch is not None:
+            holding.let_go(part, other.audit_branch)
     recorded = fate.abandon(committer, committer._recorder, checkpoint_id, reason=reason, by=who)
     logger.warning("checkpoint %d of job %s discarded by %s: %s", checkpoint_id, committer.job_id, who, reason)
     if _follow(committer, checkpoint_id, who):
         committer.publish_complete_partitions()
+    if state.audit_branch is not None:  # nothing waits there now: the discarded snapshots hang on no branch
+        holding.let_go(committer, state.audit_branch)
     return recorded
 
 
