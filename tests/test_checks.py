@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -709,7 +710,7 @@ def test_rows_summarized_in_parts_and_merged_judge_as_all_the_rows_do(check: Che
     else:
         cut_at = sorted(int(x) for x in rng.integers(0, len(rows), 3))
         edges = [0, *cut_at, len(rows)]
-        parts = [check.summarize(SCHEMA, iter(rows.slice(a, b - a).to_batches())) for a, b in zip(edges, edges[1:])]
+        parts = [check.summarize(SCHEMA, iter(rows.slice(a, b - a).to_batches())) for a, b in pairwise(edges)]
     merged = check.judge(facts_of, check.merge(parts))
     assert merged == whole
     assert whole.ok is check.name.startswith("row_count")  # the rows break every other check

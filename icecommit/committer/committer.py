@@ -309,7 +309,8 @@ class GlobalCommitter:
     def checks_fail(self, checkpoint_id: int, results: Sequence[WriteResult], table: Table) -> bool:
         """Whether these write results fail one of this committer's checks; changes nothing."""
         return holding.checks_fail(self._store, self._gate, job_id=self.job_id, table=table,
-                                   checkpoint_id=checkpoint_id, results=results)  # fmt: skip
+                                   checkpoint_id=checkpoint_id, results=results, live_branch=self.branch,
+                                   lookup=self._key_lookup)  # fmt: skip
 
     # -- phase 2 -----------------------------------------------------------------------
 

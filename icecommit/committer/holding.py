@@ -82,7 +82,11 @@ class Gate:
     publish: str = "auto"
     audit_branch: str | None = None
     row_summaries: RowSummaries | None = field(default=None, compare=False)
-
+    #: The last results judged, by table and staged files: a routed checkpoint's checks,
+    #: judged before any table is prepared, are not judged again at its prepare.
+    _last_judged: dict[tuple[str, tuple[str, ...]], tuple[CheckResult, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 def decide(
@@ -146,10 +150,13 @@ def checks_fail(
     table: Table,
     checkpoint_id: int,
     results: Sequence[WriteResult],
+    live_branch: str = MAIN_BRANCH,
+    lookup: KeyLookup | None = None,
 ) -> bool:
     """Whether write results ``results`` of a checkpoint fail one of ``gate``'s checks on
     ``table`` (judged before any table of a routed checkpoint is prepared, so that all its
-    tables wait if one fails). Changes nothing."""
+    tables wait if one fails; ``live_branch`` and ``lookup`` as for :func:`decide`).
+    Changes nothing."""
     if gate is None or not gate.checks:
         return False
     name = table_name(table)
@@ -157,7 +164,9 @@ def checks_fail(
         results, metadata=table.metadata, job_id=job_id, checkpoint_id=checkpoint_id, table_name=name
     )
     source = source_count(store, job_id, name, checkpoint_id, validated.source_records)
-    return not all(r.ok for r in _judged(store, gate, table, staged_files(validated, table), source))
+    judged = _judged(store, gate, table, staged_files(validated, table), source,
+                     live_duplicates=lambda keys: _live_keys(table, live_branch, keys, lookup))  # fmt: skip
+    return not all(r.ok for r in judged)
 
 
 def _judged(
@@ -169,7 +178,11 @@ def _judged(
     live_duplicates: Callable[[pa.Table], int] | None = None,
 ) -> tuple[CheckResult, ...]:
     """``gate``'s checks judged on a checkpoint's staged ``files``: the rows its checks
-    must read summarized by ``gate.row_summaries`` where it chooses to, else here."""
+    must read summarized by ``gate.row_summaries`` where it chooses to, else here; the
+    results judged last for the same table and files are reused."""
+    key = (table_name(table), tuple(f.file_path for f in files))
+    if key in gate._last_judged:
+        return gate._last_judged[key]
     facts = CheckpointFacts.of_files(files, table.schema(), now=store.clock(), source_records=source,
                                      rows=lambda columns: _rows(table, files, columns),
                                      live_duplicates=live_duplicates)  # fmt: skip
@@ -177,7 +190,10 @@ def _judged(
     if gate.row_summaries is not None:
         split = [c for c in gate.checks if c.splits and c.needs_rows(facts)]
         summaries = gate.row_summaries(table, files, split) if split else {}
-    return evaluate_checks(gate.checks, facts, summaries)
+    results = evaluate_checks(gate.checks, facts, summaries)
+    gate._last_judged.clear()  # one checkpoint's at a time
+    gate._last_judged[key] = results
+    return results
 
 
 def route(

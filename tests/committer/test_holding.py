@@ -14,7 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit import checks
-from icecommit.committer import committed_checkpoints, release
+from icecommit.committer import committed_checkpoints, holding, release
 from icecommit.committer.holding import Gate
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointHeldError, InvalidArgumentError
@@ -326,3 +326,26 @@ def test_a_fast_forward_whose_answer_was_lost_is_found_on_main(catalog: SqlCatal
         catalog.commit_table = accept  # type: ignore[method-assign]
     assert state["lost"] and published[0].snapshot_id == held.snapshot_id
     assert _on(catalog, name) == Counter({("j", 1): 1}) and _ids(catalog, name) == _ids_of(events(0, 10))
+
+
+def test_a_routed_tables_checks_are_judged_once_and_look_keys_up_on_its_branch(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # judged before any table is prepared (all wait if one fails) and reused at prepare;
+    # unique(..., against_table=True) looks the keys up there too
+    name = _table(catalog)
+    gate = Gate(checks=(checks.unique("id", against_table=True), checks.row_count(min=1)), on_check_failure="queue")
+    committer = _committer(catalog, name, gate)
+    assert _land(committer, 1, events(0, 20)).status == "committed"
+    judged: list[int] = []
+    evaluate = holding.evaluate_checks
+    monkeypatch.setattr(holding, "evaluate_checks", lambda *a, **k: judged.append(1) or evaluate(*a, **k))
+    results = [write_arrow(committer.load_table(), events(18, 30), job_id="j", checkpoint_id=2)]
+    assert committer.checks_fail(2, results, committer.load_table())  # 18 and 19 are live
+    committer.prepare_planned(2, results, held_along=True)
+    held = committer.commit(2)
+    assert held.status == "held" and len(judged) == 1
+    assert [(r.check, r.ok, r.observed) for r in held.checks] == [
+        ("unique(id, against_table=True)", False, 2),
+        ("row_count(min=1)", True, 12),
+    ]
