@@ -79,6 +79,10 @@ class WriteOptions:
         publish: ``auto`` (default: a checkpoint whose checks pass reaches readers) or
             ``manual`` (every checkpoint waits on the audit branch until it is published).
         audit_branch: the branch held checkpoints wait on (default ``icecommit-audit-<job>``).
+        atomic: how a checkpoint of several tables is committed: ``True``, in one catalog
+            commit (readers see it in every table or in none; refused before anything is
+            written where the catalog cannot); ``False``, table by table; ``"auto"``
+            (default), in one commit where the catalog can, else table by table.
     """
 
     route_by: str | None = None
@@ -104,9 +108,12 @@ class WriteOptions:
     on_check_failure: str | None = None
     publish: str | None = None
     audit_branch: str | None = None
+    atomic: bool | str = "auto"
 
     def __post_init__(self) -> None:
         self._check_gate()
+        if self.atomic not in (True, False, "auto") or not isinstance(self.atomic, (bool, str)):
+            raise InvalidArgumentError("atomic", self.atomic, 'True, False or "auto"')
         # the rest is checked where it is used, with the messages callers already know
         if self.dead_letter is not None:
             object.__setattr__(self, "dead_letter", table_name(self.dead_letter))

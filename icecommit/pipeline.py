@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any, overload
@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from icecommit.catalog.connect import connect
 from icecommit.catalog.loading import load_table
+from icecommit.catalog.multi_table import can_commit_together, catalog_kind
 from icecommit.catalog.tables import build_partition_spec, to_iceberg_schema, with_identifier_fields
 from icecommit.committer import modes
 from icecommit.committer.checkpoint_tables import commit_to_tables
@@ -222,6 +223,7 @@ class _Landing:
             df = df.drop(self.options.change_column)
         if self.options.create:
             self._check_creation(df, names, routes)
+        self._atomic(set(names))  # a catalog that cannot commit them together is refused before any write
         for name in names:
             if name not in self.tables:
                 self.tables[name] = self._table(df, name, routes)
@@ -293,7 +295,8 @@ class _Landing:
                 written, skipped = write_all()
             self._prepare_all(written)
             committing = {name: self.committers[name] for name in pending}
-            self.results.update(commit_to_tables(committing, self.checkpoint_id, self.plans))
+            together = self.catalog if self._atomic(committing) else None
+            self.results.update(commit_to_tables(committing, self.checkpoint_id, self.plans, together_in=together))
             for name in pending:
                 _maintain_after(self.catalog, name, self.options.maintenance, self.checkpoint_id)
             if skipped:
@@ -367,6 +370,20 @@ class _Landing:
             properties=dict(self.options.table_properties or {}),
             identifier_fields=self.options.identifier_fields or self.options.key,
         )  # fmt: skip
+
+    def _atomic(self, tables: Collection[str]) -> bool:
+        """Whether a checkpoint of these tables is committed in one catalog commit (see
+        ``WriteOptions.atomic``).
+
+        Raises:
+            InvalidArgumentError: ``atomic=True`` on a catalog that cannot.
+        """
+        able = can_commit_together(self.catalog)
+        if self.options.atomic is True and not able:
+            raise InvalidArgumentError(
+                "atomic", True, f"False or 'auto': a {catalog_kind(self.catalog)} cannot commit several tables at once"
+            )
+        return able and self.options.atomic is not False and len(tables) > 1
 
     def _gate(self, name: str, df: DataFrame) -> Gate | None:
         """What ``name``'s checkpoints pass before readers see them: the checks that read

@@ -10,6 +10,7 @@ from pyiceberg.io import FileIO, InputFile, OutputFile
 from pyiceberg.table import Table, TableProperties
 
 from icecommit.catalog.fileio import MetadataWriteError
+from icecommit.committer.commit_group import group_commit, in_group
 from icecommit.committer.delete_files import write_row_deletes
 from icecommit.committer.producer import OverwriteFiles, SpecPreservingAppend
 from icecommit.committer.table_changes import TableChanges
@@ -54,10 +55,12 @@ class SendingCatalog:
         self._inner = inner
         self.sent = False
 
-    def commit_table(self, *args: Any, **kwargs: Any) -> Any:
+    def commit_table(self, table: Table, requirements: Any, updates: Any) -> Any:
         self.sent = True
         try:
-            return self._inner.commit_table(*args, **kwargs)
+            if in_group(table):  # one of several tables committed at once: the group sends it
+                return group_commit(table, requirements, updates)
+            return self._inner.commit_table(table, requirements, updates)
         except MetadataWriteError as e:
             # a catalog that writes the new metadata file itself does so before its
             # compare-and-swap: the file failing proves the swap was never tried

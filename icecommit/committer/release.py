@@ -15,13 +15,16 @@ overridden.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
+from icecommit.catalog.multi_table import can_commit_together
 from icecommit.committer import fate, holding, protocol
 from icecommit.committer.checkpoint_commit import CommitCheckpoint, checkpoint_summary
+from icecommit.committer.commit_group import CommitGroup
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.holding import results_of
 from icecommit.committer.planning import CheckpointPlan, head_of
@@ -110,12 +113,23 @@ def publish(
         raise InvalidArgumentError("reason", reason, "why it is published anyway (kept with the checkpoint)")
     who = by or fate.current_user()
     published = [] if state.status != COMMITTED else [result_from_state(state, "already-committed")]
-    for part, held in waiting:  # in a recorded order (this table, then the others by name): a replay completes it
-        forced = any(not r.ok for r in results_of(held))
-        published.append(_publish_one(part, held, reason=reason, forced=forced, by=who))
+    publishing = {held.table_name: _publishing(part, held, reason=reason, by=who) for part, held in waiting}
+    if len(publishing) > 1 and can_commit_together(committer._catalog):  # a routed checkpoint: one catalog commit
+        landed = CommitGroup(committer._catalog, checkpoint_id).run(publishing)
+    else:  # in a recorded order (this table, then the others by name): a replay completes it
+        landed = {name: publish_part() for name, publish_part in publishing.items()}
+    for part, held in waiting:
+        published.append(landed[held.table_name])
         published.extend(_follow(part, checkpoint_id, who))
         part.publish_complete_partitions()  # their rows are where readers look now
     return published
+
+
+def _publishing(
+    committer: GlobalCommitter, held: CheckpointState, *, reason: str | None, by: str
+) -> Callable[[], CommitResult]:
+    forced = any(not r.ok for r in results_of(held))
+    return lambda: _publish_one(committer, held, reason=reason, forced=forced, by=by)
 
 
 def _other_tables(committer: GlobalCommitter, checkpoint_id: int) -> list[tuple[GlobalCommitter, CheckpointState]]:

@@ -14,7 +14,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit import checks
-from icecommit.committer import committed_checkpoints, holding, release
+from icecommit.committer import commit_group, committed_checkpoints, holding, release
 from icecommit.committer.holding import Gate
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointHeldError, InvalidArgumentError
@@ -349,3 +349,29 @@ def test_a_routed_tables_checks_are_judged_once_and_look_keys_up_on_its_branch(
         ("unique(id, against_table=True)", False, 2),
         ("row_count(min=1)", True, 12),
     ]
+
+
+def test_a_routed_checkpoint_is_published_to_its_tables_in_one_catalog_commit(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"{catalog.name}.clicks", f"{catalog.name}.views"]
+    for name in names:
+        ic.create_table(catalog, name, EVENTS_SCHEMA)
+    gates = [None, Gate(checks=(checks.row_count(min=10),), on_check_failure="queue")]  # 5 rows fail the views'
+    committers = {n: _committer(catalog, n, g, job="routed") for n, g in zip(names, gates, strict=True)}
+    results = {n: [write_arrow(c.load_table(), events(0, 5), job_id="routed", checkpoint_id=1)]
+               for n, c in committers.items()}  # fmt: skip
+    for name, committer in committers.items():
+        committer.prepare_planned(1, results[name], held_along=True)
+        assert committer.commit(1).status == "held"
+    together: list[list[str]] = []
+    commit = commit_group.commit_together
+
+    def spied(catalog_: object, changes: list) -> list:  # type: ignore[type-arg]
+        together.append(sorted(".".join(c.table.name()) for c in changes))
+        return commit(catalog_, changes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_group, "commit_together", spied)
+    published = ic.publish(catalog, names[0], job_id="routed", checkpoint_id=1, force=True, reason="a test")
+    assert sorted(r.table for r in published) == names and together == [names]
+    assert all(_ids(catalog, n) == _ids_of(events(0, 5)) for n in names)

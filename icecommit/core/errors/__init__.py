@@ -74,6 +74,7 @@ from icecommit.core.errors.outcome import (
     CommitStateUnknownError,
     OverwriteConflictError,
     PlanChangedError,
+    TableGroupError,
 )
 from icecommit.core.errors.refused import (
     CheckpointCommittedError,
@@ -125,6 +126,7 @@ __all__ = [
     "StateDatabaseUnavailableError",
     "StateSchemaError",
     "StreamingQueryMismatchError",
+    "TableGroupError",
     "TableMetadataWriteError",
     "TableNotFoundError",
     "TableSpecError",

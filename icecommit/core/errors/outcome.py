@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from icecommit.core.errors.base import CommitOutcomeError
+from icecommit.core.errors.base import CommitOutcomeError, IcecommitError
 
 
 class CommitConflictError(CommitOutcomeError):
@@ -65,6 +65,32 @@ class CommitStateUnknownError(CommitOutcomeError):
             f"checkpoint {checkpoint_id} of {table}" if checkpoint_id is not None else f"a commit to {table}"
         )
         super().__init__(f"{self.operation}: commit outcome unknown ({cause!r}); {remedy}")
+
+
+class TableGroupError(CommitConflictError):
+    """One checkpoint's tables commit together, and another of them failed before its part
+    was committed: this table's part was not sent either (all of them land, or none).
+    Its part stays prepared; the next run, or ``recover()``, commits the checkpoint.
+
+    Attributes:
+        table / checkpoint_id: this table, and the checkpoint.
+        failed_table: the table whose part failed.
+        cause: what that part raised.
+    """
+
+    def __init__(self, table: str, checkpoint_id: int, failed_table: str, cause: BaseException) -> None:
+        self.table = table
+        self.checkpoint_id = checkpoint_id
+        self.failed_table = failed_table
+        self.cause = cause
+        self.attempts = 0
+        self.elapsed_s = 0.0
+        self.operation = f"checkpoint {checkpoint_id} of {table}"
+        IcecommitError.__init__(
+            self,
+            f"{self.operation}: not committed, because {failed_table}, committed with it in one catalog commit, "
+            f"failed ({cause!r}); no table of the checkpoint changed: run again, or recover()",
+        )
 
 
 class PlanChangedError(CommitConflictError):

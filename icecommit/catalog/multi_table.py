@@ -1,0 +1,131 @@
+"""Several tables' changes committed at once: all of them land, or none.
+
+A SQL catalog (SQLite, PostgreSQL) keeps each table's metadata pointer in a row of its
+``iceberg_tables``: :func:`commit_together` writes every table's new metadata file first,
+then moves every pointer in one database transaction, each guarded by the pointer its
+change was made on (as pyiceberg's ``commit_table`` guards one). A pointer that moved
+meanwhile rolls the whole transaction back: :class:`CommitFailedException`, naming the
+table, and no table changed. The metadata files written for a transaction that lost are
+referenced by nothing; the orphan sweep removes them.
+
+Which catalogs can (:func:`can_commit_together`): pyiceberg's ``SqlCatalog``. Others are
+committed table by table by the caller, or refused where the caller asked for one commit
+(:func:`catalog_kind` names them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.io import FileIO
+from pyiceberg.serializers import ToOutputFile
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """One table's part of a commit: the table as its change was made on (its identifier),
+    the requirements the catalog checks and the updates it applies."""
+
+    table: Table
+    requirements: tuple[TableRequirement, ...]
+    updates: tuple[TableUpdate, ...]
+
+
+def can_commit_together(catalog: Catalog) -> bool:
+    """Whether :func:`commit_together` can commit several tables of ``catalog`` at once."""
+    return isinstance(catalog, SqlCatalog)
+
+
+def catalog_kind(catalog: Catalog) -> str:
+    """The catalog's kind as errors name it: its class."""
+    return type(catalog).__name__
+
+
+def commit_together(catalog: Catalog, changes: Sequence[TableChange]) -> list[CommitTableResponse]:
+    """Commit ``changes`` (one per table) to ``catalog`` at once (see the module); the new
+    metadata of each table, in order.
+
+    Raises:
+        CommitFailedException: a requirement does not hold, or another writer moved a
+            table's pointer first; no table changed.
+        NoSuchTableError: a table does not exist.
+        TypeError: the catalog cannot (:func:`can_commit_together`).
+    """
+    if not isinstance(catalog, SqlCatalog):
+        raise TypeError(f"a {catalog_kind(catalog)} cannot commit several tables at once")
+    names = [change.table.name() for change in changes]
+    if len(set(names)) != len(names):
+        raise ValueError(f"one change per table: {names}")
+    staged = [_staged(catalog, change) for change in changes]
+    for part in staged:  # every file first: a failure here changes no table
+        ToOutputFile.table_metadata(part.response.metadata, part.io.new_output(part.response.metadata_location))
+    with Session(catalog.engine) as session, session.begin():
+        for part in staged:
+            moved = session.execute(
+                update(IcebergTables)
+                .where(
+                    IcebergTables.catalog_name == catalog.name,
+                    IcebergTables.table_namespace == part.namespace,
+                    IcebergTables.table_name == part.name,
+                    IcebergTables.metadata_location == part.current.metadata_location,
+                )
+                .values(
+                    metadata_location=part.response.metadata_location,
+                    previous_metadata_location=part.current.metadata_location,
+                )
+            )
+            if moved.rowcount != 1:  # type: ignore[attr-defined]
+                # leaving the block with an error rolls every table's pointer back
+                raise CommitFailedException(
+                    f"Table has been updated by another process: {part.namespace}.{part.name} (no table changed)"
+                )
+    return [part.response for part in staged]
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A change applied to its table's current metadata: the new metadata and the location
+    its file gets (written before the pointers move)."""
+
+    namespace: str
+    name: str
+    current: Table
+    response: CommitTableResponse
+
+    @property
+    def io(self) -> FileIO:
+        return self.current.io
+
+
+def _staged(catalog: SqlCatalog, change: TableChange) -> _Staged:
+    identifier = change.table.name()
+    namespace, name = Catalog.namespace_to_string(Catalog.namespace_from(identifier)), identifier[-1]
+    current = catalog.load_table(identifier)
+    for requirement in change.requirements:
+        requirement.validate(current.metadata)
+    metadata = update_table_metadata(
+        base_metadata=current.metadata, updates=change.updates, metadata_location=current.metadata_location
+    )
+    version = _metadata_version(current.metadata_location) + 1
+    location = load_location_provider(metadata.location, metadata.properties).new_table_metadata_file_location(version)
+    response = CommitTableResponse.model_validate({"metadata": metadata, "metadata-location": location})
+    return _Staged(namespace, name, current, response)
+
+
+def _metadata_version(location: str) -> int:
+    """The version a metadata file's name starts with (``00003-<uuid>.metadata.json``: 3);
+    -1 where it has none (its successor is then version 0)."""
+    prefix = location.rsplit("/", 1)[-1].split("-", 1)[0]
+    return int(prefix) if prefix.isdigit() else -1
+
+
+__all__ = ["TableChange", "can_commit_together", "catalog_kind", "commit_together"]

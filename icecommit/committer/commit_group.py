@@ -1,0 +1,204 @@
+"""One checkpoint's tables committed in one catalog commit.
+
+Each table's part is its committer's commit, unchanged: the one commit protocol (its
+checks, its key, its retries, its unknown outcomes, its state). The tables run side by
+side, each in a thread of its own and a party of one :class:`CommitGroup`; where an
+attempt would send its compare-and-swap (:class:`~icecommit.committer.attempt.SendingCatalog`),
+a party hands its change to the group instead and waits. Once every party still in the
+group has handed one over, the group commits them all at once
+(:func:`~icecommit.catalog.multi_table.commit_together`) and gives each party the answer:
+its new metadata, or the one error for all of them. A conflict on any table is a conflict
+for every part (no table changed): each loads its table again, checks its key and hands a
+new change over, so the tables that moved are planned again. An error that does not
+prove the commit failed leaves every part's outcome unknown, and each looks for its key
+in its table: the catalog's one transaction means all of them find it, or none.
+
+A party leaves when its commit returns (committed, or found its key already there: it
+sends nothing) or raises. A party that raised before its part was sent breaks the
+group: every other party's change is refused (:class:`TableGroupError`), so the checkpoint
+lands in all its tables or in none; what stays prepared is committed by the next run.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar, copy_context
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.update import TableRequirement, TableUpdate
+
+from icecommit.catalog.multi_table import TableChange, commit_together
+from icecommit.core.errors import TableGroupError
+from icecommit.core.identifiers import table_name
+
+T = TypeVar("T")
+
+#: Called with a crash point's name (``before-group-commit``, ``after-group-commit``) and
+#: the tables; raises to crash there (tests).
+GroupFault = Callable[[str, Sequence[str]], None]
+
+
+@dataclass
+class _Slot:
+    """A party's change, waiting for the group's commit, and its answer."""
+
+    change: TableChange
+    response: CommitTableResponse | None = None
+    error: BaseException | None = None
+    done: bool = False
+
+
+@dataclass
+class CommitGroup:
+    """The parties (tables, by name) of one commit of several tables (see the module).
+
+    Attributes:
+        catalog: the catalog every table is in (one that can commit them together).
+        checkpoint_id: the checkpoint committed (for errors).
+        fault: crash points, for tests.
+        commits: catalog commits made (one per round in which every party sent).
+    """
+
+    catalog: Catalog
+    checkpoint_id: int
+    fault: GroupFault | None = None
+    commits: int = 0
+    _active: set[str] = field(default_factory=set)
+    _waiting: dict[str, _Slot] = field(default_factory=dict)
+    _broken: tuple[str, BaseException] | None = None
+    _lock: threading.Condition = field(default_factory=threading.Condition)
+
+    def run(self, work: Mapping[str, Callable[[], T]]) -> dict[str, T]:
+        """Run each table's commit (``work``, by table name) as a party, side by side; the
+        results by name, in order.
+
+        Raises:
+            What a part raised (the first table's, in order), once every part ended.
+        """
+        self._active = set(work)
+        results: dict[str, T] = {}
+        errors: dict[str, BaseException] = {}
+
+        def party(name: str, commit: Callable[[], T]) -> None:
+            _PARTY.set((self, name))
+            try:
+                results[name] = commit()
+            except BaseException as e:  # handed to the caller once every part ended
+                errors[name] = e
+            finally:
+                self._leave(name, errors.get(name))
+
+        threads = [
+            threading.Thread(target=copy_context().run, args=(party, name, commit), name=f"icecommit-commit-{name}")
+            for name, commit in work.items()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for name in work:
+            if name in errors:
+                raise errors[name]
+        return {name: results[name] for name in work}
+
+    def submit(
+        self, name: str, table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]
+    ) -> CommitTableResponse:
+        """Party ``name``'s change: waits for the group's commit and returns this table's
+        new metadata, or raises the commit's error (a copy for each party)."""
+        with self._lock:
+            if self._broken is not None:
+                raise self._refusal(name)
+            slot = _Slot(TableChange(table, requirements, updates))
+            self._waiting[name] = slot
+            self._fire_when_ready()
+            while not slot.done:
+                self._lock.wait()
+        if slot.error is not None:
+            raise slot.error
+        assert slot.response is not None
+        return slot.response
+
+    def _leave(self, name: str, error: BaseException | None) -> None:
+        with self._lock:
+            self._active.discard(name)
+            if error is not None and self._broken is None and self._active:
+                self._broken = (name, error)  # the others must not land without it
+                for other, slot in self._waiting.items():
+                    self._answer(slot, error=self._refusal(other))
+                self._waiting.clear()
+                self._lock.notify_all()
+                return
+            self._fire_when_ready()
+
+    def _fire_when_ready(self) -> None:
+        """Commit every waiting change once every active party has handed one over (the
+        lock is held)."""
+        if not self._waiting or set(self._waiting) != self._active:
+            return
+        names = sorted(self._waiting)
+        slots = [self._waiting[n] for n in names]
+        self._waiting = {}
+        try:
+            if self.fault is not None:
+                self.fault("before-group-commit", names)
+            responses = commit_together(self.catalog, [s.change for s in slots])
+            self.commits += 1
+            if self.fault is not None:
+                self.fault("after-group-commit", names)
+        except BaseException as e:
+            for slot in slots:
+                self._answer(slot, error=_copied(e))
+        else:
+            for slot, response in zip(slots, responses, strict=True):
+                self._answer(slot, response=response)
+        self._lock.notify_all()
+
+    def _refusal(self, name: str) -> TableGroupError:
+        assert self._broken is not None
+        failed, cause = self._broken
+        return TableGroupError(name, self.checkpoint_id, failed, cause)
+
+    @staticmethod
+    def _answer(
+        slot: _Slot, *, response: CommitTableResponse | None = None, error: BaseException | None = None
+    ) -> None:
+        slot.response, slot.error, slot.done = response, error, True
+
+
+def _copied(error: BaseException) -> BaseException:
+    """The same error for another party (its own traceback), caused by the original."""
+    try:
+        twin = copy.copy(error)
+    except Exception:  # an error that cannot be copied: shared
+        return error
+    twin.__cause__ = error
+    return twin
+
+
+#: The group and the party name of the thread's commit (None: a commit of its own).
+_PARTY: ContextVar[tuple[CommitGroup, str] | None] = ContextVar("icecommit_commit_party", default=None)
+
+
+def group_commit(table: Table, requirements: tuple[TableRequirement, ...], updates: tuple[TableUpdate, ...]) -> Any:
+    """The change handed to the calling thread's group (see :func:`in_group`): the
+    catalog's answer, or its error."""
+    party = _PARTY.get()
+    assert party is not None
+    group, name = party
+    return group.submit(name, table, requirements, updates)
+
+
+def in_group(table: Table) -> bool:
+    """Whether a change to ``table`` made in the calling thread is its party's part of a
+    group (a change to another table, in the same thread, is committed alone)."""
+    party = _PARTY.get()
+    return party is not None and table_name(table) == party[1]
+
+
+__all__ = ["CommitGroup", "GroupFault", "group_commit", "in_group"]

@@ -1,0 +1,157 @@
+"""One checkpoint's tables in one catalog commit (``commit_to_tables(..., together_in=)``):
+every table moves in one database transaction or none does; a conflict on one table
+changes no table and the attempt goes again; a crash before or after the transaction
+leaves the checkpoint in every table or in none, and the next run commits nothing twice;
+a table whose part fails before it is sent keeps the others from landing. Written without
+Spark (``write_arrow``, as a task writes); SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
+
+import icecommit as ic
+from icecommit.catalog.multi_table import TableChange, can_commit_together, commit_together
+from icecommit.committer import committed_checkpoints
+from icecommit.committer.checkpoint_tables import commit_to_tables
+from icecommit.errors import TableGroupError
+from tests.committer.crash_driver import InjectedCrash
+from tests.helpers import EVENTS_SCHEMA, events, write_arrow
+
+JOB = "routed"
+
+
+def _tables(catalog: SqlCatalog, count: int = 2) -> list[str]:
+    names = [f"{catalog.name}.t{i}" for i in range(count)]
+    for name in names:
+        ic.create_table(catalog, name, EVENTS_SCHEMA)
+    return names
+
+
+def _prepared(catalog: SqlCatalog, names: Sequence[str], checkpoint_id: int) -> tuple[dict, dict]:
+    committers = {n: ic.GlobalCommitter(catalog, n, job_id=JOB, sleep=lambda _: None) for n in names}
+    plans = {}
+    for i, (name, committer) in enumerate(committers.items()):
+        rows = events(checkpoint_id * 100 + i * 10, checkpoint_id * 100 + i * 10 + 5)
+        results = [write_arrow(committer.load_table(), rows, job_id=JOB, checkpoint_id=checkpoint_id)]
+        plans[name] = committer.prepare_planned(checkpoint_id, results)
+    return committers, plans
+
+
+def _landed(catalog: SqlCatalog, name: str) -> Counter[int]:
+    return Counter(s.checkpoint_id for s in committed_checkpoints(catalog.load_table(name).metadata))
+
+
+def _snapshots(catalog: SqlCatalog, name: str) -> int:
+    return len(catalog.load_table(name).metadata.snapshots)
+
+
+def test_every_table_moves_in_one_catalog_commit(catalog: SqlCatalog) -> None:
+    assert can_commit_together(catalog)
+    names = _tables(catalog, 3)
+    committers, plans = _prepared(catalog, names, 1)
+    fired: list[tuple[str, Sequence[str]]] = []
+    results = commit_to_tables(committers, 1, plans, together_in=catalog, fault=lambda p, t: fired.append((p, t)))
+    assert [r.status for r in results.values()] == ["committed"] * 3
+    assert fired == [("before-group-commit", sorted(names)), ("after-group-commit", sorted(names))]
+    assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
+    again = commit_to_tables(committers, 1, plans, together_in=catalog)  # a replay
+    assert [r.status for r in again.values()] == ["already-committed"] * 3
+    assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
+
+
+def test_a_conflict_on_one_table_changes_none_and_the_attempt_goes_again(catalog: SqlCatalog) -> None:
+    names = _tables(catalog)
+    committers, plans = _prepared(catalog, names, 1)
+    other = ic.GlobalCommitter(catalog, names[1], job_id="other", sleep=lambda _: None)
+    seen: list[list[int]] = []
+
+    def other_writes() -> None:
+        other.prepare(1, [write_arrow(other.load_table(), events(900, 905), job_id="other", checkpoint_id=1)])
+        assert other.commit(1).committed
+
+    def meanwhile(point: str, tables: Sequence[str]) -> None:
+        if point == "before-group-commit" and not seen:  # another writer (a thread of its own) moves it first
+            writer = threading.Thread(target=other_writes)
+            writer.start()
+            writer.join()
+        if point == "before-group-commit":
+            seen.append([_snapshots(catalog, n) for n in names])
+
+    results = commit_to_tables(committers, 1, plans, together_in=catalog, fault=meanwhile)
+    assert [r.status for r in results.values()] == ["committed", "committed"]
+    assert seen == [[0, 1], [0, 1]]  # the first transaction lost on the second table: the first did not move
+    assert [r.retries for r in results.values()] == [1, 1]
+    assert _landed(catalog, names[0]) == Counter({1: 1}) and _snapshots(catalog, names[0]) == 1
+    assert sorted(_landed(catalog, names[1]).elements()) == [1, 1]  # the other job's and ours
+
+
+@pytest.mark.parametrize("point", ["before-group-commit", "after-group-commit"])
+def test_a_crash_around_the_transaction_leaves_all_or_none_and_the_next_run_commits_once(
+    catalog: SqlCatalog, point: str
+) -> None:
+    names = _tables(catalog)
+    committers, plans = _prepared(catalog, names, 1)
+
+    def crash(at: str, tables: Sequence[str]) -> None:
+        if at == point:
+            raise InjectedCrash(at)
+
+    with pytest.raises(InjectedCrash):
+        commit_to_tables(committers, 1, plans, together_in=catalog, fault=crash)
+    landed = [_landed(catalog, n)[1] for n in names]
+    assert landed == ([0, 0] if point == "before-group-commit" else [1, 1])
+    assert all(c.store.get(JOB, n, 1).status == "prepared" for n, c in committers.items())  # type: ignore[union-attr]
+    # the job runs again: its checkpoint is prepared already, and is committed from its state
+    rerun = {n: ic.GlobalCommitter(catalog, n, job_id=JOB, sleep=lambda _: None) for n in names}
+    results = commit_to_tables(rerun, 1, {n: c.plan(1) for n, c in rerun.items()}, together_in=catalog)
+    assert {r.status for r in results.values()} <= {"committed", "already-committed"}
+    assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
+    assert all(c.store.get(JOB, n, 1).status == "committed" for n, c in rerun.items())  # type: ignore[union-attr]
+
+
+def test_a_table_that_fails_before_its_part_is_sent_keeps_the_others_from_landing(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = _tables(catalog)
+    committers, plans = _prepared(catalog, names, 1)
+    broken = committers[names[1]]
+
+    def refuse(checkpoint_id: int, **kwargs: object) -> ic.CommitResult:
+        raise ic.StateDatabaseUnavailableError("the state database went away", cause=OSError("gone"))
+
+    monkeypatch.setattr(broken, "commit", refuse)
+    with pytest.raises(TableGroupError, match=f"{names[1]}.*no table of the checkpoint changed"):
+        commit_to_tables(committers, 1, plans, together_in=catalog)
+    assert [_snapshots(catalog, n) for n in names] == [0, 0]
+    monkeypatch.undo()
+    results = commit_to_tables(committers, 1, plans, together_in=catalog)
+    assert [r.status for r in results.values()] == ["committed", "committed"]
+
+
+def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = _tables(catalog)
+    stale = catalog.load_table(names[1])
+    with catalog.load_table(names[1]).transaction() as tx:
+        tx.set_properties({"owner": "someone else"})  # its pointer moves after ``stale`` was read
+    changes = [
+        TableChange(t, (AssertTableUUID(uuid=t.metadata.table_uuid),), (SetPropertiesUpdate(updates={"owner": "a"}),))
+        for t in (catalog.load_table(names[0]), stale)
+    ]
+    load = catalog.load_table
+    monkeypatch.setattr(catalog, "load_table", lambda name: stale if ".".join(name) == names[1] else load(name))
+    with pytest.raises(CommitFailedException, match=f"{names[1]}.*no table changed"):
+        commit_together(catalog, changes)
+    monkeypatch.undo()
+    assert "owner" not in catalog.load_table(names[0]).metadata.properties  # rolled back with the second
+    assert catalog.load_table(names[1]).metadata.properties["owner"] == "someone else"
+    commit_together(catalog, [TableChange(catalog.load_table(n), (), c.updates) for n, c in zip(names, changes, strict=True)])
+    assert [catalog.load_table(n).metadata.properties["owner"] for n in names] == ["a", "a"]
