@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from icecommit.catalog import connect
 from icecommit.catalog.event_time_versions import EventTimeVersion, scan_at_event_time, snapshot_at_event_time
+from icecommit.catalog.multi_table import consistent_cut
 from icecommit.committer import (
     CommitResult,
     GlobalCommitter,
@@ -17,6 +18,7 @@ from icecommit.committer import (
 from icecommit.committer.release import discard_checkpoint as discard
 from icecommit.committer.release import publish_checkpoint as publish
 from icecommit.committer.table_creation import create_table
+from icecommit.core.cuts import Cut
 from icecommit.core.datafiles import DataFileRecord, WriteResult
 from icecommit.core.errors import (
     CheckpointHeldError,
@@ -79,6 +81,7 @@ __all__ = [
     "CommitResult",
     "CommitStateUnknownError",
     "CompletenessNotReachedError",
+    "Cut",
     "DataFileRecord",
     "EventTimeVersion",
     "GlobalCommitter",
@@ -100,6 +103,7 @@ __all__ = [
     "__version__",
     "compact",
     "connect",
+    "consistent_cut",
     "create_table",
     "discard",
     "maintain",

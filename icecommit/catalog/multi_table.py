@@ -20,14 +20,21 @@ from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.io import FileIO
-from pyiceberg.serializers import ToOutputFile
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.io import FileIO, load_file_io
+from pyiceberg.serializers import FromInputFile, ToOutputFile
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
+
+from icecommit.catalog.loading import load_table
+from icecommit.core.ancestry import MAIN_BRANCH
+from icecommit.core.cuts import Cut, cut_of
+from icecommit.core.errors import InvalidArgumentError
+from icecommit.core.identifiers import checked_job_id, table_name
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,58 @@ def _staged(catalog: SqlCatalog, change: TableChange) -> _Staged:
     return _Staged(namespace, name, current, response)
 
 
+def read_together(catalog: Catalog, names: Sequence[str]) -> dict[str, TableMetadata]:
+    """The metadata of the tables ``names`` (dotted), by name: on a SQL catalog, from one
+    read of their pointers (one query: no commit lands between two tables' reads); on
+    another catalog, loaded one after another.
+
+    Raises:
+        NoSuchTableError: a table does not exist.
+    """
+    if not isinstance(catalog, SqlCatalog):
+        return {name: catalog.load_table(name).metadata for name in names}
+    wanted = {(Catalog.namespace_to_string(Catalog.namespace_from(n)), Catalog.table_name_from(n)): n for n in names}
+    with Session(catalog.engine) as session:
+        rows = session.execute(
+            select(IcebergTables.table_namespace, IcebergTables.table_name, IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == catalog.name,
+                IcebergTables.table_name.in_([name for _, name in wanted]),
+            )
+        ).all()
+    pointers = {wanted[(ns, t)]: location for ns, t, location in rows if (ns, t) in wanted and location}
+    missing = [n for n in names if n not in pointers]
+    if missing:
+        raise NoSuchTableError(f"Table does not exist: {missing[0]}")
+    return {
+        name: FromInputFile.table_metadata(load_file_io(catalog.properties, pointers[name]).new_input(pointers[name]))
+        for name in names
+    }
+
+
+def consistent_cut(catalog: Catalog, tables: Sequence[str], *, job_id: str, branch: str = MAIN_BRANCH) -> Cut:
+    """``ic.consistent_cut``: the newest checkpoint of ``job_id`` committed to every one of
+    ``tables``, and each table's snapshot as of it (:func:`icecommit.core.cuts.cut_of`),
+    from one read of the tables' pointers where the catalog allows it (a SQL catalog).
+    Read each table at its snapshot id (Spark's ``snapshot-id`` read option, Java's
+    ``useSnapshot``, pyiceberg's ``scan(snapshot_id=)``) to see them as of one checkpoint.
+
+    Raises:
+        InvalidArgumentError: no table, a name twice, or a bad job id.
+        TableNotFoundError: a table does not exist.
+    """
+    names = [table_name(t) for t in tables] if not isinstance(tables, str) else []
+    if not names or len(set(names)) != len(names):
+        raise InvalidArgumentError("tables", tables, "a list of distinct table names (namespace.table)")
+    checked_job_id(job_id)
+    try:
+        found = read_together(catalog, names)
+    except NoSuchTableError:
+        for name in names:
+            load_table(catalog, name)  # the missing one raises TableNotFoundError, naming what there is
+        raise
+    return cut_of(found, job_id, branch)
+
+
 def _metadata_version(location: str) -> int:
     """The version a metadata file's name starts with (``00003-<uuid>.metadata.json``: 3);
     -1 where it has none (its successor is then version 0)."""
@@ -128,4 +187,4 @@ def _metadata_version(location: str) -> int:
     return int(prefix) if prefix.isdigit() else -1
 
 
-__all__ = ["TableChange", "can_commit_together", "catalog_kind", "commit_together"]
+__all__ = ["TableChange", "can_commit_together", "catalog_kind", "commit_together", "consistent_cut", "read_together"]

@@ -153,5 +153,6 @@ def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
     monkeypatch.undo()
     assert "owner" not in catalog.load_table(names[0]).metadata.properties  # rolled back with the second
     assert catalog.load_table(names[1]).metadata.properties["owner"] == "someone else"
-    commit_together(catalog, [TableChange(catalog.load_table(n), (), c.updates) for n, c in zip(names, changes, strict=True)])
+    again = [TableChange(catalog.load_table(n), (), c.updates) for n, c in zip(names, changes, strict=True)]
+    commit_together(catalog, again)
     assert [catalog.load_table(n).metadata.properties["owner"] for n in names] == ["a", "a"]
