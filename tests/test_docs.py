@@ -161,6 +161,7 @@ PRINTS = {
         "held ['accepted_values(kind, [click, view])', 'in_range(amount, min=0)']",
         "6",
     ],
+    ("docs/guide/several-tables.md", "import icecommit as ic"): ["2", "4"],
     ("docs/guide/row-level-writes.md", "# a Debezium-like change feed into ns.users (id, state): op c/r/u/d "
      "says what a change is,"): [
         "[{'id': 1, 'state': 'paid'}, {'id': 2, 'state': 'new'}]",

@@ -22,6 +22,7 @@ from rich.table import Table
 from icecommit.catalog.event_time_versions import EventTimeVersion
 from icecommit.catalog.inspect import CheckpointInfo, SnapshotInfo, TableInfo
 from icecommit.committer.results import CommitResult
+from icecommit.core.cuts import Cut
 from icecommit.core.timeparse import format_duration
 from icecommit.demo.report import DemoReport
 from icecommit.maintenance.expire import ExpirePlan
@@ -67,6 +68,8 @@ class Output(Protocol):
     def abandoned(self, state: CheckpointState) -> None: ...
 
     def held(self, table: str, rows: list[CheckpointState]) -> None: ...
+
+    def cut(self, job: str, cut: Cut) -> None: ...
 
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None: ...
 
@@ -202,6 +205,13 @@ class JsonOutput:
             document["check_results"] = json.loads(state.check_results) if state.check_results else []
             held.append(document)
         self._emit({"table": table, "held": held})
+
+    def cut(self, job: str, cut: Cut) -> None:
+        tables = {
+            name: {"snapshot_id": None if snapshot is None else str(snapshot), "highest_checkpoint": cut.marks[name]}
+            for name, snapshot in cut.snapshots.items()
+        }
+        self._emit({"job": job, "checkpoint_id": cut.checkpoint_id, "tables": tables})
 
     def recovered(self, table: str, job: str, results: list[CommitResult]) -> None:
         checkpoints = []
@@ -541,6 +551,15 @@ class TextOutput:
                 self.console.print(
                     f"  {verdict} {result['check']}: {result['detail']}", highlight=False, soft_wrap=True
                 )
+
+    def cut(self, job: str, cut: Cut) -> None:
+        newest = "no checkpoint is" if cut.checkpoint_id is None else f"checkpoint {cut.checkpoint_id} is the newest"
+        self.console.print(f"job {job}: {newest} in all of these tables", highlight=False)
+        for name, snapshot in cut.snapshots.items():
+            ahead = cut.marks[name]
+            further = f" (has up to checkpoint {ahead})" if ahead is not None and ahead != cut.checkpoint_id else ""
+            at = f"snapshot {snapshot}" if snapshot is not None else "no snapshot of the job"
+            self.console.print(f"  {name}: {at}{further}", highlight=False, soft_wrap=True)
 
     def abandoned(self, state: CheckpointState) -> None:
         acked = f"; acknowledged by {state.acknowledged_by}" if state.acknowledged_at else ""

@@ -1,4 +1,5 @@
-"""Commands for checkpoints held on an audit branch: list them, publish one, discard one."""
+"""Commands for what readers see: the checkpoints held on an audit branch (list them,
+publish one, discard one) and where several tables can be read together (``cut``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 import click
 
 from icecommit.catalog.loading import load_table
+from icecommit.catalog.multi_table import consistent_cut
 from icecommit.cli.context import EXIT_PROBLEM, Context, _run
 from icecommit.committer.release import discard_checkpoint, publish_checkpoint
 from icecommit.core.identifiers import table_name
@@ -93,6 +95,29 @@ def discard(ctx: Context, table: str, job: str, checkpoint_id: int, reason: str,
     _run(ctx, action)
 
 
-RELEASE_COMMANDS = (held, publish, discard)
+@click.command()
+@click.argument("tables", nargs=-1, required=True)
+@click.option("--job", required=True, help="The job whose checkpoints the tables hold.")
+@click.pass_obj
+def cut(ctx: Context, tables: tuple[str, ...], job: str) -> None:
+    """Print where several tables can be read together: the newest checkpoint of the job
+    that every table holds, and each table's snapshot as of it (read each at its snapshot
+    id). Exits 1 when no checkpoint is in all of them.
+
+    \b
+    Example:
+      icecommit cut shop.orders shop.lines --job orders
+    """
+
+    def action() -> None:
+        found = consistent_cut(ctx.catalog(), list(tables), job_id=job)
+        ctx.output.cut(job, found)
+        if found.checkpoint_id is None:
+            sys.exit(EXIT_PROBLEM)
+
+    _run(ctx, action)
+
+
+RELEASE_COMMANDS = (held, publish, discard, cut)
 
 __all__ = ["RELEASE_COMMANDS"]

@@ -6,8 +6,10 @@ checkpoint all of them hold, whichever way they were committed."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from icecommit.catalog.multi_table import read_together
 from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.core import ancestry
 from icecommit.errors import InvalidArgumentError, TableNotFoundError
+from tests.cli.runner import invoke
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 JOB = "orders"
@@ -91,7 +94,7 @@ def test_readers_never_see_half_a_checkpoint_when_it_is_one_commit(sqlite_catalo
         assert len(rows) == 2 * CHECKPOINTS and min(rows.column("id").to_pylist()) == 10 + i * 1000
 
 
-def test_the_cut_is_the_newest_checkpoint_every_table_holds(sqlite_catalog: SqlCatalog) -> None:
+def test_the_cut_is_the_newest_checkpoint_every_table_holds(sqlite_catalog: SqlCatalog, tmp_path: Path) -> None:
     catalog = sqlite_catalog
     names = [f"{catalog.name}.a", f"{catalog.name}.b"]
     for name in names:
@@ -112,6 +115,15 @@ def test_the_cut_is_the_newest_checkpoint_every_table_holds(sqlite_catalog: SqlC
     assert cut.snapshots == {names[0]: snapshot[(names[0], 2)], names[1]: snapshot[(names[1], 2)]}
     assert cut.marks == {names[0]: 3, names[1]: 2}
     assert ic.consistent_cut(catalog, names, job_id="nobody").checkpoint_id is None
+    where = ("--catalog", catalog.name, "--uri", catalog.properties["uri"])
+    where += ("--warehouse", catalog.properties["warehouse"])
+    printed = invoke(tmp_path, *where, "cut", *names, "--job", JOB)
+    assert printed.returncode == 0, printed.stderr
+    assert "checkpoint 2 is the newest" in printed.stdout and "(has up to checkpoint 3)" in printed.stdout
+    assert f"snapshot {snapshot[(names[1], 2)]}" in printed.stdout
+    as_json = json.loads(invoke(tmp_path, *where, "--output", "json", "cut", *names, "--job", JOB).stdout)
+    assert as_json["checkpoint_id"] == 2 and as_json["tables"][names[0]]["highest_checkpoint"] == 3
+    assert invoke(tmp_path, *where, "cut", *names, "--job", "nobody").returncode == 1
     with pytest.raises(TableNotFoundError, match="nope"):
         ic.consistent_cut(catalog, [names[0], f"{catalog.name}.nope"], job_id=JOB)
     with pytest.raises(InvalidArgumentError, match="tables"):
