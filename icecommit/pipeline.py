@@ -27,6 +27,7 @@ from icecommit.catalog.multi_table import can_commit_together, catalog_kind
 from icecommit.catalog.tables import build_partition_spec, to_iceberg_schema, with_identifier_fields
 from icecommit.committer import modes
 from icecommit.committer.checkpoint_tables import commit_to_tables
+from icecommit.committer.commit_group import CommitGroup
 from icecommit.committer.committer import GlobalCommitter
 from icecommit.committer.holding import Gate
 from icecommit.committer.planning import CheckpointPlan
@@ -454,9 +455,17 @@ class _Landing:
         empty, abandoned, or re-committed from its staged files). Refusals (rolled back,
         out of order, another query's batch) raise here, before any Spark job runs."""
         pending = []
+        recovered: dict[str, list[CommitResult]] = {}
+        if self._atomic(self.committers):  # what an earlier run prepared: in one catalog commit too
+            try:
+                recovered = CommitGroup(self.catalog, self.checkpoint_id).run(
+                    {name: committer.recover for name, committer in self.committers.items()}
+                )
+            except IcecommitError:  # each table's recovery below says what stopped it
+                recovered = {}
         for name, committer in self.committers.items():
             try:
-                if committer.recover():  # it committed something: the table changed
+                if recovered[name] if name in recovered else committer.recover():  # it committed: the table changed
                     self.tables[name] = committer.load_table()
             except DataFileMissingError as e:
                 self.tables[name] = committer.load_table()  # what it committed before the lost one

@@ -16,6 +16,7 @@ from sqlalchemy import Engine
 from icecommit.catalog.data_file_keys import look_up_here
 from icecommit.committer import modes, protocol
 from icecommit.committer.attempt import commit_changes
+from icecommit.committer.commit_group import tables_in_group
 from icecommit.committer.modes import CheckpointBase, Planner
 from icecommit.committer.planning import CheckpointPlan, changed_since, plan_checkpoint
 from icecommit.committer.retry import RetryPolicy
@@ -348,7 +349,8 @@ def checkpoint_summary(
     state: CheckpointState, partitions: PartitionStatusStore, recovered_by: str | None
 ) -> dict[str, str]:
     """The summary of the snapshot that commits a prepared checkpoint: its key, counts and
-    event-time facts (:func:`icecommit.core.ancestry.snapshot_summary`)."""
+    event-time facts (:func:`icecommit.core.ancestry.snapshot_summary`), and how many
+    tables it is committed to at once when it is one of several in one catalog commit."""
     job, table, checkpoint = state.job_id, state.table_name, state.checkpoint_id
     return ancestry.snapshot_summary(
         job_id=job,
@@ -362,4 +364,5 @@ def checkpoint_summary(
         future_records=state.future_records,
         query_id=state.query_id,
         recovered_by=recovered_by,
+        tables_in_commit=tables_in_group(),
     )

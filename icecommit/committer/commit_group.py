@@ -68,6 +68,7 @@ class CommitGroup:
     checkpoint_id: int
     fault: GroupFault | None = None
     commits: int = 0
+    size: int = 0
     _active: set[str] = field(default_factory=set)
     _waiting: dict[str, _Slot] = field(default_factory=dict)
     _broken: tuple[str, BaseException] | None = None
@@ -81,6 +82,7 @@ class CommitGroup:
             What a part raised (the first table's, in order), once every part ended.
         """
         self._active = set(work)
+        self.size = len(work)
         results: dict[str, T] = {}
         errors: dict[str, BaseException] = {}
 
@@ -194,6 +196,12 @@ def group_commit(table: Table, requirements: tuple[TableRequirement, ...], updat
     return group.submit(name, table, requirements, updates)
 
 
+def tables_in_group() -> int | None:
+    """How many tables the calling thread's group commits at once (None: not in a group)."""
+    party = _PARTY.get()
+    return None if party is None else party[0].size
+
+
 def in_group(table: Table) -> bool:
     """Whether a change to ``table`` made in the calling thread is its party's part of a
     group (a change to another table, in the same thread, is committed alone)."""
@@ -201,4 +209,4 @@ def in_group(table: Table) -> bool:
     return party is not None and table_name(table) == party[1]
 
 
-__all__ = ["CommitGroup", "GroupFault", "group_commit", "in_group"]
+__all__ = ["CommitGroup", "GroupFault", "group_commit", "in_group", "tables_in_group"]

@@ -26,6 +26,9 @@ FILES = "icecommit.files"
 BYTES = "icecommit.bytes"
 MAX_EVENT_TIME = "icecommit.max-event-time-us"
 RECOVERED_BY = "icecommit.recovered-by"
+#: How many tables the checkpoint was committed to in the same catalog commit (only
+#: where it was several: ``atomic``).
+TABLES_IN_COMMIT = "icecommit.tables-in-commit"
 #: The job's event-time watermark once this snapshot is committed (microseconds).
 WATERMARK = "icecommit.watermark-us"
 #: Records of this snapshot that fall into time partitions already published complete.
@@ -62,6 +65,7 @@ def snapshot_summary(
     future_records: int = 0,
     query_id: str | None = None,
     recovered_by: str | None = None,
+    tables_in_commit: int | None = None,
 ) -> dict[str, str]:
     """The summary properties of the snapshot that commits one checkpoint (what every
     reader of the keys above finds; optional facts only when there are some)."""
@@ -84,6 +88,8 @@ def snapshot_summary(
         summary[QUERY_ID] = query_id
     if recovered_by is not None:
         summary[RECOVERED_BY] = recovered_by
+    if tables_in_commit is not None:
+        summary[TABLES_IN_COMMIT] = str(tables_in_commit)
     return summary
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -21,6 +23,7 @@ from icecommit.catalog.multi_table import TableChange, can_commit_together, comm
 from icecommit.committer import committed_checkpoints
 from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.errors import TableGroupError
+from icecommit.maintenance import find_orphans
 from tests.committer.crash_driver import InjectedCrash
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -61,6 +64,9 @@ def test_every_table_moves_in_one_catalog_commit(catalog: SqlCatalog) -> None:
     assert [r.status for r in results.values()] == ["committed"] * 3
     assert fired == [("before-group-commit", sorted(names)), ("after-group-commit", sorted(names))]
     assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
+    for name in names:  # the snapshot says it was one of three tables committed at once
+        summary = catalog.load_table(name).current_snapshot().summary  # type: ignore[union-attr]
+        assert summary["icecommit.tables-in-commit"] == "3"
     again = commit_to_tables(committers, 1, plans, together_in=catalog)  # a replay
     assert [r.status for r in again.values()] == ["already-committed"] * 3
     assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
@@ -152,6 +158,15 @@ def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
         commit_together(catalog, changes)
     monkeypatch.undo()
     assert "owner" not in catalog.load_table(names[0]).metadata.properties  # rolled back with the second
+    # the first table's metadata file of the transaction that lost is referenced by nothing: the sweep's
+    table = catalog.load_table(names[0])
+    written = {p for p in Path(table.metadata.location.removeprefix("file://"), "metadata").glob("*.metadata.json")}
+    kept = {Path(e.metadata_file.removeprefix("file://")) for e in table.metadata.metadata_log}
+    kept.add(Path(table.metadata_location.removeprefix("file://")))
+    lost = written - kept
+    assert len(lost) == 1
+    sweep = find_orphans(catalog, names[0], older_than=timedelta(0), now=datetime.now(timezone.utc) + timedelta(days=9))
+    assert {str(p) for p in lost} <= {o.path.removeprefix("file://").removeprefix("file:") for o in sweep.orphans}
     assert catalog.load_table(names[1]).metadata.properties["owner"] == "someone else"
     again = [TableChange(catalog.load_table(n), (), c.updates) for n, c in zip(names, changes, strict=True)]
     commit_together(catalog, again)

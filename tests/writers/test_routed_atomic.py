@@ -75,3 +75,30 @@ def test_atomic_on_a_catalog_that_cannot_is_refused_before_anything_is_written(
         assert not list(Path(table.metadata.location.removeprefix("file://")).glob("data/**/*.parquet"))
     result = ic.write(_events(spark, 0), routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind")
     assert {r.status for r in result.results.values()} == {"committed"}  # "auto": table by table there
+
+
+class _Crash(BaseException):
+    """The job dies (nothing in icecommit catches a BaseException)."""
+
+
+def test_a_checkpoint_prepared_before_a_crash_is_recovered_in_one_catalog_commit(
+    spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog = sqlite_catalog
+    routes = {"click": f"{catalog.name}.clicks", "view": f"{catalog.name}.views"}
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise _Crash("after every table was prepared, before the commit")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(icecommit.pipeline, "commit_to_tables", crash)
+        with pytest.raises(_Crash):
+            ic.write(_events(spark, 0), routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind",
+                     create=True, atomic=True)  # fmt: skip
+    assert all(catalog.load_table(n).metadata.snapshots == [] for n in routes.values())
+    together = _spy(monkeypatch)
+    again = ic.write(_events(spark, 0), routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind",
+                     atomic=True)  # fmt: skip
+    assert together == [sorted(routes.values())]  # the run's recovery: both tables at once
+    assert {r.status for r in again.results.values()} == {"already-committed"}
+    assert all(len(catalog.load_table(n).scan().to_arrow()) == 3 for n in routes.values())
