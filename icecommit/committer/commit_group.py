@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.update import TableRequirement, TableUpdate
 
@@ -69,7 +70,13 @@ class CommitGroup:
     fault: GroupFault | None = None
     commits: int = 0
     size: int = 0
+    #: parties are answered one at a time, each once the one before it has gone on (left or
+    #: handed its next change over): what follows a commit (its state recorded) then never
+    #: waits on a SQLite lock, whose busy handler sleeps in steps
+    one_by_one: bool | None = None
     _active: set[str] = field(default_factory=set)
+    _answered: list[tuple[str, _Slot]] = field(default_factory=list)
+    _current: str | None = None
     _waiting: dict[str, _Slot] = field(default_factory=dict)
     _broken: tuple[str, BaseException] | None = None
     _lock: threading.Condition = field(default_factory=threading.Condition)
@@ -83,6 +90,8 @@ class CommitGroup:
         """
         self._active = set(work)
         self.size = len(work)
+        if self.one_by_one is None:
+            self.one_by_one = isinstance(self.catalog, SqlCatalog) and self.catalog.engine.dialect.name == "sqlite"
         results: dict[str, T] = {}
         errors: dict[str, BaseException] = {}
 
@@ -114,6 +123,7 @@ class CommitGroup:
         """Party ``name``'s change: waits for the group's commit and returns this table's
         new metadata, or raises the commit's error (a copy for each party)."""
         with self._lock:
+            self._went_on(name)
             if self._broken is not None:
                 raise self._refusal(name)
             slot = _Slot(TableChange(table, requirements, updates))
@@ -129,11 +139,15 @@ class CommitGroup:
     def _leave(self, name: str, error: BaseException | None) -> None:
         with self._lock:
             self._active.discard(name)
+            self._went_on(name)
             if error is not None and self._broken is None and self._active:
                 self._broken = (name, error)  # the others must not land without it
                 for other, slot in self._waiting.items():
                     self._answer(slot, error=self._refusal(other))
+                for _, slot in self._answered:  # answered, not released yet: they are told now
+                    slot.done = True
                 self._waiting.clear()
+                self._answered.clear()
                 self._lock.notify_all()
                 return
             self._fire_when_ready()
@@ -155,11 +169,28 @@ class CommitGroup:
                 self.fault("after-group-commit", names)
         except BaseException as e:
             for slot in slots:
-                self._answer(slot, error=_copied(e))
+                slot.error = _copied(e)
         else:
             for slot, response in zip(slots, responses, strict=True):
-                self._answer(slot, response=response)
+                slot.response = response
+        if self.one_by_one:
+            self._answered = list(zip(names, slots, strict=True))
+            self._went_on(None)
+        else:
+            for slot in slots:
+                slot.done = True
         self._lock.notify_all()
+
+    def _went_on(self, name: str | None) -> None:
+        """Party ``name`` has gone on from its answer (None: a commit was just made): the
+        next one answered is released (the lock is held)."""
+        if name is not None and name != self._current:
+            return
+        self._current = None
+        if self._answered:
+            self._current, slot = self._answered.pop(0)
+            slot.done = True
+            self._lock.notify_all()
 
     def _refusal(self, name: str) -> TableGroupError:
         assert self._broken is not None
