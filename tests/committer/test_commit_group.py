@@ -22,6 +22,8 @@ import icecommit as ic
 from icecommit.catalog.multi_table import TableChange, can_commit_together, commit_together
 from icecommit.committer import committed_checkpoints
 from icecommit.committer.checkpoint_tables import commit_to_tables
+from icecommit.core.overwrite import OVERWRITE_PARTITIONS
+from icecommit.core.upsert import UPSERT
 from icecommit.errors import TableGroupError
 from icecommit.maintenance import find_orphans
 from tests.committer.crash_driver import InjectedCrash
@@ -171,3 +173,36 @@ def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
     again = [TableChange(catalog.load_table(n), (), c.updates) for n, c in zip(names, changes, strict=True)]
     commit_together(catalog, again)
     assert [catalog.load_table(n).metadata.properties["owner"] for n in names] == ["a", "a"]
+
+
+def test_an_append_an_upsert_and_a_partition_overwrite_land_in_one_catalog_commit(catalog: SqlCatalog) -> None:
+    appended, upserted, overwritten = (f"{catalog.name}.{t}" for t in ("appended", "upserted", "overwritten"))
+    ic.create_table(catalog, appended, EVENTS_SCHEMA)
+    ic.create_table(catalog, upserted, EVENTS_SCHEMA, identifier_fields=["id"])
+    ic.create_table(catalog, overwritten, EVENTS_SCHEMA, partition_by=["event"])
+    names = [appended, upserted, overwritten]
+    committers = {n: ic.GlobalCommitter(catalog, n, job_id=JOB, sleep=lambda _: None) for n in names}
+    for committer in committers.values():  # checkpoint 1: every table gets ids 0..9
+        committer.prepare(1, [write_arrow(committer.load_table(), events(0, 10), job_id=JOB, checkpoint_id=1)])
+        assert committer.commit(1).committed
+    modes = {appended: "append", upserted: UPSERT, overwritten: OVERWRITE_PARTITIONS}
+    plans = {}
+    for name, committer in committers.items():  # checkpoint 2: ids 5..14
+        rows = events(5, 15)
+        results = [write_arrow(committer.load_table(), rows, job_id=JOB, checkpoint_id=2)]
+        keys = rows.select(["id"]) if modes[name] == UPSERT else None
+        plans[name] = committer.prepare_planned(2, results, mode=modes[name], keys=keys)
+    together: list[int] = []
+    results = commit_to_tables(committers, 2, plans, together_in=catalog,
+                               fault=lambda point, tables: together.append(len(tables)))  # fmt: skip
+    assert [r.status for r in results.values()] == ["committed"] * 3 and together == [3, 3]
+
+    def ids(name: str) -> list[int]:
+        return sorted(catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
+
+    assert ids(appended) == sorted([*range(10), *range(5, 15)])
+    assert ids(upserted) == list(range(15))  # 5..9 replaced, once each
+    # the partitions checkpoint 2 touched now hold its rows only; the others keep checkpoint 1's
+    touched = set(events(5, 15).column("event").to_pylist())
+    kept = [i for i, e in zip(range(10), events(0, 10).column("event").to_pylist(), strict=True) if e not in touched]
+    assert ids(overwritten) == sorted([*kept, *range(5, 15)])
