@@ -23,11 +23,11 @@ from icecommit.core.errors import (
 from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint, recover_job
 from icecommit.maintenance.expire import apply_expire, plan_expire
 from icecommit.maintenance.orphans import find_orphans
-from icecommit.maintenance.rollback import apply_rollback, plan_rollback
+from icecommit.maintenance.rollback import apply_rollbacks, plan_rollback
 
 
 @click.command()
-@click.argument("table")
+@click.argument("tables", metavar="TABLE...", nargs=-1, required=True)
 @click.option("--to-snapshot", type=int, default=None, help="Snapshot id (an ancestor, unless --allow-non-ancestor).")
 @click.option("--to-timestamp", type=INSTANT, default=None, help="Newest ancestor committed at or before this time.")
 @click.option(
@@ -47,7 +47,7 @@ from icecommit.maintenance.rollback import apply_rollback, plan_rollback
 @click.pass_obj
 def rollback(
     ctx: Context,
-    table: str,
+    tables: tuple[str, ...],
     to_snapshot: int | None,
     to_timestamp: datetime | None,
     to_checkpoint: int | None,
@@ -64,12 +64,17 @@ def rollback(
     straddles T is left out entirely, with every later one, so the table is not "all data
     up to T". To read the table as of T without changing it, see snapshots --at-event-time.
 
+    Several tables roll back to one checkpoint together (--to-checkpoint N --job J): in one
+    catalog commit where the catalog can, so that none of them shows the checkpoints after N
+    while another still does.
+
     Without --yes it asks when stdin is a terminal and refuses otherwise.
 
     \b
     Example:
       icecommit rollback demo.clickstream --to-checkpoint 2 --job clickstream-demo --dry-run
       icecommit rollback demo.clickstream --to-event-time 2026-11-20T12:00:00Z --yes
+      icecommit rollback shop.orders shop.lines --to-checkpoint 6 --job orders --yes
     """
 
     targets = {"--to-snapshot": to_snapshot, "--to-timestamp": to_timestamp, "--to-checkpoint": to_checkpoint,
@@ -82,28 +87,34 @@ def rollback(
         )
     if to_checkpoint is not None and not job:
         raise click.UsageError("--to-checkpoint needs --job (the job whose checkpoint it is)")
+    if len(tables) > 1 and to_checkpoint is None:
+        raise click.UsageError("several tables roll back to one checkpoint: give --to-checkpoint N --job JOB")
 
     def action() -> None:
         catalog = ctx.catalog()
-        try:
-            plan = plan_rollback(
-                catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
-                job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor, branch=branch,
-            )  # fmt: skip
-        except NotAnAncestorError as e:
-            raise TableSpecError(
-                e.table,
-                f"snapshot {e.snapshot_id} is not an ancestor of the current snapshot (add --allow-non-ancestor)",
-            ) from e
+        plans = []
+        for table in tables:  # every plan before any table changes
+            try:
+                plans.append(plan_rollback(
+                    catalog, table, to_snapshot=to_snapshot, to_timestamp=to_timestamp, to_checkpoint=to_checkpoint,
+                    job_id=job, to_event_time=to_event_time, allow_non_ancestor=allow_non_ancestor, branch=branch,
+                ))  # fmt: skip
+            except NotAnAncestorError as e:
+                raise TableSpecError(
+                    e.table,
+                    f"snapshot {e.snapshot_id} is not an ancestor of the current snapshot (add --allow-non-ancestor)",
+                ) from e
         if dry_run:
-            ctx.output.rollback(plan)
+            for plan in plans:
+                ctx.output.rollback(plan)
             return
         if not yes:
             if not _interactive():
                 raise ValueError("refusing to roll back without --yes when stdin is not a terminal")
-            question = (
-                f"Roll {table} back to snapshot {plan.target_snapshot_id}, hiding "
+            question = " ".join(
+                f"Roll {plan.table} back to snapshot {plan.target_snapshot_id}, hiding "
                 f"{len(plan.hidden_snapshot_ids)} snapshot(s) and {plan.hidden_records:,} rows?"
+                for plan in plans
             )
             try:
                 confirmed = click.confirm(question, err=True)
@@ -111,7 +122,8 @@ def rollback(
                 confirmed = False
             if not confirmed:
                 raise ValueError("rollback not confirmed; nothing changed")
-        ctx.output.rollback(apply_rollback(catalog, plan))
+        for applied in apply_rollbacks(catalog, plans):
+            ctx.output.rollback(applied)
 
     _run(ctx, action)
 

@@ -60,13 +60,13 @@ class CommitGroup:
 
     Attributes:
         catalog: the catalog every table is in (one that can commit them together).
-        checkpoint_id: the checkpoint committed (for errors).
+        checkpoint_id: the checkpoint committed (for errors; None: another change, a rollback).
         fault: crash points, for tests.
         commits: catalog commits made (one per round in which every party sent).
     """
 
     catalog: Catalog
-    checkpoint_id: int
+    checkpoint_id: int | None = None
     fault: GroupFault | None = None
     commits: int = 0
     size: int = 0

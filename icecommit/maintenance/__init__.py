@@ -9,7 +9,7 @@ imported from their modules (:mod:`icecommit.maintenance.compaction`,
 from icecommit.maintenance.abandon import abandon_checkpoint, acknowledge_checkpoint
 from icecommit.maintenance.expire import ExpirePlan, apply_expire, plan_expire
 from icecommit.maintenance.orphans import OrphanFile, OrphanSweep, find_orphans
-from icecommit.maintenance.rollback import RollbackPlan, apply_rollback, plan_rollback
+from icecommit.maintenance.rollback import RollbackPlan, apply_rollback, apply_rollbacks, plan_rollback
 
 __all__ = [
     "ExpirePlan",
@@ -20,6 +20,7 @@ __all__ = [
     "acknowledge_checkpoint",
     "apply_expire",
     "apply_rollback",
+    "apply_rollbacks",
     "find_orphans",
     "plan_expire",
     "plan_rollback",

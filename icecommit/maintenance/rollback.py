@@ -8,6 +8,7 @@ commit time.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -18,9 +19,11 @@ from pyiceberg.table.snapshots import Operation, Snapshot
 
 from icecommit.catalog.loading import load_table
 from icecommit.catalog.manifest_entries import read_entries
+from icecommit.catalog.multi_table import can_commit_together
 from icecommit.catalog.position_deletes import targets
 from icecommit.catalog.tables import resolve_table
 from icecommit.committer import protocol
+from icecommit.committer.commit_group import CommitGroup
 from icecommit.core import ancestry
 from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.errors import (
@@ -349,3 +352,29 @@ def apply_rollback(catalog: Catalog, plan: RollbackPlan) -> RollbackPlan:
         plan.reappearing_records,
     )  # fmt: skip
     return RollbackPlan(**{**plan.__dict__, "applied": True})
+
+
+def apply_rollbacks(catalog: Catalog, plans: Sequence[RollbackPlan]) -> list[RollbackPlan]:
+    """Apply the rollback ``plans`` of several tables (one each) together: in one catalog
+    commit where the catalog can (every table rolls back, or none: a checkpoint written to
+    several tables is taken back from all of them at once), else one after another. Each
+    plan is applied as :func:`apply_rollback` applies it. Returns the plans applied, in order.
+
+    Raises:
+        InvalidArgumentError: no plan, or two plans of one table.
+        PlanChangedError: a table moved since its plan was made: none rolled back (one
+            after another: the tables before it did).
+    """
+    tables = [plan.table for plan in plans]
+    if not tables or len(set(tables)) != len(tables):
+        raise InvalidArgumentError("plans", tables, "one rollback plan per table, for one table or more")
+    work = {plan.table: _applying(catalog, plan) for plan in plans}
+    if len(plans) > 1 and can_commit_together(catalog):
+        applied = CommitGroup(catalog).run(work)
+    else:
+        applied = {table: apply() for table, apply in work.items()}
+    return [applied[table] for table in tables]
+
+
+def _applying(catalog: Catalog, plan: RollbackPlan) -> Callable[[], RollbackPlan]:
+    return lambda: apply_rollback(catalog, plan)

@@ -20,12 +20,14 @@ from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 
 import icecommit as ic
 from icecommit.catalog.multi_table import TableChange, can_commit_together, commit_together
-from icecommit.committer import committed_checkpoints
+from icecommit.committer import commit_group, committed_checkpoints
 from icecommit.committer.checkpoint_tables import commit_to_tables
+from icecommit.core import ancestry
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS
 from icecommit.core.upsert import UPSERT
-from icecommit.errors import TableGroupError
-from icecommit.maintenance import find_orphans
+from icecommit.errors import InvalidArgumentError, TableGroupError
+from icecommit.maintenance import apply_rollbacks, find_orphans
+from tests.cli.runner import invoke
 from tests.committer.crash_driver import InjectedCrash
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
@@ -206,3 +208,32 @@ def test_an_append_an_upsert_and_a_partition_overwrite_land_in_one_catalog_commi
     touched = set(events(5, 15).column("event").to_pylist())
     kept = [i for i, e in zip(range(10), events(0, 10).column("event").to_pylist(), strict=True) if e not in touched]
     assert ids(overwritten) == sorted([*kept, *range(5, 15)])
+
+
+def test_several_tables_roll_back_to_one_checkpoint_in_one_catalog_commit(
+    catalog: SqlCatalog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = _tables(catalog)
+    for checkpoint in (1, 2, 3):
+        committers, plans = _prepared(catalog, names, checkpoint)
+        commit_to_tables(committers, checkpoint, plans, together_in=catalog)
+    together: list[list[str]] = []
+    commit = commit_group.commit_together
+
+    def spied(catalog_: object, changes: list) -> list:  # type: ignore[type-arg]
+        together.append(sorted(".".join(c.table.name()) for c in changes))
+        return commit(catalog_, changes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_group, "commit_together", spied)
+    where = ("--catalog", catalog.name, "--uri", catalog.properties["uri"])
+    where += ("--warehouse", catalog.properties["warehouse"])
+    refused = invoke(tmp_path, *where, "rollback", *names, "--to-snapshot", "1", "--yes")
+    assert refused.returncode == 2 and "--to-checkpoint" in refused.stderr
+    rolled = invoke(tmp_path, *where, "rollback", *names, "--to-checkpoint", "1", "--job", JOB, "--yes")
+    assert rolled.returncode == 0, rolled.stderr
+    assert together == [sorted(names)]
+    assert all(ic.consistent_cut(catalog, names, job_id=JOB).snapshots[n] is not None for n in names)
+    for name in names:
+        assert ancestry.last_committed_checkpoint(catalog.load_table(name).metadata, JOB) == 1
+    with pytest.raises(InvalidArgumentError, match="one rollback plan per table"):
+        apply_rollbacks(catalog, [])

@@ -78,14 +78,14 @@ class TableGroupError(CommitConflictError):
         cause: what that part raised.
     """
 
-    def __init__(self, table: str, checkpoint_id: int, failed_table: str, cause: BaseException) -> None:
+    def __init__(self, table: str, checkpoint_id: int | None, failed_table: str, cause: BaseException) -> None:
         self.table = table
         self.checkpoint_id = checkpoint_id
         self.failed_table = failed_table
         self.cause = cause
         self.attempts = 0
         self.elapsed_s = 0.0
-        self.operation = f"checkpoint {checkpoint_id} of {table}"
+        self.operation = f"checkpoint {checkpoint_id} of {table}" if checkpoint_id is not None else f"{table}'s part"
         IcecommitError.__init__(
             self,
             f"{self.operation}: not committed, because {failed_table}, committed with it in one catalog commit, "
