@@ -8,8 +8,11 @@ import ast
 import contextlib
 import importlib
 import inspect
+import json
+import threading
 from collections.abc import Iterator
 from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ import pyiceberg
 import pytest
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.avro.reader import IntegerReader, ListReader, MapReader
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import ManifestWriterV2
 from pyiceberg.table.snapshots import Operation
@@ -62,6 +66,9 @@ USED: dict[str, str] = {
     "_is_int_bytes": "map reader",
     "_is_int_list": "list reader",
     "_read_header": "Avro file",
+    # a REST catalog's HTTP session and the endpoints its server listed
+    "_session": "REST catalog",
+    "_supported_endpoints": "REST catalog",
 }
 
 
@@ -104,7 +111,9 @@ def holders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     catalog.create_namespace("db")
     table = catalog.create_table("db.t", pa.schema([pa.field("id", pa.int64())]))
     transaction = table.transaction()
+    config = _ConfigServer()
     yield {
+        "REST catalog": RestCatalog("internals", uri=config.url),
         "merge append": _MergeAppendFiles(operation=Operation.APPEND, transaction=transaction, io=table.io),
         "overwrite": _OverwriteFiles(operation=Operation.OVERWRITE, transaction=transaction, io=table.io),
         "transaction": transaction,
@@ -116,6 +125,34 @@ def holders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         "Avro file": AvroFile,
     }
     catalog.engine.dispose()
+    config.stop()
+
+
+class _ConfigServer:
+    """A loopback server that answers a REST catalog's ``GET /v1/config`` (all a
+    ``RestCatalog`` asks when it is made)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = json.dumps({"defaults": {}, "overrides": {}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 @pytest.mark.parametrize("name", sorted(USED))

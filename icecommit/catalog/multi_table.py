@@ -8,22 +8,28 @@ meanwhile rolls the whole transaction back: :class:`CommitFailedException`, nami
 table, and no table changed. The metadata files written for a transaction that lost are
 referenced by nothing; the orphan sweep removes them.
 
-Which catalogs can (:func:`can_commit_together`): pyiceberg's ``SqlCatalog``. Others are
-committed table by table by the caller, or refused where the caller asked for one commit
+A REST catalog whose server lists ``POST /v1/{prefix}/transactions/commit`` in its
+``/v1/config`` (Iceberg's ``CatalogHandlers.commitTransaction``, Polaris, Lakekeeper) gets
+one ``transactions/commit`` request with every table's requirements and updates.
+
+Which catalogs can (:func:`can_commit_together`): those two. Others are committed table
+by table by the caller, or refused where the caller asked for one commit
 (:func:`catalog_kind` names them).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
+from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, NoSuchTableError, RESTError
 from pyiceberg.io import FileIO, load_file_io
 from pyiceberg.serializers import FromInputFile, ToOutputFile
-from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table import CommitTableRequest, CommitTableResponse, Namespace, Table, TableIdentifier
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import TableRequirement, TableUpdate, update_table_metadata
@@ -35,6 +41,7 @@ from icecommit.core.ancestry import MAIN_BRANCH
 from icecommit.core.cuts import Cut, cut_of
 from icecommit.core.errors import InvalidArgumentError
 from icecommit.core.identifiers import checked_job_id, table_name
+from icecommit.core.pyiceberg_internals import rest_endpoints, rest_session
 
 
 @dataclass(frozen=True)
@@ -47,9 +54,17 @@ class TableChange:
     updates: tuple[TableUpdate, ...]
 
 
+#: The REST endpoint that commits several tables' changes at once (Iceberg 1.4's
+#: ``transactions/commit``), as a server's ``/v1/config`` lists it.
+TRANSACTIONS_ENDPOINT = "POST /v1/{prefix}/transactions/commit"
+
+
 def can_commit_together(catalog: Catalog) -> bool:
-    """Whether :func:`commit_together` can commit several tables of ``catalog`` at once."""
-    return isinstance(catalog, SqlCatalog)
+    """Whether :func:`commit_together` can commit several tables of ``catalog`` at once: a
+    SQL catalog, or a REST catalog whose server lists the transactions endpoint."""
+    if isinstance(catalog, SqlCatalog):
+        return True
+    return isinstance(catalog, RestCatalog) and TRANSACTIONS_ENDPOINT in rest_endpoints(catalog)
 
 
 def catalog_kind(catalog: Catalog) -> str:
@@ -67,11 +82,13 @@ def commit_together(catalog: Catalog, changes: Sequence[TableChange]) -> list[Co
         NoSuchTableError: a table does not exist.
         TypeError: the catalog cannot (:func:`can_commit_together`).
     """
-    if not isinstance(catalog, SqlCatalog):
-        raise TypeError(f"a {catalog_kind(catalog)} cannot commit several tables at once")
     names = [change.table.name() for change in changes]
     if len(set(names)) != len(names):
         raise ValueError(f"one change per table: {names}")
+    if isinstance(catalog, RestCatalog) and can_commit_together(catalog):
+        return _rest_commit(catalog, changes)
+    if not isinstance(catalog, SqlCatalog):
+        raise TypeError(f"a {catalog_kind(catalog)} cannot commit several tables at once")
     staged = [_staged(catalog, change) for change in changes]
     for part in staged:  # every file first: a failure here changes no table
         ToOutputFile.table_metadata(part.response.metadata, part.io.new_output(part.response.metadata_location))
@@ -96,6 +113,41 @@ def commit_together(catalog: Catalog, changes: Sequence[TableChange]) -> list[Co
                     f"Table has been updated by another process: {part.namespace}.{part.name} (no table changed)"
                 )
     return [part.response for part in staged]
+
+
+def _rest_commit(catalog: RestCatalog, changes: Sequence[TableChange]) -> list[CommitTableResponse]:
+    """One ``transactions/commit`` request with every table's requirements and updates; the
+    server commits all of them or none. Its answer carries no metadata: each table is
+    loaded after it.
+
+    Raises:
+        CommitFailedException: a requirement does not hold (409): no table changed.
+        CommitStateUnknownException: the server failed after it may have committed (5xx).
+    """
+    requests = []
+    for change in changes:
+        identifier = change.table.name()
+        request = CommitTableRequest(
+            identifier=TableIdentifier(namespace=Namespace(list(identifier[:-1])), name=identifier[-1]),
+            requirements=change.requirements,
+            updates=change.updates,
+        )
+        requests.append(json.loads(request.model_dump_json()))
+    session = rest_session(catalog)
+    response = session.post(
+        catalog.url("transactions/commit", prefixed=True), data=json.dumps({"table-changes": requests}).encode()
+    )
+    if response.status_code == 409:
+        raise CommitFailedException(f"transactions/commit: {response.text} (no table changed)")
+    if response.status_code >= 500:
+        raise CommitStateUnknownException(f"transactions/commit answered {response.status_code}: {response.text}")
+    if response.status_code >= 300:
+        raise RESTError(f"transactions/commit answered {response.status_code}: {response.text}")
+    loaded = [catalog.load_table(change.table.name()) for change in changes]
+    return [
+        CommitTableResponse.model_validate({"metadata": t.metadata, "metadata-location": t.metadata_location})
+        for t in loaded
+    ]
 
 
 @dataclass(frozen=True)

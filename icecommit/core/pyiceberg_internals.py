@@ -34,6 +34,7 @@ from pyiceberg.typedef import EMPTY_DICT
 if TYPE_CHECKING:
     from pyiceberg.avro.file import AvroFile, AvroFileHeader
     from pyiceberg.avro.reader import ListReader, MapReader
+    from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile, ManifestEntry, ManifestFile
     from pyiceberg.schema import Schema
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update.snapshot import CommitWindow
     from pyiceberg.typedef import Properties
     from pyiceberg.types import IcebergType
+    from requests import Session
 
 __all__ = [
     "ManifestWriterV2",
@@ -66,6 +68,8 @@ __all__ = [
     "producer_io",
     "producer_operation",
     "producer_transaction",
+    "rest_endpoints",
+    "rest_session",
     "transaction_table",
     "validate_data_files_exist",
     "validate_no_new_deletes_for_data_files",
@@ -226,6 +230,18 @@ def int_bytes_map(reader: MapReader) -> bool:
 def int_list(reader: ListReader) -> bool:
     """Whether a list reader reads a list of ints with its compiled reader (``_is_int_list``)."""
     return reader._is_int_list
+
+
+def rest_session(catalog: RestCatalog) -> Session:
+    """The HTTP session a REST catalog sends its requests with, its credentials set
+    (``_session``): for the endpoints pyiceberg has no client for."""
+    return catalog._session
+
+
+def rest_endpoints(catalog: RestCatalog) -> set[str]:
+    """The endpoints a REST server listed in its ``/v1/config`` (pyiceberg's defaults where
+    it listed none), as ``METHOD /v1/{prefix}/path`` (``_supported_endpoints``)."""
+    return {str(endpoint) for endpoint in catalog._supported_endpoints}
 
 
 def avro_header(file: AvroFile[Any]) -> AvroFileHeader:

@@ -3,7 +3,8 @@ every table moves in one database transaction or none does; a conflict on one ta
 changes no table and the attempt goes again; a crash before or after the transaction
 leaves the checkpoint in every table or in none, and the next run commits nothing twice;
 a table whose part fails before it is sent keeps the others from landing. Written without
-Spark (``write_arrow``, as a task writes); SQLite and PostgreSQL."""
+Spark (``write_arrow``, as a task writes); SQLite, PostgreSQL and (``over_rest``) the REST
+catalog server, whose ``/v1/config`` lists ``transactions/commit``."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def _snapshots(catalog: SqlCatalog, name: str) -> int:
     return len(catalog.load_table(name).metadata.snapshots)
 
 
+@pytest.mark.over_rest
 def test_every_table_moves_in_one_catalog_commit(catalog: SqlCatalog) -> None:
     assert can_commit_together(catalog)
     names = _tables(catalog, 3)
@@ -76,6 +78,7 @@ def test_every_table_moves_in_one_catalog_commit(catalog: SqlCatalog) -> None:
     assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
 
 
+@pytest.mark.over_rest
 def test_a_conflict_on_one_table_changes_none_and_the_attempt_goes_again(catalog: SqlCatalog) -> None:
     names = _tables(catalog)
     committers, plans = _prepared(catalog, names, 1)
@@ -102,6 +105,7 @@ def test_a_conflict_on_one_table_changes_none_and_the_attempt_goes_again(catalog
     assert sorted(_landed(catalog, names[1]).elements()) == [1, 1]  # the other job's and ours
 
 
+@pytest.mark.over_rest
 @pytest.mark.parametrize("point", ["before-group-commit", "after-group-commit"])
 def test_a_crash_around_the_transaction_leaves_all_or_none_and_the_next_run_commits_once(
     catalog: SqlCatalog, point: str
@@ -126,6 +130,7 @@ def test_a_crash_around_the_transaction_leaves_all_or_none_and_the_next_run_comm
     assert all(c.store.get(JOB, n, 1).status == "committed" for n, c in rerun.items())  # type: ignore[union-attr]
 
 
+@pytest.mark.over_rest
 def test_a_table_that_fails_before_its_part_is_sent_keeps_the_others_from_landing(
     catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -177,6 +182,7 @@ def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
     assert [catalog.load_table(n).metadata.properties["owner"] for n in names] == ["a", "a"]
 
 
+@pytest.mark.over_rest
 def test_an_append_an_upsert_and_a_partition_overwrite_land_in_one_catalog_commit(catalog: SqlCatalog) -> None:
     appended, upserted, overwritten = (f"{catalog.name}.{t}" for t in ("appended", "upserted", "overwritten"))
     ic.create_table(catalog, appended, EVENTS_SCHEMA)

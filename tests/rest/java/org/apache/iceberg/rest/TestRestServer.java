@@ -25,10 +25,16 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.URLDecoder;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Executors;
+import org.apache.iceberg.BaseTable;
+import org.apache.iceberg.BaseTransaction;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.Transaction;
+import org.apache.iceberg.Transactions;
 import org.apache.iceberg.catalog.Namespace;
 import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.exceptions.AlreadyExistsException;
@@ -41,6 +47,7 @@ import org.apache.iceberg.exceptions.NoSuchViewException;
 import org.apache.iceberg.exceptions.NotFoundException;
 import org.apache.iceberg.exceptions.ValidationException;
 import org.apache.iceberg.jdbc.JdbcCatalog;
+import org.apache.iceberg.rest.requests.CommitTransactionRequest;
 import org.apache.iceberg.rest.requests.CreateNamespaceRequest;
 import org.apache.iceberg.rest.requests.CreateTableRequest;
 import org.apache.iceberg.rest.requests.RegisterTableRequest;
@@ -54,6 +61,24 @@ import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
 
 public final class TestRestServer {
   private static final ObjectMapper MAPPER = RESTObjectMapper.mapper();
+  // what /v1/config lists: every route below, transactions/commit among them
+  private static final List<Endpoint> ENDPOINTS =
+      List.of(
+          Endpoint.V1_LIST_NAMESPACES,
+          Endpoint.V1_LOAD_NAMESPACE,
+          Endpoint.V1_NAMESPACE_EXISTS,
+          Endpoint.V1_CREATE_NAMESPACE,
+          Endpoint.V1_UPDATE_NAMESPACE,
+          Endpoint.V1_DELETE_NAMESPACE,
+          Endpoint.V1_COMMIT_TRANSACTION,
+          Endpoint.V1_LIST_TABLES,
+          Endpoint.V1_LOAD_TABLE,
+          Endpoint.V1_TABLE_EXISTS,
+          Endpoint.V1_CREATE_TABLE,
+          Endpoint.V1_UPDATE_TABLE,
+          Endpoint.V1_DELETE_TABLE,
+          Endpoint.V1_RENAME_TABLE,
+          Endpoint.V1_REGISTER_TABLE);
 
   /** A request's answer: an HTTP status and a body (null: none). */
   private static final class Answer {
@@ -198,7 +223,14 @@ public final class TestRestServer {
     String[] parts = path.substring("/v1/".length()).split("/");
     Map<String, String> query = query(exchange);
     if (parts.length == 1 && "config".equals(parts[0]) && "GET".equals(method)) {
-      return new Answer(200, ConfigResponse.builder().build());
+      return new Answer(200, ConfigResponse.builder().withEndpoints(ENDPOINTS).build());
+    }
+    if (parts.length == 2
+        && "transactions".equals(parts[0])
+        && "commit".equals(parts[1])
+        && "POST".equals(method)) {
+      commitTransaction(read(exchange, CommitTransactionRequest.class));
+      return new Answer(204, null);
     }
     if (parts.length == 2 && "tables".equals(parts[0]) && "rename".equals(parts[1])) {
       CatalogHandlers.renameTable(catalog, read(exchange, RenameTableRequest.class));
@@ -246,6 +278,26 @@ public final class TestRestServer {
       return tables(exchange, method, ns, parts, query);
     }
     throw new NotFoundException("no route for %s %s", method, path);
+  }
+
+  // as Iceberg's RESTCatalogAdapter does it: every table's requirements checked and its
+  // updates applied in memory first (a conflict there changes no table), then each committed
+  private void commitTransaction(CommitTransactionRequest request) {
+    List<Transaction> transactions = new ArrayList<>();
+    for (UpdateTableRequest change : request.tableChanges()) {
+      Table table = catalog.loadTable(change.identifier());
+      if (!(table instanceof BaseTable)) {
+        throw new IllegalStateException("cannot commit a transaction to " + change.identifier());
+      }
+      Transaction transaction =
+          Transactions.newTransaction(
+              change.identifier().toString(), ((BaseTable) table).operations());
+      transactions.add(transaction);
+      BaseTransaction.TransactionTable inMemory =
+          (BaseTransaction.TransactionTable) transaction.table();
+      CatalogHandlers.commit(inMemory.operations(), change);
+    }
+    transactions.forEach(Transaction::commitTransaction);
   }
 
   private Answer tables(
