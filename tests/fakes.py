@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import icecommit as ic
+import icecommit.committer.commit_group as commit_group
 import icecommit.committer.planning as planning
 import icecommit.core.ancestry as ancestry
 from icecommit.catalog.connect import DEFAULT_CATALOG_NAME
@@ -39,7 +40,7 @@ class Counted:
         self.walks = 0
         self.loads: Counter[str] = Counter()
         decide, ancestors_of, load_table = planning.decide, ancestry.ancestors_of, catalog.load_table
-        commit_table = catalog.commit_table
+        commit_table, together = catalog.commit_table, commit_group.commit_together
         committing = False
 
         def counted_decide(*args: Any, **kwargs: Any) -> Any:
@@ -63,10 +64,19 @@ class Counted:
             finally:
                 committing = False
 
+        def commit_together(*args: Any, **kwargs: Any) -> Any:  # several tables' commit: the same reads
+            nonlocal committing
+            committing = True
+            try:
+                return together(*args, **kwargs)
+            finally:
+                committing = False
+
         monkeypatch.setattr(planning, "decide", counted_decide)
         monkeypatch.setattr(ancestry, "ancestors_of", counted_walk)
         monkeypatch.setattr(catalog, "load_table", counted_load)
         monkeypatch.setattr(catalog, "commit_table", commit)
+        monkeypatch.setattr(commit_group, "commit_together", commit_together)
 
     def reset(self) -> None:
         self.decisions, self.walks = 0, 0

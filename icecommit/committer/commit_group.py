@@ -86,7 +86,8 @@ class CommitGroup:
         results by name, in order.
 
         Raises:
-            What a part raised (the first table's, in order), once every part ended.
+            What a part raised, once every part ended: the part that failed, rather than
+            the :class:`TableGroupError` of the parts it kept from landing.
         """
         self._active = set(work)
         self.size = len(work)
@@ -112,9 +113,10 @@ class CommitGroup:
             thread.start()
         for thread in threads:
             thread.join()
-        for name in work:
-            if name in errors:
-                raise errors[name]
+        # the part that failed first, rather than the parts it kept from landing
+        causes = [e for e in errors.values() if not isinstance(e, TableGroupError)] or list(errors.values())
+        if causes:
+            raise causes[0]
         return {name: results[name] for name in work}
 
     def submit(

@@ -1,4 +1,5 @@
-"""A routed write that crashes at every step boundary of every table, then runs again."""
+"""A routed write that crashes at every step boundary of every table, then runs again (its
+tables committed in one catalog commit: ``atomic="auto"`` on a SQL catalog)."""
 
 from __future__ import annotations
 
@@ -68,13 +69,16 @@ def test_a_crash_anywhere_in_a_routed_checkpoint_leaves_each_table_with_its_rows
         patch.setattr(icecommit.pipeline, "GlobalCommitter", crashing_committer(crash_at, seen))
         with pytest.raises(InjectedCrash):
             routed_write(spark, sqlite_catalog, 1)
-    assert len(seen) == crash_at
+    # the tables commit in one catalog commit, side by side: the others may pass a point or
+    # two of their own before they stop on the crashed one (none of them lands without it)
+    assert len(seen) >= crash_at
+    crashed = seen[crash_at - 1]
 
     rerun = routed_write(spark, sqlite_catalog, 1)  # the restarted driver replays checkpoint 1
     assert set(rerun.results) == set(TABLES)
     assert routed_write(spark, sqlite_catalog, 1).committed is False, "a third run changes nothing"
     for name, kinds in (("ns.clicks", ("click", "tap")), ("ns.views", ("view",)), ("ns.unrouted", ("scroll", None))):
-        assert sorted_ids(sqlite_catalog, name) == ids_of_kinds(0, 400, *kinds), f"{name} after a crash at {seen[-1]}"
+        assert sorted_ids(sqlite_catalog, name) == ids_of_kinds(0, 400, *kinds), f"{name} after a crash at {crashed}"
         found = committed_checkpoints(sqlite_catalog.load_table(name).metadata, job_id="router")
         assert sorted(c.checkpoint_id for c in found) == [0, 1], name
         report = ic.reconcile(sqlite_catalog, name, job_id="router")
