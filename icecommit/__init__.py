@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from icecommit.maintenance.compaction import compact, plan_compaction
     from icecommit.maintenance.policy import MaintenancePolicy, MaintenanceRun, maintain
     from icecommit.options import WriteOptions
-    from icecommit.pipeline import write
+    from icecommit.pipeline import write, write_many
     from icecommit.streaming import streaming_sink
 
 __version__ = "0.1.0"
@@ -50,6 +50,7 @@ __version__ = "0.1.0"
 #: catalog commands and schedulers can ``import icecommit`` without loading pyspark.
 _SPARK_NAMES = {
     "write": "icecommit.pipeline",
+    "write_many": "icecommit.pipeline",
     "streaming_sink": "icecommit.streaming",
     # compaction runs in the local process, but its writer lives beside the Spark tasks'
     "compact": "icecommit.maintenance.compaction",
@@ -115,4 +116,5 @@ __all__ = [
     "snapshot_at_event_time",
     "streaming_sink",
     "write",
+    "write_many",
 ]

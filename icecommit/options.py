@@ -64,7 +64,9 @@ class WriteOptions:
             partition they touch, under the table's current spec; see
             :mod:`icecommit.core.overwrite`) or ``upsert`` (each row replaces the live rows
             of its key, or is inserted; :mod:`icecommit.core.upsert`); None: the table's
-            ``icecommit.write-mode``, else ``append``. Recorded with the checkpoint.
+            ``icecommit.write-mode``, else ``append``. Recorded with the checkpoint. A
+            mapping from table name to mode gives each table of a routed write or of
+            ``write_many`` its own (a table it leaves out: its property, else append).
         key: an upsert's key columns (default: the table's identifier fields).
         change_column: a change-type column of an upsert (``c``/``r``/``u`` replace, ``d``
             deletes; Debezium's ``op``); not stored in the table.
@@ -100,7 +102,7 @@ class WriteOptions:
     partition_by: Sequence[str] | Mapping[Any, Sequence[str]] | None = field(default=None, hash=False)
     table_properties: Mapping[str, str] | None = field(default=None, hash=False)
     identifier_fields: Sequence[str] | None = None
-    mode: str | None = None
+    mode: str | Mapping[str, str] | None = field(default=None, hash=False)
     key: Sequence[str] | None = None
     change_column: str | None = None
     order_by: str | Sequence[str] | None = None
@@ -122,8 +124,11 @@ class WriteOptions:
             raise InvalidArgumentError("maintenance", self.maintenance, "an icecommit MaintenancePolicy, or None")
         if self.schema_mode is not None:
             checked_mode(self.schema_mode)
-        if self.mode is not None:
-            modes.named(self.mode)
+        if isinstance(self.mode, Mapping):
+            object.__setattr__(self, "mode", {table_name(t): m for t, m in self.mode.items()})
+        for mode in self.mode.values() if isinstance(self.mode, Mapping) else [self.mode]:
+            if mode is not None:
+                modes.named(mode)
         for argument in ("key", "order_by"):
             value = getattr(self, argument)
             if isinstance(value, str) and argument == "order_by":
@@ -210,7 +215,9 @@ class WriteOptions:
         """The write mode ``table`` is written under (None: the table's
         ``icecommit.write-mode``, else append): the dead-letter table only ever gains rows,
         whatever the write's mode."""
-        return APPEND if table == self.dead_letter else self.mode
+        if table == self.dead_letter:
+            return APPEND
+        return self.mode.get(table) if isinstance(self.mode, Mapping) else self.mode
 
     @classmethod
     def of(cls, options: WriteOptions | None = None, **keywords: Any) -> WriteOptions:

@@ -191,9 +191,55 @@ def write(
     return landing.run(df, table)
 
 
+def write_many(
+    frames: Mapping[Table | str, DataFrame],
+    *,
+    catalog: Catalog | None = None,
+    job_id: str,
+    checkpoint_id: int,
+    options: WriteOptions | None = None,
+    store: CheckpointStore | None = None,
+    task_hook: TaskHook | None = None,
+    **keywords: Any,
+) -> RoutedCommitResult:
+    """Write each DataFrame of ``frames`` to its table (by name) as checkpoint
+    ``checkpoint_id`` of ``job_id``: one checkpoint of several tables, exactly once, and
+    committed to all of them at once where the catalog can (``atomic``, see
+    :class:`~icecommit.WriteOptions`). The options are ``ic.write``'s; those that differ per
+    table take a mapping by table name (``mode``, ``partition_by``, ``checks``). A table
+    that holds the checkpoint already is not written again.
+
+    Returns:
+        One result per table (a :class:`RoutedCommitResult`).
+
+    Raises:
+        As ``ic.write``; bad input in any table leaves every table as it was.
+    """
+    opts = WriteOptions.of(options, **keywords)
+    checked_job_id(job_id)
+    checked_checkpoint_id(checkpoint_id)
+    if not isinstance(frames, Mapping) or not frames:
+        raise InvalidArgumentError("frames", frames, "a mapping of table names to Spark DataFrames, one or more")
+    named = {table_name(t): df for t, df in frames.items()}
+    if len(named) != len(frames):
+        raise InvalidArgumentError("frames", list(frames), "distinct tables")
+    for name, df in named.items():
+        if not callable(getattr(df, "mapInArrow", None)):
+            raise InvalidArgumentError(f"frames[{name!r}]", type(df).__name__, "a Spark DataFrame")
+    if opts.route_by is not None or opts.dead_letter is not None:
+        raise InvalidArgumentError("route_by", opts.route_by, "None: write_many names each table's DataFrame")
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise InvalidArgumentError("catalog", catalog, "a pyiceberg Catalog (ic.connect(...)), or None for the default")
+    landing = _Landing(catalog or connect(), job_id, checkpoint_id, opts, None, store, task_hook, frames=named)
+    result = landing.run(next(iter(named.values())), tuple(named))
+    assert isinstance(result, RoutedCommitResult)
+    return result
+
+
 @dataclass
 class _Landing:
-    """One checkpoint of one DataFrame into its tables (one table is a route of one)."""
+    """One checkpoint of one DataFrame into its tables (one table is a route of one), or of
+    one DataFrame per table (``frames``: ``write_many``)."""
 
     catalog: Catalog
     job_id: str
@@ -207,27 +253,41 @@ class _Landing:
     plans: dict[str, CheckpointPlan] = field(default_factory=dict)
     results: dict[str, CommitResult] = field(default_factory=dict)
     keys: dict[str, pa.Table] = field(default_factory=dict)
+    #: each table's own DataFrame (``write_many``; empty: every table's rows are ``df``'s),
+    #: and as given (with an upsert's change column)
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+    sources: dict[str, DataFrame] = field(default_factory=dict)
 
-    def run(self, df: DataFrame, target: Table | str | Routes) -> CommitResult | RoutedCommitResult:
+    def _frame(self, name: str, df: DataFrame) -> DataFrame:
+        """The rows of table ``name``: its own DataFrame (``write_many``), else ``df``."""
+        return self.frames.get(name, df)
+
+    def run(self, df: DataFrame, target: Table | str | Routes | tuple[str, ...]) -> CommitResult | RoutedCommitResult:
         routed = isinstance(target, Mapping)
-        names = [table_name(t) for t in target.values()] if isinstance(target, Mapping) else [table_name(target)]
+        if isinstance(target, tuple):  # write_many: the tables of ``frames``
+            names = list(target)
+        else:
+            names = [table_name(t) for t in target.values()] if isinstance(target, Mapping) else [table_name(target)]
         routes = {v: table_name(t) for v, t in target.items()} if isinstance(target, Mapping) else {}
         if self.options.dead_letter is not None and self.options.dead_letter in names:
             raise InvalidArgumentError(
                 "dead_letter", self.options.dead_letter, "a table that is not also a route target"
             )
-        given = df
-        if self.options.change_column is not None:
-            if self.options.change_column not in df.columns:
-                raise SchemaMismatchError(self.options.change_column, "is the change column, but not a column of the "
-                                          "DataFrame")  # fmt: skip
-            df = df.drop(self.options.change_column)
-        if self.options.create:
-            self._check_creation(df, names, routes)
+        given, change = df, self.options.change_column
+        if change is not None:
+            for frame in (df, *self.frames.values()):
+                if change not in frame.columns:
+                    raise SchemaMismatchError(change, "is the change column, but not a column of the DataFrame")
+            df = df.drop(change)
+        self.sources = dict(self.frames)
+        self.frames = {name: frame.drop(change) if change else frame for name, frame in self.frames.items()}
+        if self.options.create:  # each table's own DataFrame, or the one they share
+            for group in [[name] for name in names] if self.frames else [names]:
+                self._check_creation(self._frame(group[0], df), group, routes)
         self._atomic(set(names))  # a catalog that cannot commit them together is refused before any write
         for name in names:
             if name not in self.tables:
-                self.tables[name] = self._table(df, name, routes)
+                self.tables[name] = self._table(self._frame(name, df), name, routes)
                 # before any Spark job
                 check_table_properties(self.tables[name].metadata, write_modes=tuple(modes.MODES))
                 gate = self.options.gate_of(name)
@@ -251,11 +311,12 @@ class _Landing:
         return routed or any(self._stages_keys(t) or self._mode(t) == MERGE for t in self.tables.values())
 
     def _land(
-        self, source: DataFrame, df: DataFrame, target: Table | str | Routes, names: list[str], routes: dict[Any, str]
+        self, source: DataFrame, df: DataFrame, target: Table | str | Routes | tuple[str, ...], names: list[str],
+        routes: dict[Any, str],
     ) -> CommitResult | RoutedCommitResult:
         """Route, settle, write, prepare and commit (``source``: the rows as given, with an
         upsert's change column; ``df``: the rows as stored)."""
-        routed = isinstance(target, Mapping)
+        routed = isinstance(target, Mapping) or bool(self.frames)
         dead_name = None
         if isinstance(target, Mapping):
             assert self.options.route_by is not None
@@ -279,7 +340,11 @@ class _Landing:
                 gate=self._gate(name, df),
             )
         pending = self._settle()
-        df = self._changes(source, df, pending, routes)  # an upsert's rows, one per key; its keys kept
+        if self.frames:  # each table's own rows: its upsert's rows, one per key
+            for name in pending:
+                self.frames[name] = self._changes(self.sources[name], self.frames[name], [name], {})
+        else:
+            df = self._changes(source, df, pending, routes)  # an upsert's rows, one per key; its keys kept
         skipped: dict[str, int] = {}
         # before any task writes (the tasks write with the new field ids), and every table's
         # refusal before any table's change
@@ -289,7 +354,7 @@ class _Landing:
             def write_all() -> tuple[dict[str, list[WriteResult]], dict[str, int]]:
                 if isinstance(target, Mapping):
                     return self._write_routed(df, target, pending, dead_name)
-                return {names[0]: self._write_one(df, names[0])}, {}
+                return {name: self._write_one(self._frame(name, df), name) for name in pending}, {}
 
             written, skipped = write_all()
             if self._relax(df, written):  # required columns made optional: written again under it
@@ -430,12 +495,13 @@ class _Landing:
             mode = self._mode(table)
             if dead_letter:
                 mode = dead_letter_mode(mode, table.metadata.properties)
+            frame = self._frame(name, df)
             if mode == STRICT:
                 if route is not None:  # the routed frame was not checked as a whole: this table's columns
-                    aligned_columns(df, table.schema(), name, ignore=set(df.columns))
+                    aligned_columns(frame, table.schema(), name, ignore=set(frame.columns))
                 continue
             ignore = () if dead_letter or route is None else (route,)
-            incoming = iceberg_struct(df.schema, name, known={*table.schema().column_names, *ignore})
+            incoming = iceberg_struct(frame.schema, name, known={*table.schema().column_names, *ignore})
             plan_changes(table.schema(), incoming, mode, table=name, nulls_in=nulls_in, ignore=ignore)  # refuses
             planned[name] = (mode, incoming, ignore, nulls_in)
         for name, (mode, incoming, ignore, nulls_in) in planned.items():
@@ -622,4 +688,4 @@ def _learn(model: WriteModelStore, table: str, writer: SparkWriter, task_bytes: 
         logger.warning("could not record the shuffle ratio of %s", table, exc_info=True)
 
 
-__all__ = ["Routes", "WriteOptions", "discard_unstaged", "write"]
+__all__ = ["Routes", "WriteOptions", "discard_unstaged", "write", "write_many"]
