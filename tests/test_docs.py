@@ -162,6 +162,10 @@ PRINTS = {
         "6",
     ],
     ("docs/guide/several-tables.md", "import icecommit as ic"): ["2", "4"],
+    ("docs/guide/several-tables.md",
+     'orders = spark.createDataFrame([(1, "new"), (2, "new")], "id long, state string")'): [
+        "[{'id': 1, 'state': 'paid'}, {'id': 2, 'state': 'new'}]"
+    ],
     ("docs/guide/row-level-writes.md", "# a Debezium-like change feed into ns.users (id, state): op c/r/u/d "
      "says what a change is,"): [
         "[{'id': 1, 'state': 'paid'}, {'id': 2, 'state': 'new'}]",
