@@ -1,7 +1,9 @@
 """What one catalog commit for a checkpoint of several tables costs, against committing the
 same checkpoint table by table.
 
-For each database (SQLite always, PostgreSQL when it answers) and each number of tables
+For each catalog (SQLite always; PostgreSQL when it answers; with ``--rest``, the tests' REST
+catalog server on Iceberg's Java handlers, whose ``transactions/commit`` makes the one
+commit) and each number of tables
 (10 and 100 by default), the script makes that many tables, prepares one small checkpoint
 in each (``write_arrow``, as a Spark task writes: a few rows), and times
 ``commit_to_tables`` with ``together_in=`` (one database transaction moves every pointer)
@@ -9,7 +11,7 @@ and without it (one commit per table). The two modes alternate checkpoint by che
 each on tables of its own, so the machine's noise hits both alike. Only the commit is
 timed: writing and preparing are the same in both modes.
 
-    .venv/bin/python -m bench.multi_table [--tables 10 100] [--checkpoints 20]
+    .venv/bin/python -m bench.multi_table [--tables 10 100] [--checkpoints 20] [--rest]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pyiceberg.catalog import Catalog
 from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
@@ -35,9 +38,13 @@ from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def _catalog(database: str, home: Path) -> SqlCatalog:
+def _catalog(database: str, home: Path, rest_url: str | None = None) -> Catalog:
+    name = f"b{uuid.uuid4().hex[:10]}"
+    if database == "rest":
+        assert rest_url is not None
+        return ic.connect(name, **{"type": "rest", "uri": rest_url, "icecommit.state-uri": PG_URI})
     uri = f"sqlite:///{home / 'catalog.db'}" if database == "sqlite" else PG_URI
-    catalog = ic.connect(f"b{uuid.uuid4().hex[:10]}", uri=uri, warehouse=(home / "warehouse").as_uri())
+    catalog = ic.connect(name, uri=uri, warehouse=(home / "warehouse").as_uri())
     assert isinstance(catalog, SqlCatalog)
     return catalog
 
@@ -46,7 +53,7 @@ def _catalog(database: str, home: Path) -> SqlCatalog:
 JOB = f"bench-{uuid.uuid4().hex[:8]}"
 
 
-def _one(catalog: SqlCatalog, names: list[str], checkpoint: int, *, together: bool) -> float:
+def _one(catalog: Catalog, names: list[str], checkpoint: int, *, together: bool) -> float:
     committers = {n: ic.GlobalCommitter(catalog, n, job_id=JOB) for n in names}
     plans = {}
     for i, (name, committer) in enumerate(committers.items()):
@@ -70,16 +77,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--checkpoints", type=int, default=20)
+    parser.add_argument("--rest", action="store_true", help="the REST catalog server too (Java, PostgreSQL)")
     args = parser.parse_args()
-    databases = ["sqlite"] + (["postgres"] if postgres_available() else [])
+    databases = ["sqlite"] + (["postgres"] if postgres_available() else []) + (["rest"] if args.rest else [])
+    server = None
+    if args.rest:
+        from tests.rest.server import RestServer
+
+        server = RestServer(Path(tempfile.mkdtemp()) / "warehouse").start()
     found: dict[str, dict[str, dict[str, list[float]]]] = {}
     for database in databases:
         for count in args.tables:
             with tempfile.TemporaryDirectory() as home:
-                catalog = _catalog(database, Path(home))
-                catalog.create_namespace("bench")
+                catalog = _catalog(database, Path(home), server.url if server else None)
+                namespace = f"bench{uuid.uuid4().hex[:6]}"  # a REST server's catalog outlives one size
+                catalog.create_namespace(namespace)
                 tables = {
-                    mode: [f"bench.{mode}_{i}" for i in range(count)] for mode in ("one-commit", "table-by-table")
+                    mode: [f"{namespace}.{mode.replace('-', '_')}_{i}" for i in range(count)]
+                    for mode in ("one-commit", "table-by-table")
                 }
                 for names in tables.values():
                     for name in names:
@@ -98,7 +113,10 @@ def main() -> None:
                     f"{statistics.median(one) / statistics.median(apart):.2f}x",
                     flush=True,
                 )
-                catalog.engine.dispose()
+                if isinstance(catalog, SqlCatalog):
+                    catalog.engine.dispose()
+    if server is not None:
+        server.stop()
     OUT.mkdir(exist_ok=True)
     document = {
         "checkpoints": args.checkpoints, "seconds": found, "machine": platform.platform(), "cpus": os.cpu_count(),
