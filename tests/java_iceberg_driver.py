@@ -154,6 +154,17 @@ def alter(spark: SparkSession, args: argparse.Namespace) -> None:
     print(json.dumps({"spark": spark.version, "seconds": time.perf_counter() - began}))
 
 
+def heads(spark: SparkSession, args: argparse.Namespace) -> None:
+    """Each table's main head and rows as Java's catalog (JDBC or REST) has them, read one
+    after another: one line of JSON, by table."""
+    found: dict[str, Any] = {}
+    for table in args.table:
+        name = f"{args.catalog_name}.{table}"
+        (head,) = spark.sql(f"SELECT snapshot_id FROM {name}.refs WHERE name = 'main'").collect()
+        found[table] = {"snapshot_id": head["snapshot_id"], "ids": _ids(spark.table(name))}
+    print(json.dumps(found))
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jars", required=True, help="comma-separated: Iceberg's Spark runtime jar(s)")
@@ -178,13 +189,21 @@ def main(argv: list[str]) -> int:
     altering = commands.add_parser("alter")
     for name in ("--catalog-name", "--catalog-db", "--warehouse", "--table", "--sql"):
         altering.add_argument(name, required=True)
+    heading = commands.add_parser("heads")
+    heading.add_argument("--catalog-name", required=True)
+    heading.add_argument("--catalog-db", help="pyiceberg's SQLite catalog database (Java's JdbcCatalog on it)")
+    heading.add_argument("--warehouse", default="")
+    heading.add_argument("--rest-uri", help="or a REST catalog")
+    heading.add_argument("--table", action="append", required=True)
     args = parser.parse_args(argv)
 
     catalog: dict[str, str] = {}
     catalog_name = getattr(args, "catalog_name", "")
     if args.command == "read" and args.rest_uri:
         catalog_name, catalog = REST_CATALOG, {"type": "rest", "uri": args.rest_uri, "cache-enabled": "false"}
-    if args.command in ("rewrite", "alter"):
+    if args.command == "heads" and args.rest_uri:
+        catalog = {"type": "rest", "uri": args.rest_uri, "cache-enabled": "false"}
+    if args.command in ("rewrite", "alter") or (args.command == "heads" and not args.rest_uri):
         if not args.sqlite_jdbc:
             parser.error(f"{args.command} needs --sqlite-jdbc")
         # Java's JdbcCatalog keys its rows by catalog name, like pyiceberg's SqlCatalog, so the
@@ -204,6 +223,8 @@ def main(argv: list[str]) -> int:
             read(spark, args.metadata, args.out, args)
         elif args.command == "alter":
             alter(spark, args)
+        elif args.command == "heads":
+            heads(spark, args)
         else:
             rewrite(spark, args)
     finally:
