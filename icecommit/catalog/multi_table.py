@@ -20,7 +20,7 @@ by table by the caller, or refused where the caller asked for one commit
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.catalog import Catalog
@@ -72,9 +72,12 @@ def catalog_kind(catalog: Catalog) -> str:
     return type(catalog).__name__
 
 
-def commit_together(catalog: Catalog, changes: Sequence[TableChange]) -> list[CommitTableResponse]:
+def commit_together(
+    catalog: Catalog, changes: Sequence[TableChange], *, fault: Callable[[str], None] | None = None
+) -> list[CommitTableResponse]:
     """Commit ``changes`` (one per table) to ``catalog`` at once (see the module); the new
-    metadata of each table, in order.
+    metadata of each table, in order. ``fault``: called with each table's name once its new
+    metadata file is written, before any pointer moves (tests crash there).
 
     Raises:
         CommitFailedException: a requirement does not hold, or another writer moved a
@@ -92,6 +95,8 @@ def commit_together(catalog: Catalog, changes: Sequence[TableChange]) -> list[Co
     staged = [_staged(catalog, change) for change in changes]
     for part in staged:  # every file first: a failure here changes no table
         ToOutputFile.table_metadata(part.response.metadata, part.io.new_output(part.response.metadata_location))
+        if fault is not None:
+            fault(f"{part.namespace}.{part.name}")
     with Session(catalog.engine) as session, session.begin():
         for part in staged:
             moved = session.execute(

@@ -39,8 +39,9 @@ from icecommit.core.identifiers import table_name
 
 T = TypeVar("T")
 
-#: Called with a crash point's name (``before-group-commit``, ``after-group-commit``) and
-#: the tables; raises to crash there (tests).
+#: Called with a crash point's name (``before-group-commit``, ``after-metadata-file`` on a
+#: SQL catalog, once per table, ``after-group-commit``) and the tables; raises to crash
+#: there (tests).
 GroupFault = Callable[[str, Sequence[str]], None]
 
 
@@ -165,7 +166,9 @@ class CommitGroup:
         try:
             if self.fault is not None:
                 self.fault("before-group-commit", names)
-            responses = commit_together(self.catalog, [s.change for s in slots])
+            fault = self.fault
+            written = None if fault is None else (lambda table: fault("after-metadata-file", [table]))
+            responses = commit_together(self.catalog, [s.change for s in slots], fault=written)
             self.commits += 1
             if self.fault is not None:
                 self.fault("after-group-commit", names)

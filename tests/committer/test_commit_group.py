@@ -8,13 +8,16 @@ catalog server, whose ``/v1/config`` lists ``transactions/commit``."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
+import requests
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
@@ -25,8 +28,9 @@ from icecommit.committer import commit_group, committed_checkpoints
 from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.core import ancestry
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS
+from icecommit.core.pyiceberg_internals import rest_session
 from icecommit.core.upsert import UPSERT
-from icecommit.errors import InvalidArgumentError, TableGroupError
+from icecommit.errors import InvalidArgumentError, StateDatabaseUnavailableError, TableGroupError
 from icecommit.maintenance import apply_rollbacks, find_orphans
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import InjectedCrash
@@ -68,7 +72,10 @@ def test_every_table_moves_in_one_catalog_commit(catalog: SqlCatalog) -> None:
     fired: list[tuple[str, Sequence[str]]] = []
     results = commit_to_tables(committers, 1, plans, together_in=catalog, fault=lambda p, t: fired.append((p, t)))
     assert [r.status for r in results.values()] == ["committed"] * 3
-    assert fired == [("before-group-commit", sorted(names)), ("after-group-commit", sorted(names))]
+    around = [f for f in fired if f[0] != "after-metadata-file"]
+    assert around == [("before-group-commit", sorted(names)), ("after-group-commit", sorted(names))]
+    files = sorted(t for p, tables in fired if p == "after-metadata-file" for t in tables)
+    assert files == (sorted(names) if isinstance(catalog, SqlCatalog) else [])  # REST: the server writes them
     assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
     for name in names:  # the snapshot says it was one of three tables committed at once
         summary = catalog.load_table(name).current_snapshot().summary  # type: ignore[union-attr]
@@ -106,21 +113,24 @@ def test_a_conflict_on_one_table_changes_none_and_the_attempt_goes_again(catalog
 
 
 @pytest.mark.over_rest
-@pytest.mark.parametrize("point", ["before-group-commit", "after-group-commit"])
+@pytest.mark.parametrize("point", ["before-group-commit", "after-metadata-file", "after-group-commit"])
 def test_a_crash_around_the_transaction_leaves_all_or_none_and_the_next_run_commits_once(
     catalog: SqlCatalog, point: str
 ) -> None:
     names = _tables(catalog)
     committers, plans = _prepared(catalog, names, 1)
 
+    if point == "after-metadata-file" and not isinstance(catalog, SqlCatalog):
+        pytest.skip("a REST server writes the metadata files itself")
+
     def crash(at: str, tables: Sequence[str]) -> None:
-        if at == point:
+        if at == point:  # after-metadata-file: once the first table's new file is written
             raise InjectedCrash(at)
 
     with pytest.raises(InjectedCrash):
         commit_to_tables(committers, 1, plans, together_in=catalog, fault=crash)
     landed = [_landed(catalog, n)[1] for n in names]
-    assert landed == ([0, 0] if point == "before-group-commit" else [1, 1])
+    assert landed == ([1, 1] if point == "after-group-commit" else [0, 0])
     assert all(c.store.get(JOB, n, 1).status == "prepared" for n, c in committers.items())  # type: ignore[union-attr]
     # the job runs again: its checkpoint is prepared already, and is committed from its state
     rerun = {n: ic.GlobalCommitter(catalog, n, job_id=JOB, sleep=lambda _: None) for n in names}
@@ -136,14 +146,27 @@ def test_a_table_that_fails_before_its_part_is_sent_keeps_the_others_from_landin
 ) -> None:
     names = _tables(catalog)
     committers, plans = _prepared(catalog, names, 1)
-    broken = committers[names[1]]
+    broken, other = committers[names[1]], committers[names[0]]
+    kept_from_landing: list[BaseException] = []
+    commit = other.commit
 
     def refuse(checkpoint_id: int, **kwargs: object) -> ic.CommitResult:
-        raise ic.StateDatabaseUnavailableError("the state database went away", cause=OSError("gone"))
+        raise StateDatabaseUnavailableError("sqlite:///state.db", "the state database went away")
+
+    def recorded(checkpoint_id: int, **kwargs: Any) -> ic.CommitResult:
+        try:
+            return commit(checkpoint_id, **kwargs)
+        except BaseException as e:
+            kept_from_landing.append(e)
+            raise
 
     monkeypatch.setattr(broken, "commit", refuse)
-    with pytest.raises(TableGroupError, match=f"{names[1]}.*no table of the checkpoint changed"):
+    monkeypatch.setattr(other, "commit", recorded)
+    with pytest.raises(StateDatabaseUnavailableError):  # the part that failed, not the one it held back
         commit_to_tables(committers, 1, plans, together_in=catalog)
+    assert [type(e) for e in kept_from_landing] in ([], [TableGroupError])  # it may not have got to send
+    if kept_from_landing:
+        assert re.search(f"{names[1]}.*no table of the checkpoint changed", str(kept_from_landing[0]))
     assert [_snapshots(catalog, n) for n in names] == [0, 0]
     monkeypatch.undo()
     results = commit_to_tables(committers, 1, plans, together_in=catalog)
@@ -200,10 +223,13 @@ def test_an_append_an_upsert_and_a_partition_overwrite_land_in_one_catalog_commi
         results = [write_arrow(committer.load_table(), rows, job_id=JOB, checkpoint_id=2)]
         keys = rows.select(["id"]) if modes[name] == UPSERT else None
         plans[name] = committer.prepare_planned(2, results, mode=modes[name], keys=keys)
-    together: list[int] = []
+    together: list[tuple[str, int]] = []
     results = commit_to_tables(committers, 2, plans, together_in=catalog,
-                               fault=lambda point, tables: together.append(len(tables)))  # fmt: skip
-    assert [r.status for r in results.values()] == ["committed"] * 3 and together == [3, 3]
+                               fault=lambda point, tables: together.append((point, len(tables))))  # fmt: skip
+    assert [r.status for r in results.values()] == ["committed"] * 3
+    assert [(p, n) for p, n in together if p != "after-metadata-file"] == [
+        ("before-group-commit", 3), ("after-group-commit", 3)
+    ]
 
     def ids(name: str) -> list[int]:
         return sorted(catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
@@ -226,9 +252,9 @@ def test_several_tables_roll_back_to_one_checkpoint_in_one_catalog_commit(
     together: list[list[str]] = []
     commit = commit_group.commit_together
 
-    def spied(catalog_: object, changes: list) -> list:  # type: ignore[type-arg]
+    def spied(catalog_: object, changes: list, **kwargs: Any) -> list:  # type: ignore[type-arg]
         together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes)  # type: ignore[arg-type]
+        return commit(catalog_, changes, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(commit_group, "commit_together", spied)
     where = ("--catalog", catalog.name, "--uri", catalog.properties["uri"])
@@ -243,3 +269,32 @@ def test_several_tables_roll_back_to_one_checkpoint_in_one_catalog_commit(
         assert ancestry.last_committed_checkpoint(catalog.load_table(name).metadata, JOB) == 1
     with pytest.raises(InvalidArgumentError, match="one rollback plan per table"):
         apply_rollbacks(catalog, [])
+
+
+@pytest.mark.parametrize("catalog", ["rest"], indirect=True)
+@pytest.mark.parametrize("lost", ["connection cut", "502 after the commit"])
+@pytest.mark.over_rest
+def test_a_lost_answer_to_transactions_commit_is_found_in_every_table(
+    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, lost: str
+) -> None:
+    names = _tables(catalog)
+    committers, plans = _prepared(catalog, names, 1)
+    session = rest_session(catalog)  # type: ignore[arg-type]
+    post = session.post
+    answered: list[int] = []
+
+    def loses_its_answer(url: str, *args: Any, **kwargs: Any) -> Any:
+        response = post(url, *args, **kwargs)  # the server committed every table
+        if url.endswith("transactions/commit") and not answered:
+            answered.append(response.status_code)
+            if lost == "connection cut":
+                raise requests.ConnectionError("the connection was cut before the answer came back")
+            response.status_code = 502
+        return response
+
+    monkeypatch.setattr(session, "post", loses_its_answer)
+    results = commit_to_tables(committers, 1, plans, together_in=catalog)
+    assert answered == [204]
+    assert [r.status for r in results.values()] == ["committed", "committed"]  # found by their keys, once
+    assert all(_landed(catalog, n) == Counter({1: 1}) for n in names)
+    assert all(c.store.get(JOB, n, 1).status == "committed" for n, c in committers.items())  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ Spark (``write_arrow``, as a task writes); SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -367,9 +368,9 @@ def test_a_routed_checkpoint_is_published_to_its_tables_in_one_catalog_commit(
     together: list[list[str]] = []
     commit = commit_group.commit_together
 
-    def spied(catalog_: object, changes: list) -> list:  # type: ignore[type-arg]
+    def spied(catalog_: object, changes: list, **kwargs: Any) -> list:  # type: ignore[type-arg]
         together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes)  # type: ignore[arg-type]
+        return commit(catalog_, changes, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(commit_group, "commit_together", spied)
     published = ic.publish(catalog, names[0], job_id="routed", checkpoint_id=1, force=True, reason="a test")

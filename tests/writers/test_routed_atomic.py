@@ -30,9 +30,9 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     together: list[list[str]] = []
     commit = commit_group.commit_together
 
-    def spied(catalog: Any, changes: Any) -> Any:
+    def spied(catalog: Any, changes: Any, **kwargs: Any) -> Any:
         together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog, changes)
+        return commit(catalog, changes, **kwargs)
 
     monkeypatch.setattr(commit_group, "commit_together", spied)
     return together

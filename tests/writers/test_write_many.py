@@ -30,9 +30,9 @@ def test_orders_and_their_lines_land_in_one_catalog_commit(
     together: list[list[str]] = []
     commit = commit_group.commit_together
 
-    def spied(catalog_: Any, changes: Any) -> Any:
+    def spied(catalog_: Any, changes: Any, **kwargs: Any) -> Any:
         together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes)
+        return commit(catalog_, changes, **kwargs)
 
     monkeypatch.setattr(commit_group, "commit_together", spied)
 
