@@ -173,22 +173,23 @@ def test_a_table_that_fails_before_its_part_is_sent_keeps_the_others_from_landin
     assert [r.status for r in results.values()] == ["committed", "committed"]
 
 
-def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(
-    catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_pointer_moved_after_it_was_read_rolls_every_table_back(catalog: SqlCatalog) -> None:
     names = _tables(catalog)
-    stale = catalog.load_table(names[1])
-    with catalog.load_table(names[1]).transaction() as tx:
-        tx.set_properties({"owner": "someone else"})  # its pointer moves after ``stale`` was read
     changes = [
         TableChange(t, (AssertTableUUID(uuid=t.metadata.table_uuid),), (SetPropertiesUpdate(updates={"owner": "a"}),))
-        for t in (catalog.load_table(names[0]), stale)
+        for t in (catalog.load_table(n) for n in names)
     ]
-    load = catalog.load_table
-    monkeypatch.setattr(catalog, "load_table", lambda name: stale if ".".join(name) == names[1] else load(name))
+    moved: list[str] = []
+
+    def meanwhile(table: str) -> None:  # once the first table's new metadata file is written
+        if not moved:
+            moved.append(table)
+            with catalog.load_table(names[1]).transaction() as tx:  # the second pointer moves after it was read
+                tx.set_properties({"owner": "someone else"})
+
     with pytest.raises(CommitFailedException, match=f"{names[1]}.*no table changed"):
-        commit_together(catalog, changes)
-    monkeypatch.undo()
+        commit_together(catalog, changes, fault=meanwhile)
+    assert moved == [names[0]]
     assert "owner" not in catalog.load_table(names[0]).metadata.properties  # rolled back with the second
     # the first table's metadata file of the transaction that lost is referenced by nothing: the sweep's
     table = catalog.load_table(names[0])
