@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.table import Table
@@ -159,10 +160,12 @@ class RoutedSparkWriter:
         plain = {name: [f.name for f in table.schema().fields] for name, table in self._tables.items()}
         wanted = set(self._tables) if targets is None else set(targets)
         specs = {name: ShippedTable.of(table) for name, table in self._tables.items() if name in wanted}
-        keys_by_table: dict[str, list[str]] = {}
-        for key, name in self._routes.items():
-            keys_by_table.setdefault(name, []).append(key)
-        all_keys = pa.array(sorted(self._routes), pa.string())
+        # each routing value's table, by the value's position among the sorted values: a task
+        # finds every row's table with one look-up per batch, whatever the number of tables
+        ordered_keys = sorted(self._routes)
+        all_keys = pa.array(ordered_keys, pa.string())
+        targets_in_order = sorted(set(self._routes.values()))
+        table_of_key = np.array([targets_in_order.index(self._routes[k]) for k in ordered_keys], dtype=np.int64)
         dead_letter = self._dead_letter
         job_id, target_size, hook = self._job_id, self._target_file_size, self._task_hook
 
@@ -189,14 +192,19 @@ class RoutedSparkWriter:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                route = batch.column(ROUTE_COLUMN)
-                for name, keys in keys_by_table.items():
-                    mask = pc.fill_null(pc.is_in(route, value_set=pa.array(keys, pa.string())), False)
-                    rows = batch.filter(mask)
-                    if rows.num_rows:
-                        take(name, rows)
-                lost = pc.invert(pc.fill_null(pc.is_in(route, value_set=all_keys), False))
-                rows = batch.filter(lost)
+                position = pc.fill_null(pc.index_in(batch.column(ROUTE_COLUMN), value_set=all_keys), -1)
+                found = position.to_numpy(zero_copy_only=False)
+                table = np.where(found >= 0, table_of_key[np.maximum(found, 0)], -1)  # -1: no table's value
+                order = np.argsort(table, kind="stable")  # each table's rows together, in their order
+                by_table = table[order]
+                starts = np.concatenate(([0], np.flatnonzero(np.diff(by_table)) + 1))
+                rows = batch.slice(0, 0)
+                for start, end in zip(starts, [*starts[1:], len(order)], strict=True):
+                    part = batch.take(pa.array(order[start:end]))
+                    if by_table[start] < 0:
+                        rows = part
+                    else:
+                        take(targets_in_order[by_table[start]], part)
                 if not rows.num_rows:
                     continue
                 if dead_letter is not None:
