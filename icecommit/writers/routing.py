@@ -181,37 +181,39 @@ class RoutedSparkWriter:
             samples: list[str | None] = []
             skipped: Counter[str] = Counter()
 
-            def take(name: str, rows: pa.RecordBatch) -> None:
+            def take(name: str, batch: pa.RecordBatch, rows: pa.Array) -> None:
+                """Rows ``rows`` (positions) of ``batch`` to table ``name``: its columns only (the
+                batch carries every table's)."""
                 writer = writers.get(name)
                 if writer is None:
-                    skipped[name] += rows.num_rows
+                    skipped[name] += len(rows)
                     return
-                wanted_columns = [rows.column(c) for c in names[name]]
+                wanted_columns = [batch.column(c).take(rows) for c in names[name]]
                 writer.add(pa.RecordBatch.from_arrays(wanted_columns, names=plain[name]))
 
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                position = pc.fill_null(pc.index_in(batch.column(ROUTE_COLUMN), value_set=all_keys), -1)
-                found = position.to_numpy(zero_copy_only=False)
+                route = batch.column(ROUTE_COLUMN)
+                found = pc.fill_null(pc.index_in(route, value_set=all_keys), -1).to_numpy(zero_copy_only=False)
                 table = np.where(found >= 0, table_of_key[np.maximum(found, 0)], -1)  # -1: no table's value
                 order = np.argsort(table, kind="stable")  # each table's rows together, in their order
                 by_table = table[order]
                 starts = np.concatenate(([0], np.flatnonzero(np.diff(by_table)) + 1))
-                rows = batch.slice(0, 0)
+                lost = pa.array([], pa.int64())
                 for start, end in zip(starts, [*starts[1:], len(order)], strict=True):
-                    part = batch.take(pa.array(order[start:end]))
+                    rows = pa.array(order[start:end])
                     if by_table[start] < 0:
-                        rows = part
+                        lost = rows
                     else:
-                        take(targets_in_order[by_table[start]], part)
-                if not rows.num_rows:
+                        take(targets_in_order[by_table[start]], batch, rows)
+                if not len(lost):
                     continue
                 if dead_letter is not None:
-                    take(dead_letter, rows)
+                    take(dead_letter, batch, lost)
                     continue
-                unrouted += rows.num_rows
-                for value in pc.unique(rows.column(ROUTE_COLUMN)).to_pylist():
+                unrouted += len(lost)
+                for value in pc.unique(route.take(lost)).to_pylist():
                     if len(samples) < SAMPLE_VALUES and value not in samples:
                         samples.append(value)
             out_targets, out_results = [], []
