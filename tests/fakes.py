@@ -277,3 +277,17 @@ def prepared_committer(
     committer = ic.GlobalCommitter(catalog, name, job_id="A", **kwargs)  # type: ignore[arg-type]
     committer.prepare(1, [write_arrow(committer.load_table(), events(0, 20), job_id="A", checkpoint_id=1)])
     return committer
+
+
+def tables_committed_together(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The tables of each several-table catalog commit from now on (sorted names, one list
+    per commit)."""
+    together: list[list[str]] = []
+    commit = commit_group.commit_together
+
+    def spied(catalog: Any, changes: Any, **kwargs: Any) -> Any:
+        together.append(sorted(".".join(c.table.name()) for c in changes))
+        return commit(catalog, changes, **kwargs)
+
+    monkeypatch.setattr(commit_group, "commit_together", spied)
+    return together

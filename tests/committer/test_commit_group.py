@@ -24,7 +24,7 @@ from pyiceberg.table.update import AssertTableUUID, SetPropertiesUpdate
 
 import icecommit as ic
 from icecommit.catalog.multi_table import TableChange, can_commit_together, commit_together
-from icecommit.committer import commit_group, committed_checkpoints
+from icecommit.committer import committed_checkpoints
 from icecommit.committer.checkpoint_tables import commit_to_tables
 from icecommit.core import ancestry
 from icecommit.core.overwrite import OVERWRITE_PARTITIONS
@@ -34,6 +34,7 @@ from icecommit.errors import InvalidArgumentError, StateDatabaseUnavailableError
 from icecommit.maintenance import apply_rollbacks, find_orphans
 from tests.cli.runner import invoke
 from tests.committer.crash_driver import InjectedCrash
+from tests.fakes import tables_committed_together
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 JOB = "routed"
@@ -250,14 +251,7 @@ def test_several_tables_roll_back_to_one_checkpoint_in_one_catalog_commit(
     for checkpoint in (1, 2, 3):
         committers, plans = _prepared(catalog, names, checkpoint)
         commit_to_tables(committers, checkpoint, plans, together_in=catalog)
-    together: list[list[str]] = []
-    commit = commit_group.commit_together
-
-    def spied(catalog_: object, changes: list, **kwargs: Any) -> list:  # type: ignore[type-arg]
-        together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(commit_group, "commit_together", spied)
+    together = tables_committed_together(monkeypatch)
     where = ("--catalog", catalog.name, "--uri", catalog.properties["uri"])
     where += ("--warehouse", catalog.properties["warehouse"])
     refused = invoke(tmp_path, *where, "rollback", *names, "--to-snapshot", "1", "--yes")

@@ -7,7 +7,6 @@ Spark (``write_arrow``, as a task writes); SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -15,13 +14,13 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 import icecommit as ic
 from icecommit import checks
-from icecommit.committer import commit_group, committed_checkpoints, holding, release
+from icecommit.committer import committed_checkpoints, holding, release
 from icecommit.committer.holding import Gate
 from icecommit.core import ancestry
 from icecommit.errors import CheckpointHeldError, InvalidArgumentError
 from icecommit.state.checkpoints import CheckpointStore
 from tests.committer.crash_driver import InjectedCrash
-from tests.fakes import events_at
+from tests.fakes import events_at, tables_committed_together
 from tests.helpers import EVENTS_SCHEMA, events, write_arrow
 
 AUDIT = "icecommit-audit-j"
@@ -365,14 +364,7 @@ def test_a_routed_checkpoint_is_published_to_its_tables_in_one_catalog_commit(
     for name, committer in committers.items():
         committer.prepare_planned(1, results[name], held_along=True)
         assert committer.commit(1).status == "held"
-    together: list[list[str]] = []
-    commit = commit_group.commit_together
-
-    def spied(catalog_: object, changes: list, **kwargs: Any) -> list:  # type: ignore[type-arg]
-        together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(commit_group, "commit_together", spied)
+    together = tables_committed_together(monkeypatch)
     published = ic.publish(catalog, names[0], job_id="routed", checkpoint_id=1, force=True, reason="a test")
     assert sorted(r.table for r in published) == names and together == [names]
     assert all(_ids(catalog, n) == _ids_of(events(0, 5)) for n in names)

@@ -14,8 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 import icecommit as ic
 import icecommit.pipeline
-from icecommit.committer import commit_group
 from icecommit.errors import InvalidArgumentError
+from tests.fakes import tables_committed_together
 
 pytestmark = pytest.mark.spark
 
@@ -26,25 +26,13 @@ def _events(spark: SparkSession, start: int) -> DataFrame:
     return spark.createDataFrame([(start + i, ("click", "view")[i % 2]) for i in range(6)], "id long, kind string")
 
 
-def _spy(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    together: list[list[str]] = []
-    commit = commit_group.commit_together
-
-    def spied(catalog: Any, changes: Any, **kwargs: Any) -> Any:
-        together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog, changes, **kwargs)
-
-    monkeypatch.setattr(commit_group, "commit_together", spied)
-    return together
-
-
 @pytest.mark.parametrize("atomic", [True, "auto", False])
 def test_a_routed_checkpoint_is_one_catalog_commit_unless_asked_otherwise(
     spark: SparkSession, sqlite_catalog: SqlCatalog, monkeypatch: pytest.MonkeyPatch, atomic: bool | str
 ) -> None:
     catalog = sqlite_catalog
     routes = {"click": f"{catalog.name}.clicks", "view": f"{catalog.name}.views"}
-    together = _spy(monkeypatch)
+    together = tables_committed_together(monkeypatch)
     for checkpoint in (1, 2):
         result = ic.write(_events(spark, checkpoint * 10), routes, catalog=catalog, job_id="r",
                           checkpoint_id=checkpoint, route_by="kind", create=True, atomic=atomic)  # fmt: skip
@@ -96,7 +84,7 @@ def test_a_checkpoint_prepared_before_a_crash_is_recovered_in_one_catalog_commit
             ic.write(_events(spark, 0), routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind",
                      create=True, atomic=True)  # fmt: skip
     assert all(catalog.load_table(n).metadata.snapshots == [] for n in routes.values())
-    together = _spy(monkeypatch)
+    together = tables_committed_together(monkeypatch)
     again = ic.write(_events(spark, 0), routes, catalog=catalog, job_id="r", checkpoint_id=1, route_by="kind",
                      atomic=True)  # fmt: skip
     assert together == [sorted(routes.values())]  # the run's recovery: both tables at once

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 import icecommit as ic
 from icecommit import checks
-from icecommit.committer import commit_group
 from icecommit.errors import InvalidArgumentError, SchemaMismatchError
+from tests.fakes import tables_committed_together
 
 pytestmark = pytest.mark.spark
 
@@ -27,14 +27,7 @@ def test_orders_and_their_lines_land_in_one_catalog_commit(
 ) -> None:
     catalog = sqlite_catalog
     orders, lines = f"{catalog.name}.orders", f"{catalog.name}.lines"
-    together: list[list[str]] = []
-    commit = commit_group.commit_together
-
-    def spied(catalog_: Any, changes: Any, **kwargs: Any) -> Any:
-        together.append(sorted(".".join(c.table.name()) for c in changes))
-        return commit(catalog_, changes, **kwargs)
-
-    monkeypatch.setattr(commit_group, "commit_together", spied)
+    together = tables_committed_together(monkeypatch)
 
     def frames(start: int, state: str) -> dict[str, Any]:
         order_rows = [(start + i, state) for i in range(3)]
